@@ -1,0 +1,49 @@
+"""npt-dask: the Nonlinear Projection Trick, exact and out of core, on Dask.
+
+>>> import npt_dask as npt
+>>> model = npt.fit(X, kernel="rbf", gamma=0.02, n_components=100)  # doctest: +SKIP
+>>> Y = model.transform(Z)                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from npt_dask.errors import (
+    ConvergenceWarning,
+    InputError,
+    InputTypeError,
+    KernelParameterError,
+    NegativeEigenvalueError,
+    NegativeEigenvalueWarning,
+    NotFittedError,
+    NPTError,
+    RankWarning,
+)
+from npt_dask.fitting import fit
+from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
+from npt_dask.model import NPTModel, SolverDiagnostics
+
+try:
+    __version__ = version("npt-dask")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "KERNELS",
+    "ConvergenceWarning",
+    "InputError",
+    "InputTypeError",
+    "KernelParameterError",
+    "KernelSpec",
+    "NPTError",
+    "NPTModel",
+    "NegativeEigenvalueError",
+    "NegativeEigenvalueWarning",
+    "NotFittedError",
+    "RankWarning",
+    "SolverDiagnostics",
+    "__version__",
+    "fit",
+    "make_kernel",
+]

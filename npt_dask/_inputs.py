@@ -1,0 +1,171 @@
+"""Turning user data into row-chunked dask arrays, and results back into the user's type.
+
+This is the only module that knows about xarray on the compute path: numpy,
+dask and xarray inputs come in, a row-chunked dask array and an
+:class:`InputInfo` go out; results are wrapped back (numpy in -> numpy out,
+dask in -> lazy dask out, DataArray in -> DataArray out with the sample
+coordinates carried over).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import dask.array as da
+import numpy as np
+
+from npt_dask.errors import InputError, InputTypeError
+
+__all__ = ["InputInfo", "as_row_chunked", "check_finite_eagerly", "float_dtype", "wrap_rows"]
+
+Kind = Literal["numpy", "dask", "xarray"]
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """Where the rows came from, so results can be returned the same way."""
+
+    kind: Kind
+    lazy: bool
+    sample_dim: str = "sample"
+    sample_coords: Mapping[Hashable, Any] = field(default_factory=dict)
+
+
+def float_dtype(dtype: np.dtype) -> np.dtype:
+    """The floating dtype computations use: float32 stays, anything else is float64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        raise InputTypeError(f"Complex data is not supported (got dtype {dtype}).")
+    if dtype.kind not in "biuf":
+        raise InputTypeError(
+            f"Data must be numeric; got dtype {dtype}. Convert it with x.astype(float)."
+        )
+    return np.dtype(np.float32) if dtype in (np.float16, np.float32) else np.dtype(np.float64)
+
+
+def _from_xarray(data: Any, name: str) -> tuple[Any, InputInfo]:
+    if data.ndim != 2:
+        raise InputError(
+            f"{name} must be a 2-D DataArray (sample, feature); got dims {data.dims}. "
+            f"Stack the feature dims, e.g. {name}.stack(feature=[...])."
+        )
+    sample_dim = "sample" if "sample" in data.dims else str(data.dims[0])
+    feature_dim = next(d for d in data.dims if d != sample_dim)
+    data = data.transpose(sample_dim, feature_dim)
+    coords = {k: v.variable for k, v in data.coords.items() if v.dims == (sample_dim,)}
+    lazy = data.chunks is not None
+    info = InputInfo("xarray", lazy, sample_dim, coords)
+    return data.data, info
+
+
+def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
+    if type(data).__name__ == "DataArray" and hasattr(data, "dims"):
+        return _from_xarray(data, name)
+    if type(data).__name__ == "Dataset" and hasattr(data, "data_vars"):
+        raise InputTypeError(
+            f"{name} is an xarray Dataset; pass one of its variables, e.g. ds['x']."
+        )
+    if isinstance(data, da.Array):
+        return data, InputInfo("dask", True)
+    if isinstance(data, str | bytes) or data is None:
+        raise InputTypeError(f"{name} must be array-like; got {type(data).__name__}.")
+    try:
+        array = np.asarray(data)
+    except Exception as exc:
+        raise InputTypeError(f"{name} could not be converted to an array: {exc}") from exc
+    return array, InputInfo("numpy", False)
+
+
+def _check_shape(array: Any, name: str, min_samples: int) -> None:
+    if array.ndim != 2:
+        hint = f" Reshape with {name}.reshape(len({name}), -1)." if array.ndim > 2 else ""
+        raise InputError(
+            f"{name} must be 2-D (n_samples, n_features); got shape {array.shape}.{hint}"
+        )
+    n, d = array.shape
+    if not math.isnan(n) and n < min_samples:
+        need = "at least 2 samples to fit" if min_samples > 1 else "at least 1 sample"
+        raise InputError(f"{name} has {n} sample(s); need {need}.")
+    if d < 1:
+        raise InputError(f"{name} has 0 features; need at least 1.")
+
+
+def _check_finite_block(block: np.ndarray) -> np.ndarray:
+    if not np.isfinite(block).all():
+        raise InputError(
+            "Input contains NaN or infinity; remove or impute those values first "
+            "(e.g. with sklearn.impute.SimpleImputer)."
+        )
+    return block
+
+
+def as_row_chunked(
+    data: Any,
+    *,
+    name: str,
+    chunk_size: int | None,
+    min_samples: int = 1,
+    dtype: np.dtype | None = None,
+) -> tuple[da.Array, InputInfo]:
+    """Validate ``data`` and return it as a dask array chunked by rows only.
+
+    numpy input is checked for NaN/inf here; lazy input gets the check inside
+    its tasks (it raises when computed). ``chunk_size=None`` keeps the row
+    chunks of dask input. The feature axis always becomes one chunk.
+    """
+    array, info = _to_array(data, name)
+    _check_shape(array, name, min_samples)
+    dtype = float_dtype(array.dtype) if dtype is None else np.dtype(dtype)
+    if not isinstance(array, da.Array):
+        array = np.asarray(array)
+        if array.dtype.kind == "f":
+            _check_finite_block(array)
+        rows = chunk_size or 4096
+        x = da.from_array(array, chunks=(rows, -1), asarray=True, inline_array=True)
+    else:
+        if any(math.isnan(c) for c in array.chunks[0]):
+            raise InputError(
+                f"{name} has unknown chunk sizes {array.chunks[0]}; call "
+                f"{name}.compute_chunk_sizes() first."
+            )
+        x = array.rechunk({0: chunk_size or array.chunks[0], 1: -1})
+        if x.dtype.kind == "f":
+            x = x.map_blocks(_check_finite_block, dtype=x.dtype)
+    if x.dtype != dtype:
+        x = x.astype(dtype)
+    return x, info
+
+
+def check_finite_eagerly(x: da.Array, name: str) -> None:
+    """Compute whether lazy input is finite now (one read pass), before any real work."""
+    if x.dtype.kind == "f" and not bool(da.isfinite(x).all().compute()):
+        raise InputError(
+            f"{name} contains NaN or infinity; remove or impute those values first "
+            "(e.g. with sklearn.impute.SimpleImputer)."
+        )
+
+
+def wrap_rows(
+    result: da.Array,
+    info: InputInfo,
+    *,
+    column_dim: str | None = "component",
+    name: str | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Any:
+    """Return a row-aligned lazy result in the type the rows came in."""
+    if info.kind == "dask":
+        return result
+    if info.kind == "numpy":
+        return result.compute()
+    import xarray as xr
+
+    dims = (info.sample_dim,) if result.ndim == 1 else (info.sample_dim, column_dim)
+    data = result if info.lazy else result.compute()
+    coords = dict(info.sample_coords)
+    if result.ndim == 2:
+        coords[column_dim] = np.arange(result.shape[1])
+    return xr.DataArray(data, dims=dims, coords=coords, name=name, attrs=dict(attrs or {}))

@@ -1,0 +1,67 @@
+"""Loaders for ``.npz`` data sets with arrays ``x`` (samples) and ``y`` (labels).
+
+npt-dask never ships data. Point these loaders at your own files, or set
+``NPT_DATA_DIR`` to a folder holding them (on the development machines that
+is ``../shared/data``: ``mnist.npz``, ``fashion_mnist_8class.npz``,
+``covertype_odds.npz``). Files are read with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from npt_dask.errors import InputError
+
+__all__ = ["DATA_DIR_ENV", "data_path", "load_npz"]
+
+DATA_DIR_ENV = "NPT_DATA_DIR"
+
+
+def data_path(name: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """Path of ``name`` in ``data_dir`` or ``$NPT_DATA_DIR``; a clear error if absent."""
+    base = data_dir or os.environ.get(DATA_DIR_ENV)
+    if not base:
+        raise InputError(
+            f"No data directory given: pass data_dir or set {DATA_DIR_ENV} to the folder "
+            f"holding {name!r}."
+        )
+    path = Path(base) / name
+    if not path.is_file():
+        raise InputError(f"{path} does not exist; check data_dir or ${DATA_DIR_ENV}.")
+    return path
+
+
+def load_npz(
+    path: str | os.PathLike,
+    *,
+    rows: slice | None = None,
+    scale: float | None = None,
+    dtype: np.dtype | str = np.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Load ``x`` flattened to ``(n, d)`` and ``y`` from an ``.npz`` file.
+
+    Parameters
+    ----------
+    path : path-like
+        File with arrays ``x`` (n, ...) and ``y`` (n,).
+    rows : slice, optional
+        Rows to keep (e.g. ``slice(0, 60000)`` for MNIST's training split).
+    scale : float, optional
+        Divide ``x`` by this (``255`` maps pixels to [0, 1]).
+    dtype : dtype, default float64
+        dtype of the returned ``x``.
+    """
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"x", "y"} - set(data.files)
+        if missing:
+            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
+        x, y = data["x"], data["y"]
+    if rows is not None:
+        x, y = x[rows], y[rows]
+    x = x.reshape(len(x), -1).astype(dtype)
+    if scale is not None:
+        x /= scale
+    return x, y

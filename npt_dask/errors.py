@@ -1,0 +1,62 @@
+"""The one exception and warning hierarchy of npt-dask.
+
+Every error a user can trigger with bad input derives from :class:`ValueError`
+or :class:`TypeError`, so ``except ValueError`` keeps working for callers who do
+not know this module, and from :class:`NPTError`, so callers who do can catch
+everything npt-dask raises in one clause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConvergenceWarning",
+    "InputError",
+    "InputTypeError",
+    "KernelParameterError",
+    "NPTError",
+    "NPTWarning",
+    "NegativeEigenvalueError",
+    "NegativeEigenvalueWarning",
+    "NotFittedError",
+    "RankWarning",
+]
+
+
+class NPTError(Exception):
+    """Base class of every exception raised by npt-dask."""
+
+
+class InputError(NPTError, ValueError):
+    """Input data or a parameter has the wrong value (shape, content, range)."""
+
+
+class InputTypeError(NPTError, TypeError):
+    """Input data or a parameter has the wrong type."""
+
+
+class KernelParameterError(InputError):
+    """A kernel name or kernel parameter is invalid."""
+
+
+class NegativeEigenvalueError(NPTError, ValueError):
+    """The kernel matrix has significantly negative eigenvalues (not PSD)."""
+
+
+class NotFittedError(NPTError, ValueError, AttributeError):
+    """A model or estimator is used before it was fitted."""
+
+
+class NPTWarning(UserWarning):
+    """Base class of every warning issued by npt-dask."""
+
+
+class ConvergenceWarning(NPTWarning):
+    """An iterative eigensolver stopped before reaching its tolerance."""
+
+
+class NegativeEigenvalueWarning(NPTWarning):
+    """The kernel matrix has significantly negative eigenvalues; they were excluded."""
+
+
+class RankWarning(NPTWarning):
+    """Fewer significant eigenvalues than requested components (Lemma 1: r <= rank)."""

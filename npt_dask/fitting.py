@@ -1,0 +1,332 @@
+"""``npt_dask.fit``: validate, choose a solver, solve, assemble the model.
+
+Each step is its own small function; :func:`fit` only strings them together.
+No I/O and no logging happen here.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import dask.array as da
+import numpy as np
+
+from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
+from npt_dask._scheduler import current_client
+from npt_dask.eigen import (
+    EigenResult,
+    block_krylov_eigh,
+    default_oversampling,
+    dense_eigh,
+    select_eigenpairs,
+)
+from npt_dask.errors import ConvergenceWarning, InputError, InputTypeError
+from npt_dask.gram import CacheMode, KernelOperator, center_columns, kernel_matrix
+from npt_dask.kernels import KernelSpec, make_kernel
+from npt_dask.model import NPTModel, SolverDiagnostics
+
+__all__ = ["DENSE_MAX_SAMPLES", "FitOptions", "default_memory_budget", "fit"]
+
+DENSE_MAX_SAMPLES = 2000
+"""``solver="auto"`` uses the dense solver up to this many training rows."""
+
+Solver = Literal["auto", "dense", "krylov"]
+
+
+def default_memory_budget() -> int:
+    """A quarter of this machine's physical memory, in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total // 4)
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Validated, resolved solver options."""
+
+    n_components: int | None
+    center: bool
+    solver: str
+    tol: float
+    rtol: float
+    chunk_size: int | None
+    cache: CacheMode
+    memory_budget: int
+    precision: np.dtype | None
+    block_size: int | None
+    max_passes: int
+    on_negative: str
+    random_state: Any
+
+
+def _check_int(name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"The '{name}' parameter must be an int; got {value!r}.")
+    if value < minimum:
+        raise InputError(f"The '{name}' parameter must be >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InputError(f"The '{name}' parameter must be one of {choices}; got {value!r}.")
+    return value
+
+
+def _check_fraction(name: str, value: Any, *, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputTypeError(f"The '{name}' parameter must be a real number; got {value!r}.")
+    if not low <= float(value) < high:
+        raise InputError(f"The '{name}' parameter must be in [{low}, {high}); got {value!r}.")
+    return float(value)
+
+
+def _precision(value: Any) -> np.dtype | None:
+    if value is None:
+        return None
+    dtype = np.dtype(value)
+    if dtype not in (np.float32, np.float64):
+        raise InputError(f"precision must be 'float32', 'float64' or None; got {value!r}.")
+    return dtype
+
+
+def validate_options(**kw: Any) -> FitOptions:
+    """Check every fit parameter before any data is touched."""
+    tol = 1e-8 if kw["tol"] is None else kw["tol"]
+    return FitOptions(
+        n_components=_check_int("n_components", kw["n_components"], 1, allow_none=True),
+        center=bool(kw["center"]),
+        solver=_check_choice("solver", kw["solver"], ("auto", "dense", "krylov")),
+        tol=_check_fraction("tol", tol, low=1e-15, high=1.0),
+        rtol=_check_fraction("rtol", kw["rtol"], low=0.0, high=1.0),
+        chunk_size=_check_int("chunk_size", kw["chunk_size"], 1, allow_none=True),
+        cache=_check_choice("cache", kw["cache"], ("auto", "recompute", "memory")),
+        memory_budget=_check_int("memory_budget", kw["memory_budget"], 1, allow_none=True)
+        or default_memory_budget(),
+        precision=_precision(kw["precision"]),
+        block_size=_check_int("block_size", kw["block_size"], 1, allow_none=True),
+        max_passes=_check_int("max_passes", kw["max_passes"], 1),
+        on_negative=_check_choice("on_negative", kw["on_negative"], ("warn", "raise")),
+        random_state=kw["random_state"],
+    )
+
+
+def choose_solver(n: int, opts: FitOptions) -> str:
+    """``"dense"`` or ``"krylov"``, checking what each can do for this n."""
+    r = opts.n_components
+    max_r = n - 1 if opts.center else n
+    if r is not None and r > max_r:
+        raise InputError(
+            f"n_components={r} is larger than possible: a {'centred ' if opts.center else ''}"
+            f"kernel matrix of {n} samples has rank at most {max_r}."
+        )
+    solver = opts.solver
+    if solver == "auto":
+        solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES else "krylov"
+    if solver == "krylov" and r is None:
+        raise InputError(
+            "n_components=None (the full effective rank) needs solver='dense'; "
+            "give n_components for the Krylov solver."
+        )
+    need = 3 * n * n * 8
+    if solver == "dense" and need > opts.memory_budget:
+        raise InputError(
+            f"solver='dense' needs about {need / 2**30:.1f} GiB for n={n} (the n x n kernel "
+            f"matrix and its eigendecomposition), above memory_budget="
+            f"{opts.memory_budget / 2**30:.1f} GiB. Use solver='krylov' with n_components."
+        )
+    return solver
+
+
+def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
+    gram = kernel_matrix(x, x, kernel).compute().astype(np.float64, copy=False)
+    m = gram.mean(axis=1) if opts.center else np.zeros(gram.shape[0])
+    g = float(m.mean())
+    if opts.center:
+        gram -= m[:, None]
+        gram -= m[None, :]
+        gram += g
+    gram = (gram + gram.T) / 2
+    return dense_eigh(gram, opts.n_components), m, g, "none"
+
+
+def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
+    op = KernelOperator(
+        x, kernel, center=opts.center, cache=opts.cache, memory_budget=opts.memory_budget
+    )
+    r = opts.n_components
+    b = min(op.n, opts.block_size or r + default_oversampling(r))
+    rng = np.random.default_rng(opts.random_state)
+    start = rng.standard_normal((op.n, b))
+    if opts.center:
+        start = center_columns(start)
+    try:
+        result = block_krylov_eigh(
+            op.matmat,
+            op.n,
+            r,
+            block_size=b,
+            tol=opts.tol,
+            max_passes=opts.max_passes,
+            start=start,
+            random_state=rng,
+        )
+        m = op.row_means if opts.center else np.zeros(op.n)
+    finally:
+        op.release()
+    return result, m, (float(m.mean()) if opts.center else 0.0), op.cache
+
+
+def _warn_unconverged(result: EigenResult, opts: FitOptions) -> None:
+    if not result.converged:
+        warnings.warn(
+            f"The Krylov solver stopped after {result.passes} passes with a relative residual "
+            f"of {float(result.residuals.max()):.3g} > tol={opts.tol:g}. Raise max_passes or "
+            "block_size, or loosen tol.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
+
+def fit(
+    X: Any,
+    kernel: str | KernelSpec | dict = "rbf",
+    *,
+    gamma: float | None = None,
+    degree: float | None = None,
+    coef0: float | None = None,
+    n_components: int | None = None,
+    center: bool = True,
+    solver: Solver = "auto",
+    tol: float | None = None,
+    rtol: float = 1e-10,
+    chunk_size: int | None = 4096,
+    cache: CacheMode = "auto",
+    memory_budget: int | None = None,
+    precision: str | None = None,
+    block_size: int | None = None,
+    max_passes: int = 50,
+    on_negative: Literal["warn", "raise"] = "warn",
+    random_state: int | np.random.Generator | None = None,
+) -> NPTModel:
+    """Fit the Nonlinear Projection Trick: top eigenpairs of the kernel matrix.
+
+    Parameters
+    ----------
+    X : array-like, dask array or DataArray of shape (n, d)
+        Training rows. A DataArray's sample dim is ``"sample"`` if present,
+        else its first dim.
+    kernel : str, KernelSpec or dict
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``,
+        ``"linear"`` or ``"cosine"`` (scikit-learn's definitions).
+    gamma, degree, coef0 : float, optional
+        Kernel parameters, scikit-learn's defaults (``gamma = 1/d``); those the
+        kernel does not use are ignored.
+    n_components : int, optional
+        Dimension r. ``None`` keeps the full effective rank (dense solver only).
+    center : bool, default True
+        Centre in feature space (kernel PCA). ``False`` gives the uncentred
+        exact explicit feature map.
+    solver : {"auto", "dense", "krylov"}
+        ``"dense"`` materialises the n x n matrix (small n only); ``"krylov"``
+        streams kernel blocks. ``"auto"``: dense for ``n <= 2000`` or
+        ``n_components=None``, else Krylov.
+    tol : float, default 1e-8
+        Krylov stopping rule on ``||K u - lambda u|| / lambda_1`` for all r pairs.
+    rtol : float, default 1e-10
+        Keep only eigenvalues above ``rtol * lambda_1`` (Lemma 1: r <= rank).
+    chunk_size : int or None, default 4096
+        Rows per kernel block. ``None`` keeps a dask input's row chunks.
+    cache : {"auto", "recompute", "memory"}
+        Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
+        keeps them if they fit in half of ``memory_budget``.
+    memory_budget : int, optional
+        Bytes the fit may use for cached blocks or a dense matrix; default a
+        quarter of physical memory.
+    precision : {"float32", "float64"}, optional
+        dtype of the kernel blocks; products and sums are always float64.
+        Default: float32 for float32 input, float64 otherwise.
+    block_size : int, optional
+        Krylov block width; default ``n_components + max(10, n_components // 5)``.
+    max_passes : int, default 50
+        Most Krylov passes over the kernel.
+    on_negative : {"warn", "raise"}
+        What a significantly negative eigenvalue (non-PSD kernel) does; the
+        negative part is always excluded, never silently.
+    random_state : int or Generator, optional
+        Seed of the Krylov start block.
+
+    Returns
+    -------
+    NPTModel
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import npt_dask as npt
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = npt.fit(X, kernel="rbf", gamma=0.5, n_components=5, random_state=0)
+    >>> model.train_coordinates().shape
+    (200, 5)
+    >>> bool(np.allclose(model.transform(X[:4]), model.train_coordinates()[:4]))
+    True
+    """
+    spec = make_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0)
+    opts = validate_options(
+        n_components=n_components,
+        center=center,
+        solver=solver,
+        tol=tol,
+        rtol=rtol,
+        chunk_size=chunk_size,
+        cache=cache,
+        memory_budget=memory_budget,
+        precision=precision,
+        block_size=block_size,
+        max_passes=max_passes,
+        on_negative=on_negative,
+        random_state=random_state,
+    )
+    x, info = as_row_chunked(
+        X, name="X", chunk_size=opts.chunk_size, min_samples=2, dtype=opts.precision
+    )
+    spec = spec.resolve(int(x.shape[1]))
+    solver_name = choose_solver(int(x.shape[0]), opts)
+    if info.lazy:
+        check_finite_eagerly(x, "X")
+    if current_client() is not None:
+        x = x.persist()
+    return _solve(x, spec, opts, solver_name, info)
+
+
+def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: InputInfo):
+    start = time.perf_counter()
+    solve = _solve_dense if solver == "dense" else _solve_krylov
+    result, m, g, cache = solve(x, spec, opts)
+    _warn_unconverged(result, opts)
+    values, vectors, residuals = select_eigenpairs(
+        result, opts.n_components, rtol=opts.rtol, on_negative=opts.on_negative
+    )
+    diagnostics = SolverDiagnostics(
+        solver=result.solver,
+        passes=result.passes,
+        tol=opts.tol,
+        residuals=residuals,
+        converged=result.converged,
+        min_eigenvalue=result.min_eigenvalue,
+        cache=cache,
+        block_size=int(result.eigenvectors.shape[1])
+        if solver == "dense"
+        else min(
+            x.shape[0],
+            opts.block_size or opts.n_components + default_oversampling(opts.n_components),
+        ),
+        seconds=time.perf_counter() - start,
+    )
+    return NPTModel(spec, x, values, vectors, m, g, opts.center, diagnostics, info)

@@ -1,0 +1,322 @@
+"""The lazy kernel matrix and the matrix-free (centred) kernel operator.
+
+Layer rule: this is graph code. It builds dask graphs over numpy blocks and
+calls the numeric kernels of :mod:`npt_dask.kernels`; it never touches zarr or
+xarray, and it never materialises the n x n kernel matrix.
+
+Two tools live here:
+
+* :func:`kernel_matrix` -- ``kappa(Z, X)`` as a lazy dask array built
+  blockwise, for projections (``kappa(Z, X) @ W`` fuses block by block) and for
+  the small-n dense solver.
+* :class:`KernelOperator` -- ``V -> K V`` for the centred (or uncentred)
+  kernel matrix of the training rows. One call is one *pass*: every block
+  ``kappa(X_i, X_j)`` with ``i <= j`` is evaluated (or read from the cache)
+  once and used twice, ``B V_j`` for row block i and ``B^T V_i`` for row block
+  j. The centring ``K V = C(calK C(V))`` with ``C(V) = V - mean_rows(V)`` is
+  folded into the block V and the result, so centring costs O(n b) per pass.
+  The row means ``m`` of the uncentred matrix come free with the first pass
+  (a column of ones rides along with V).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Literal
+
+import dask
+import dask.array as da
+import numpy as np
+from dask import delayed
+from dask.delayed import Delayed
+
+from npt_dask._scheduler import blas_threads_for_tasks, current_client, ship_blocks
+from npt_dask.errors import InputError
+from npt_dask.kernels import KernelSpec
+
+__all__ = [
+    "CacheMode",
+    "KernelOperator",
+    "cache_nbytes",
+    "center_columns",
+    "kernel_diagonal",
+    "kernel_matrix",
+]
+
+CacheMode = Literal["auto", "recompute", "memory"]
+_SPLIT_EVERY = 8
+
+
+def _check_row_chunked(x: da.Array, what: str) -> None:
+    if x.ndim != 2 or len(x.chunks[1]) != 1:
+        raise InputError(
+            f"{what} must be a 2-D dask array with one chunk along features; got shape "
+            f"{x.shape} and chunks {x.chunks}. Rechunk with x.rechunk({{1: -1}})."
+        )
+    if any(math.isnan(c) for c in x.chunks[0]):
+        raise InputError(
+            f"{what} has unknown chunk sizes {x.chunks[0]}; call x.compute_chunk_sizes() first."
+        )
+
+
+def _kernel_block(z: np.ndarray, x: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+    return kernel(z, x)
+
+
+def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
+    """Lazy ``kappa(z_i, x_j)`` with chunks ``(z.chunks[0], x.chunks[0])``.
+
+    Nothing is computed. Each output chunk is one kernel block, so the memory
+    of a task is ``len(z_chunk) * len(x_chunk)`` elements plus its inputs.
+    """
+    _check_row_chunked(z, "z")
+    _check_row_chunked(x, "x")
+    dtype = np.result_type(z.dtype, x.dtype, np.float32)
+    return da.blockwise(
+        _kernel_block,
+        "ij",
+        z,
+        "ik",
+        x,
+        "jk",
+        dtype=dtype,
+        concatenate=True,
+        kernel=kernel,
+    )
+
+
+def _diag_block(z: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+    return kernel.diag(z)
+
+
+def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
+    """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows)."""
+    _check_row_chunked(z, "z")
+    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)
+
+
+def center_columns(v: np.ndarray) -> np.ndarray:
+    """``C(V) = V - mean over rows of V``: the centring projector ``I - E``."""
+    return v - v.mean(axis=0, keepdims=True)
+
+
+def cache_nbytes(row_chunks: Sequence[int], itemsize: int) -> int:
+    """Bytes the upper-triangle kernel blocks take when kept between passes."""
+    sizes = np.asarray(row_chunks, dtype=np.int64)
+    total = int(sizes.sum())
+    return int((total * total + int((sizes * sizes).sum())) // 2 * itemsize)
+
+
+# --- numeric task bodies (numpy only) -------------------------------------------------
+
+
+def _as_f64(block: np.ndarray) -> np.ndarray:
+    return block if block.dtype == np.float64 else block.astype(np.float64)
+
+
+def _block_products(
+    block: np.ndarray, v_i: np.ndarray, v_j: np.ndarray, diagonal: bool
+) -> tuple[np.ndarray, ...]:
+    b = _as_f64(block)
+    if diagonal:
+        return (b @ v_i,)
+    return (b @ v_j, b.T @ v_i)
+
+
+def _pair_products(
+    x_i: np.ndarray,
+    x_j: np.ndarray,
+    v_i: np.ndarray,
+    v_j: np.ndarray,
+    kernel: KernelSpec,
+    diagonal: bool,
+) -> tuple[np.ndarray, ...]:
+    return _block_products(kernel(x_i, x_j), v_i, v_j, diagonal)
+
+
+def _sum_parts(parts: list, which: list[int | None]) -> np.ndarray:
+    out = None
+    for part, w in zip(parts, which, strict=True):
+        term = part if w is None else part[w]
+        out = term.copy() if out is None else out.__iadd__(term)
+    return out
+
+
+def _tree_sum(items: list[tuple[Delayed, int | None]], key: str) -> Delayed:
+    """Sum Delayed contributions with fan-in ``_SPLIT_EVERY`` (bounded memory)."""
+    level = 0
+    while len(items) > 1 or items[0][1] is not None:
+        groups = [items[k : k + _SPLIT_EVERY] for k in range(0, len(items), _SPLIT_EVERY)]
+        items = [
+            (
+                delayed(_sum_parts, pure=True)(
+                    [p for p, _ in g], [w for _, w in g], dask_key_name=f"{key}-l{level}-{n}"
+                ),
+                None,
+            )
+            for n, g in enumerate(groups)
+        ]
+        level += 1
+    return items[0][0]
+
+
+class KernelOperator:
+    """Matrix-free product with the kernel matrix of the training rows.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Training rows, ``(n, d)``, one chunk along features. Its row chunks
+        are the kernel blocks: a pass evaluates ``nb (nb + 1) / 2`` blocks for
+        ``nb`` row chunks.
+    kernel : KernelSpec
+        Resolved kernel.
+    center : bool
+        Multiply with the centred matrix ``K = (I - E) calK (I - E)`` (True) or
+        the uncentred ``calK`` (False).
+    cache : {"auto", "recompute", "memory"}
+        ``"recompute"`` evaluates every kernel block on every pass: memory
+        stays at a few blocks per thread, whatever n. ``"memory"`` evaluates
+        the upper-triangle blocks once and keeps them (on a distributed
+        cluster they live on the workers, which spill them to disk past their
+        memory limit); later passes cost only the block products.
+        ``"auto"`` keeps them when :func:`cache_nbytes` is at most half of
+        ``memory_budget``.
+    memory_budget : int
+        Bytes the cache may use (see ``cache``).
+
+    Notes
+    -----
+    Memory per task: one kernel block (``chunk**2`` elements in the kernel
+    precision, plus a float64 copy when that precision is float32), the two
+    input row chunks (``chunk * d``) and the block products (``chunk * b``).
+    The driver holds V and the result, ``n * b`` float64 each.
+    """
+
+    def __init__(
+        self,
+        x: da.Array,
+        kernel: KernelSpec,
+        *,
+        center: bool = True,
+        cache: CacheMode = "auto",
+        memory_budget: int = 4 << 30,
+    ) -> None:
+        _check_row_chunked(x, "x")
+        if cache not in ("auto", "recompute", "memory"):
+            raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
+        self.x = x
+        self.kernel = kernel
+        self.center = bool(center)
+        self.row_chunks = tuple(int(c) for c in x.chunks[0])
+        self.offsets = np.concatenate([[0], np.cumsum(self.row_chunks)])
+        self.n = int(self.offsets[-1])
+        if cache == "auto":
+            fits = cache_nbytes(self.row_chunks, x.dtype.itemsize) <= memory_budget // 2
+            cache = "memory" if fits else "recompute"
+        self.cache: CacheMode = cache
+        self.passes = 0
+        self._x_parts: list[Delayed] = list(x.to_delayed().ravel())
+        self._blocks: dict[tuple[int, int], Delayed] | None = None
+        self._row_sums: np.ndarray | None = None
+        self._token = uuid.uuid4().hex[:12]
+
+    @property
+    def n_blocks(self) -> int:
+        """Kernel blocks evaluated per pass (the upper triangle)."""
+        nb = len(self.row_chunks)
+        return nb * (nb + 1) // 2
+
+    def _cached_blocks(self) -> dict[tuple[int, int], Delayed]:
+        if self._blocks is None:
+            nb = len(self.row_chunks)
+            lazy = {
+                (i, j): delayed(_kernel_block, pure=True)(
+                    self._x_parts[i],
+                    self._x_parts[j],
+                    self.kernel,
+                    dask_key_name=f"npt-kblock-{self._token}-{i}-{j}",
+                )
+                for i in range(nb)
+                for j in range(i, nb)
+            }
+            keys = list(lazy)
+            with blas_threads_for_tasks():
+                persisted = dask.persist(*lazy.values())
+            self._blocks = dict(zip(keys, persisted, strict=True))
+        return self._blocks
+
+    def _pass_graph(self, v: np.ndarray) -> list[Delayed]:
+        nb = len(self.row_chunks)
+        v_parts = ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
+        tag = f"{self._token}-p{self.passes}"
+        contributions: list[list[tuple[Delayed, int]]] = [[] for _ in range(nb)]
+        blocks = self._cached_blocks() if self.cache == "memory" else None
+        for i in range(nb):
+            for j in range(i, nb):
+                key = f"npt-pair-{tag}-{i}-{j}"
+                if blocks is not None:
+                    pair = delayed(_block_products, pure=True)(
+                        blocks[i, j], v_parts[i], v_parts[j], i == j, dask_key_name=key
+                    )
+                else:
+                    pair = delayed(_pair_products, pure=True)(
+                        self._x_parts[i],
+                        self._x_parts[j],
+                        v_parts[i],
+                        v_parts[j],
+                        self.kernel,
+                        i == j,
+                        dask_key_name=key,
+                    )
+                contributions[i].append((pair, 0))
+                if i != j:
+                    contributions[j].append((pair, 1))
+        return [_tree_sum(c, f"npt-rowsum-{tag}-{i}") for i, c in enumerate(contributions)]
+
+    def uncentered_matmat(self, v: np.ndarray) -> np.ndarray:
+        """``calK @ v`` for an ``(n, b)`` float64 block; one pass over the kernel."""
+        v = np.asarray(v, dtype=np.float64)
+        if v.ndim != 2 or v.shape[0] != self.n:
+            raise InputError(f"v must have shape ({self.n}, b); got {v.shape}.")
+        want_sums = self._row_sums is None
+        if want_sums:
+            v = np.hstack([v, np.ones((self.n, 1))])
+        graph = self._pass_graph(v)
+        with blas_threads_for_tasks():
+            rows = dask.compute(*graph)
+        self.passes += 1
+        out = np.concatenate(rows, axis=0)
+        if want_sums:
+            self._row_sums = out[:, -1].copy()
+            out = out[:, :-1]
+        return out
+
+    def matmat(self, v: np.ndarray) -> np.ndarray:
+        """``K @ v`` (centred when ``center``); one pass over the kernel."""
+        if not self.center:
+            return self.uncentered_matmat(v)
+        return center_columns(self.uncentered_matmat(center_columns(v)))
+
+    @property
+    def row_means(self) -> np.ndarray:
+        """Row means ``m = calK 1 / n`` of the uncentred matrix (costs a pass if none ran)."""
+        if self._row_sums is None:
+            self.uncentered_matmat(np.zeros((self.n, 0)))
+        return self._row_sums / self.n
+
+    @property
+    def grand_mean(self) -> float:
+        """Grand mean ``g = 1^T calK 1 / n^2``."""
+        return float(self.row_means.mean())
+
+    def release(self) -> None:
+        """Drop cached kernel blocks (they are also freed with the operator)."""
+        self._blocks = None
+
+    @property
+    def on_cluster(self) -> bool:
+        """True when passes run on a distributed client."""
+        return current_client() is not None

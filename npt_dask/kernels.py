@@ -1,0 +1,372 @@
+"""Kernel functions on numpy blocks, as frozen, validated, serialisable specs.
+
+Definitions and defaults follow scikit-learn (``sklearn.metrics.pairwise``) so
+results can be compared one to one:
+
+=============  ====================================  ==========================
+name           kappa(x, z)                           parameters (default)
+=============  ====================================  ==========================
+``rbf``        ``exp(-gamma ||x - z||^2)``           gamma (1 / n_features)
+``laplacian``  ``exp(-gamma ||x - z||_1)``           gamma (1 / n_features)
+``polynomial`` ``(gamma <x, z> + coef0) ** degree``  gamma (1 / n_features),
+                                                     degree (3), coef0 (1)
+``sigmoid``    ``tanh(gamma <x, z> + coef0)``        gamma (1 / n_features),
+                                                     coef0 (1)
+``linear``     ``<x, z>``                            none
+``cosine``     ``<x, z> / (||x|| ||z||)``            none
+=============  ====================================  ==========================
+
+Layer rule: this module sees numpy blocks only. It knows nothing of dask,
+xarray or zarr. The dot-product kernels (rbf, polynomial, sigmoid, linear,
+cosine) cost one matrix product plus one multi-threaded elementwise pass; the
+same-operand product ``A @ A.T`` is never issued (numpy's bundled OpenBLAS
+routes it to ``syrk``, which crashes multi-threaded on large blocks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+from npt_dask._parallel import map_row_slices
+from npt_dask.errors import InputError, KernelParameterError
+
+__all__ = ["ALIASES", "KERNELS", "KernelSpec", "make_kernel"]
+
+_TILE_ELEMENTS = 1 << 15  # elements per tile of an elementwise pass (~256 KiB)
+
+
+def _tiled(n_rows: int, n_cols: int, step: Callable[[slice], None]) -> None:
+    """Run ``step`` on cache-sized row tiles, the tiles spread over threads."""
+    tile = max(1, _TILE_ELEMENTS // max(n_cols, 1))
+
+    def run(rows: slice) -> None:
+        for start in range(rows.start, rows.stop, tile):
+            step(slice(start, min(start + tile, rows.stop)))
+
+    map_row_slices(run, n_rows, n_cols)
+
+
+def _block_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
+    dtype = np.result_type(a.dtype, b.dtype, np.float32)
+    return np.dtype(np.float64) if dtype.itemsize > 8 else dtype
+
+
+def _cross_product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``a @ b.T`` through the general product, never the ``syrk`` path."""
+    a = np.asarray(a, dtype=dtype)
+    b = np.asarray(b, dtype=dtype)
+    if np.shares_memory(a, b):
+        b = b.copy()
+    return np.ascontiguousarray(np.dot(a, b.T))
+
+
+def _sq_norms(a: np.ndarray) -> np.ndarray:
+    a64 = np.asarray(a, dtype=np.float64)
+    return np.einsum("ij,ij->i", a64, a64)
+
+
+# --- block functions: (a, b, spec) -> kappa(a, b); diag functions: (a, spec) -> kappa(a_i, a_i)
+
+
+def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    dtype = _block_dtype(a, b)
+    out = _cross_product(a, b, dtype)
+    aa = _sq_norms(a).astype(dtype)
+    bb = _sq_norms(b).astype(dtype)
+    neg_gamma = dtype.type(-spec.gamma)
+
+    def step(rows: slice) -> None:
+        g = out[rows]
+        g *= -2.0
+        g += aa[rows, None]
+        g += bb[None, :]
+        np.maximum(g, 0.0, out=g)
+        g *= neg_gamma
+        np.exp(g, out=g)
+
+    _tiled(out.shape[0], out.shape[1], step)
+    return out
+
+
+def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    dtype = _block_dtype(a, b)
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    out = np.empty((a.shape[0], b.shape[0]), dtype=dtype)
+
+    def run(rows: slice) -> None:
+        d = cdist(a64[rows], b64, metric="cityblock")
+        d *= -spec.gamma
+        np.exp(d, out=d)
+        out[rows] = d
+
+    map_row_slices(run, out.shape[0], max(out.shape[1], 1) * max(a.shape[1], 1))
+    return out
+
+
+def _power_inplace(g: np.ndarray, degree: float) -> None:
+    if float(degree).is_integer():
+        np.power(g, int(degree), out=g)
+    else:
+        np.power(g, degree, out=g)
+
+
+def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    dtype = _block_dtype(a, b)
+    out = _cross_product(a, b, dtype)
+
+    def step(rows: slice) -> None:
+        g = out[rows]
+        g *= spec.gamma
+        g += spec.coef0
+        _power_inplace(g, spec.degree)
+
+    _tiled(out.shape[0], out.shape[1], step)
+    return out
+
+
+def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    dtype = _block_dtype(a, b)
+    out = _cross_product(a, b, dtype)
+
+    def step(rows: slice) -> None:
+        g = out[rows]
+        g *= spec.gamma
+        g += spec.coef0
+        np.tanh(g, out=g)
+
+    _tiled(out.shape[0], out.shape[1], step)
+    return out
+
+
+def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return _cross_product(a, b, _block_dtype(a, b))
+
+
+def _unit_rows(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    norms = np.sqrt(_sq_norms(a))
+    norms[norms == 0.0] = 1.0  # scikit-learn's normalize leaves zero rows at zero
+    return (np.asarray(a, dtype=np.float64) / norms[:, None]).astype(dtype, copy=False)
+
+
+def _cosine_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    dtype = _block_dtype(a, b)
+    return _cross_product(_unit_rows(a, dtype), _unit_rows(b, dtype), dtype)
+
+
+def _ones_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return np.ones(a.shape[0], dtype=np.float64)
+
+
+def _polynomial_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    d = spec.gamma * _sq_norms(a) + spec.coef0
+    _power_inplace(d, spec.degree)
+    return d
+
+
+def _sigmoid_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return np.tanh(spec.gamma * _sq_norms(a) + spec.coef0)
+
+
+def _linear_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return _sq_norms(a)
+
+
+def _cosine_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return (_sq_norms(a) > 0.0).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _KernelDef:
+    block: Callable[[np.ndarray, np.ndarray, KernelSpec], np.ndarray]
+    diag: Callable[[np.ndarray, KernelSpec], np.ndarray]
+    defaults: Mapping[str, Any]  # parameter -> default (None: resolved from data)
+    psd: bool
+
+
+KERNELS: Mapping[str, _KernelDef] = {
+    "rbf": _KernelDef(_rbf_block, _ones_diag, {"gamma": None}, True),
+    "laplacian": _KernelDef(_laplacian_block, _ones_diag, {"gamma": None}, True),
+    "polynomial": _KernelDef(
+        _polynomial_block, _polynomial_diag, {"gamma": None, "degree": 3, "coef0": 1.0}, False
+    ),
+    "sigmoid": _KernelDef(_sigmoid_block, _sigmoid_diag, {"gamma": None, "coef0": 1.0}, False),
+    "linear": _KernelDef(_linear_block, _linear_diag, {}, True),
+    "cosine": _KernelDef(_cosine_block, _cosine_diag, {}, True),
+}
+"""Registry of kernel names to their block function, diagonal and defaults.
+
+``psd`` records whether the kernel is positive semi-definite for every
+parameter value (a polynomial with a non-integer degree or negative ``coef0``
+may not be; sigmoid is not in general)."""
+
+ALIASES: Mapping[str, str] = {"poly": "polynomial"}
+"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
+
+_PARAMS = ("gamma", "degree", "coef0")
+
+
+def _check_real(name: str, value: Any, *, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise KernelParameterError(
+            f"The '{name}' parameter must be a real number; got {value!r} "
+            f"of type {type(value).__name__}."
+        )
+    value = float(value)
+    if not math.isfinite(value):
+        raise KernelParameterError(f"The '{name}' parameter must be finite; got {value!r}.")
+    if minimum is not None and value < minimum:
+        raise KernelParameterError(f"The '{name}' parameter must be >= {minimum}; got {value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel: its name and parameters, validated, immutable, serialisable.
+
+    Parameters that a kernel does not use must be ``None``; use
+    :func:`make_kernel` to build a spec from scikit-learn style arguments that
+    may carry unused ones. ``gamma=None`` means ``1 / n_features`` and is
+    fixed by :meth:`resolve` once the data are known.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask.kernels import KernelSpec
+    >>> k = KernelSpec("rbf", gamma=0.5)
+    >>> k.to_dict()
+    {'name': 'rbf', 'gamma': 0.5}
+    >>> KernelSpec.from_dict(k.to_dict()) == k
+    True
+    >>> x = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> np.round(k(x, x), 4)
+    array([[1.    , 0.3679],
+           [0.3679, 1.    ]])
+    """
+
+    name: str
+    gamma: float | None = None
+    degree: float | None = None
+    coef0: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in KERNELS:
+            raise KernelParameterError(
+                f"Unknown kernel {self.name!r}; choose one of {sorted(KERNELS)}."
+            )
+        defaults = KERNELS[self.name].defaults
+        for param in _PARAMS:
+            value = getattr(self, param)
+            if param not in defaults:
+                if value is not None:
+                    raise KernelParameterError(
+                        f"The {self.name!r} kernel takes no '{param}' parameter; got {value!r}. "
+                        f"Use npt_dask.kernels.make_kernel to drop unused parameters."
+                    )
+                continue
+            if value is None:
+                object.__setattr__(self, param, defaults[param])
+                continue
+            minimum = None if param == "coef0" else 0.0
+            object.__setattr__(self, param, _check_real(param, value, minimum=minimum))
+
+    @property
+    def is_resolved(self) -> bool:
+        """True when every parameter has a value (``gamma`` is not pending)."""
+        return all(getattr(self, p) is not None for p in KERNELS[self.name].defaults)
+
+    @property
+    def is_psd(self) -> bool:
+        """True when the kernel is positive semi-definite for these parameters."""
+        if self.name == "polynomial":
+            return float(self.degree).is_integer() and self.coef0 >= 0.0
+        return KERNELS[self.name].psd
+
+    def resolve(self, n_features: int) -> KernelSpec:
+        """Return the spec with ``gamma=None`` replaced by ``1 / n_features``."""
+        if "gamma" in KERNELS[self.name].defaults and self.gamma is None:
+            return replace(self, gamma=1.0 / n_features)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-serialisable dict: the name and the kernel's own parameters."""
+        out: dict[str, Any] = {"name": self.name}
+        for param in KERNELS[self.name].defaults:
+            out[param] = getattr(self, param)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelSpec:
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
+        if "name" not in data:
+            raise KernelParameterError("A kernel spec dict needs a 'name' key.")
+        return cls(**dict(data))
+
+    def _check_ready(self, *blocks: np.ndarray) -> None:
+        if not self.is_resolved:
+            raise KernelParameterError(
+                f"Kernel {self.name!r} has gamma=None; call spec.resolve(n_features) first."
+            )
+        for block in blocks:
+            if block.ndim != 2:
+                raise InputError(f"Kernel blocks must be 2-D; got shape {block.shape}.")
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Kernel block ``kappa(a_i, b_j)``, shape ``(len(a), len(b))``.
+
+        The block is float32 when both inputs are float32, float64 otherwise.
+        """
+        self._check_ready(a, b)
+        if a.shape[1] != b.shape[1]:
+            raise InputError(
+                f"Kernel blocks need the same number of features; got {a.shape[1]} and "
+                f"{b.shape[1]}."
+            )
+        return KERNELS[self.name].block(a, b, self)
+
+    def diag(self, a: np.ndarray) -> np.ndarray:
+        """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``."""
+        self._check_ready(a)
+        return KERNELS[self.name].diag(a, self)
+
+
+def make_kernel(
+    kernel: str | KernelSpec | Mapping[str, Any],
+    *,
+    gamma: float | None = None,
+    degree: float | None = None,
+    coef0: float | None = None,
+) -> KernelSpec:
+    """Build a :class:`KernelSpec` from scikit-learn style arguments.
+
+    Parameters the kernel does not use are ignored, as in
+    ``sklearn.decomposition.KernelPCA``. A spec or a spec dict is returned
+    as a spec unchanged; passing parameters alongside one is an error.
+    """
+    if isinstance(kernel, KernelSpec | Mapping):
+        if any(v is not None for v in (gamma, degree, coef0)):
+            raise KernelParameterError(
+                "Pass kernel parameters either inside the kernel spec or as arguments, not both."
+            )
+        return kernel if isinstance(kernel, KernelSpec) else KernelSpec.from_dict(kernel)
+    if not isinstance(kernel, str):
+        raise KernelParameterError(
+            f"kernel must be a name, a KernelSpec or a dict; got {type(kernel).__name__}. "
+            f"Callable kernels are not supported (they cannot be stored without pickle)."
+        )
+    kernel = ALIASES.get(kernel, kernel)
+    if kernel not in KERNELS:
+        raise KernelParameterError(f"Unknown kernel {kernel!r}; choose one of {sorted(KERNELS)}.")
+    given = {"gamma": gamma, "degree": degree, "coef0": coef0}
+    used = KERNELS[kernel].defaults
+    return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})

@@ -1,0 +1,253 @@
+"""The fitted NPT model: eigenpairs, centring statistics and the projections.
+
+A model holds what a projection needs -- the training rows (lazily, as a
+row-chunked dask array), the kernel, ``U``, ``Lambda``, the row means ``m``
+and grand mean ``g`` -- and maps any rows ``z`` to their coordinates
+
+    y = Lambda^{-1/2} U^T k(z) = A^T kappa(z) - A^T m,   A = U Lambda^{-1/2}
+
+and to the Lemma 5 residual ``sqrt(max(0, k(z, z) - ||y||^2))``, the distance
+of ``phi(z)`` from the fitted subspace. Projection streams over training
+blocks: each task evaluates one kernel block ``kappa(Z_i, X_j)`` and
+multiplies it straight into ``[A_j, 1/n]``, so memory per task is one block
+plus its inputs, whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from npt_dask._inputs import InputInfo, as_row_chunked, wrap_rows
+from npt_dask.errors import InputError
+from npt_dask.gram import kernel_diagonal
+from npt_dask.kernels import KernelSpec
+
+__all__ = ["NPTModel", "SolverDiagnostics"]
+
+_SPLIT_EVERY = 8
+
+
+@dataclass(frozen=True)
+class SolverDiagnostics:
+    """How the eigenpairs were obtained."""
+
+    solver: str
+    passes: int
+    tol: float
+    residuals: np.ndarray
+    converged: bool
+    min_eigenvalue: float
+    cache: str
+    block_size: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["residuals"] = [float(v) for v in self.residuals]
+        return out
+
+
+def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+    block = kernel(z, x)
+    if block.dtype != np.float64:
+        block = block.astype(np.float64)
+    return (block @ w)[:, None, :]
+
+
+def _finish_block(
+    p: np.ndarray, diag: np.ndarray, offset: np.ndarray, grand_mean: float, center: bool
+) -> np.ndarray:
+    """``[y | residual]`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``."""
+    r = offset.shape[0]
+    y = p[:, :r] - offset
+    kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
+    res = np.sqrt(np.maximum(kzz - np.einsum("ij,ij->i", y, y), 0.0))
+    return np.hstack([y, res[:, None]])
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class NPTModel:
+    """A fitted Nonlinear Projection Trick model (see :func:`npt_dask.fit`).
+
+    Attributes
+    ----------
+    kernel : KernelSpec
+        The resolved kernel.
+    x_train : dask.array.Array
+        Training rows ``(n, d)`` in the kernel precision, chunked by rows.
+    eigenvalues : ndarray of shape (r,)
+        Eigenvalues of the (centred) kernel matrix, largest first.
+    eigenvectors : ndarray of shape (n, r)
+        Orthonormal eigenvectors ``U``; the largest-magnitude entry of each
+        column is positive.
+    row_means : ndarray of shape (n,)
+        Row means ``m`` of the uncentred kernel matrix (zeros when
+        ``center=False``).
+    grand_mean : float
+        ``g``, the mean of all kernel entries (0 when ``center=False``).
+    center : bool
+        Whether the kernel was centred in feature space.
+    diagnostics : SolverDiagnostics
+        Solver, passes, residual norms, convergence.
+    """
+
+    kernel: KernelSpec
+    x_train: da.Array
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+    row_means: np.ndarray
+    grand_mean: float
+    center: bool
+    diagnostics: SolverDiagnostics
+    train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
+
+    @property
+    def n_samples(self) -> int:
+        """Number of training rows n."""
+        return int(self.x_train.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of input features d."""
+        return int(self.x_train.shape[1])
+
+    @property
+    def n_components(self) -> int:
+        """Dimension r of the NPT coordinates."""
+        return int(self.eigenvalues.shape[0])
+
+    @property
+    def precision(self) -> np.dtype:
+        """dtype of the kernel blocks (float32 or float64)."""
+        return self.x_train.dtype
+
+    @property
+    def chunk_size(self) -> int:
+        """Rows per training block."""
+        return int(max(self.x_train.chunks[0]))
+
+    @property
+    def projection_matrix(self) -> np.ndarray:
+        """``A = U Lambda^{-1/2}``, shape (n, r): coordinates are ``A^T (kappa(z) - m)``."""
+        return self.eigenvectors / np.sqrt(self.eigenvalues)
+
+    def train_coordinates(self) -> Any:
+        """NPT coordinates of the training rows: row i is ``sqrt(lambda) * U[i, :]``.
+
+        Returns a numpy array, or a DataArray when the model was fitted on one.
+        """
+        y = self.eigenvectors * np.sqrt(self.eigenvalues)
+        if self.train_info.kind != "xarray":
+            return y
+        info = InputInfo("xarray", False, self.train_info.sample_dim, self.train_info.sample_coords)
+        return wrap_rows(da.from_array(y, chunks=(self.chunk_size, -1)), info, name="coordinates")
+
+    def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
+        x, info = as_row_chunked(
+            z,
+            name="Z",
+            chunk_size=None if isinstance(z, da.Array) else self.chunk_size,
+            dtype=self.precision,
+        )
+        if x.shape[1] != self.n_features:
+            raise InputError(
+                f"Z has {x.shape[1]} features, but the model was fitted on {self.n_features}."
+            )
+        return x, info
+
+    def _weights(self) -> da.Array:
+        n = self.n_samples
+        w = np.hstack([self.projection_matrix, np.full((n, 1), 1.0 / n)])
+        return da.from_array(w, chunks=(self.x_train.chunks[0], -1), inline_array=True)
+
+    def _project(self, z: da.Array) -> da.Array:
+        """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
+        w = self._weights()
+        nb = len(self.x_train.chunks[0])
+        partial = da.blockwise(
+            _kernel_times,
+            "ijc",
+            z,
+            "id",
+            self.x_train,
+            "jd",
+            w,
+            "jc",
+            adjust_chunks={"j": 1},
+            dtype=np.float64,
+            concatenate=True,
+            kernel=self.kernel,
+        )
+        p = partial.sum(axis=1, split_every=_SPLIT_EVERY) if nb > 1 else partial[:, 0, :]
+        diag = kernel_diagonal(z, self.kernel)
+        offset = self.row_means @ self.projection_matrix
+        return da.blockwise(
+            _finish_block,
+            "ij",
+            p,
+            "ij",
+            diag,
+            "i",
+            offset=offset,
+            grand_mean=self.grand_mean,
+            center=self.center,
+            dtype=np.float64,
+            adjust_chunks={"j": self.n_components + 1},
+        )
+
+    def transform(self, z: Any) -> Any:
+        """NPT coordinates ``y = Lambda^{-1/2} U^T k(z)`` of the rows of ``z``.
+
+        Parameters
+        ----------
+        z : array-like, dask array or DataArray of shape (m, d)
+            Rows to project. numpy input is projected in row chunks of the
+            model's ``chunk_size``; dask input keeps its row chunks.
+
+        Returns
+        -------
+        Same kind as ``z``: numpy ``(m, r)``, lazy dask ``(m, r)``, or a
+        DataArray with dims ``(sample, component)``. float32 input gives
+        float32 output; accumulation is float64.
+        """
+        x, info = self._rows(z)
+        y = self._project(x)[:, : self.n_components].astype(x.dtype)
+        return wrap_rows(y, info, name="coordinates")
+
+    def residual(self, z: Any) -> Any:
+        """Lemma 5: distance of ``phi(z)`` from the fitted subspace, shape (m,).
+
+        ``||y||^2 + residual^2 = k(z, z)``, the centred self-similarity; 0 for
+        training rows at full rank.
+        """
+        x, info = self._rows(z)
+        res = self._project(x)[:, self.n_components].astype(x.dtype)
+        return wrap_rows(res, info, name="residual")
+
+    def transform_with_residual(self, z: Any) -> tuple[Any, Any]:
+        """Both coordinates and residuals from one pass over the training rows."""
+        x, info = self._rows(z)
+        both = self._project(x).astype(x.dtype)
+        y, res = both[:, : self.n_components], both[:, self.n_components]
+        if info.kind == "numpy":
+            computed = both.compute()
+            return computed[:, :-1], computed[:, -1]
+        return (wrap_rows(y, info, name="coordinates"), wrap_rows(res, info, name="residual"))
+
+    def __repr__(self) -> str:
+        lam = self.eigenvalues
+        d = self.diagnostics
+        spectrum = (
+            f"lambda_1={lam[0]:.4g}, lambda_r={lam[-1]:.4g}" if lam.size else "empty spectrum"
+        )
+        return (
+            f"NPTModel(kernel={self.kernel.to_dict()}, n={self.n_samples}, d={self.n_features}, "
+            f"r={self.n_components}, center={self.center}, {spectrum}, solver={d.solver!r}, "
+            f"passes={d.passes}, max_residual={float(np.max(d.residuals, initial=0)):.2g}, "
+            f"converged={d.converged})"
+        )

@@ -1,0 +1,1 @@
+"""End-to-end jobs built on the npt_dask public API."""
