@@ -1,0 +1,47 @@
+"""The same fit and projection on a multi-process distributed cluster."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import npt_dask as npt
+from npt_dask._scheduler import current_client
+from tests.conftest import align_signs
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.mark.parametrize("cache", ["recompute", "memory"])
+def test_krylov_on_cluster_matches_dense(client, cache):
+    rng = np.random.default_rng(5)
+    x, z = rng.normal(size=(700, 6)), rng.normal(size=(90, 6))
+    assert current_client() is client
+    remote = npt.fit(
+        x,
+        "rbf",
+        gamma=0.2,
+        n_components=7,
+        solver="krylov",
+        chunk_size=128,
+        cache=cache,
+        random_state=0,
+    )
+    y_remote, r_remote = remote.transform_with_residual(z)
+    assert remote.diagnostics.converged
+    assert remote.diagnostics.cache == cache
+    dense = npt.fit(x, "rbf", gamma=0.2, n_components=7, solver="dense")
+    np.testing.assert_allclose(remote.eigenvalues, dense.eigenvalues, rtol=1e-10)
+    ref = dense.transform(z)
+    np.testing.assert_allclose(align_signs(y_remote, ref), ref, atol=1e-7)
+    np.testing.assert_allclose(r_remote, dense.residual(z), atol=1e-7)
