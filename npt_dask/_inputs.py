@@ -109,29 +109,33 @@ def as_row_chunked(
     chunk_size: int | None,
     min_samples: int = 1,
     dtype: np.dtype | None = None,
+    keep_lazy_chunks: bool = False,
 ) -> tuple[da.Array, InputInfo]:
     """Validate ``data`` and return it as a dask array chunked by rows only.
 
     numpy input is checked for NaN/inf here; lazy input gets the check inside
     its tasks (it raises when computed). ``chunk_size=None`` keeps the row
-    chunks of dask input. The feature axis always becomes one chunk.
+    chunks of dask input, and so does ``keep_lazy_chunks`` (projections keep
+    the caller's chunking). The feature axis always becomes one chunk.
     """
     array, info = _to_array(data, name)
     _check_shape(array, name, min_samples)
-    dtype = float_dtype(array.dtype) if dtype is None else np.dtype(dtype)
+    natural = float_dtype(array.dtype)  # validates: numeric, not complex
+    dtype = natural if dtype is None else np.dtype(dtype)
     if not isinstance(array, da.Array):
         array = np.asarray(array)
         if array.dtype.kind == "f":
             _check_finite_block(array)
         rows = chunk_size or 4096
-        x = da.from_array(array, chunks=(rows, -1), asarray=True, inline_array=True)
+        x = da.from_array(array, chunks=(rows, -1), asarray=True)
     else:
         if any(math.isnan(c) for c in array.chunks[0]):
             raise InputError(
                 f"{name} has unknown chunk sizes {array.chunks[0]}; call "
                 f"{name}.compute_chunk_sizes() first."
             )
-        x = array.rechunk({0: chunk_size or array.chunks[0], 1: -1})
+        rows = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
+        x = array.rechunk({0: rows, 1: -1})
         if x.dtype.kind == "f":
             x = x.map_blocks(_check_finite_block, dtype=x.dtype)
     if x.dtype != dtype:

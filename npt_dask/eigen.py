@@ -49,7 +49,8 @@ NEGATIVE_RATIO = 1e-5  # as scikit-learn's _check_psd_eigenvalues, float64
 class EigenResult:
     """Top eigenpairs of a symmetric matrix, largest first.
 
-    ``residuals[i]`` is ``||K u_i - lambda_i u_i|| / |lambda_1|``;
+    ``residuals[i]`` is ``||K u_i - lambda_i u_i|| / max_j |lambda_j|`` (the
+    largest eigenvalue for a PSD matrix);
     ``min_eigenvalue`` is the smallest eigenvalue seen (exact for the dense
     solver, the smallest Ritz value -- an upper bound -- for Krylov).
     """
@@ -61,6 +62,7 @@ class EigenResult:
     converged: bool
     solver: str
     min_eigenvalue: float
+    block_size: int = 0
 
 
 def default_oversampling(n_components: int) -> int:
@@ -88,6 +90,7 @@ def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
     """All eigenpairs of an explicit symmetric matrix, top ``n_components`` returned."""
     n = k.shape[0]
     values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False)
+    # (k is kept: the residuals below need it)
     values, vectors = values[::-1], vectors[:, ::-1]
     r = n if n_components is None else min(n_components, n)
     scale = max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
@@ -118,9 +121,9 @@ def _orthonormalize(
     u = np.linalg.qr(u)[0] if u.shape[1] else u
     if u.shape[1] < width:
         extra = rng.standard_normal((block.shape[0], width - u.shape[1]))
-        both = np.hstack([basis, u])
         for _ in range(2):
-            extra = extra - both @ (both.T @ extra)
+            extra = extra - basis @ (basis.T @ extra)
+            extra = extra - u @ (u.T @ extra)
         u = np.hstack([u, np.linalg.qr(extra)[0]])
     return u
 
@@ -173,13 +176,17 @@ def block_krylov_eigh(
     if n_components < 1 or n_components > n:
         raise InputError(f"n_components must be in [1, {n}]; got {n_components}.")
     b = min(n, block_size or n_components + default_oversampling(n_components))
-    cap = min(n, max_basis or 12 * b)
-    if cap < min(n, b + n_components):
-        raise InputError(f"max_basis={cap} must be at least block_size + n_components.")
+    if b < n_components:
+        raise InputError(f"block_size={b} must be at least n_components={n_components}.")
+    cap = min(n, max_basis if max_basis is not None else 12 * b)
+    if cap < min(n, 2 * b):
+        raise InputError(f"max_basis={cap} must be at least 2 * block_size = {2 * b} (or n = {n}).")
     rng = np.random.default_rng(random_state)
     q = np.empty((n, cap))
     w = np.empty((n, cap))
     first = rng.standard_normal((n, b)) if start is None else np.asarray(start, float)
+    if first.shape != (n, b):
+        raise InputError(f"start must have shape ({n}, {b}); got {first.shape}.")
     q[:, :b] = _orthonormalize(first, q[:, :0], b, rng)
     t = np.zeros((cap, cap))
     lo, hi, passes = 0, b, 0
@@ -199,10 +206,16 @@ def block_krylov_eigh(
         converged = bool(np.all(res <= tol)) or hi >= n
         if converged or passes >= max_passes:
             return EigenResult(
-                theta[:n_components].copy(), u, res, passes, converged, "krylov", float(theta[-1])
+                theta[:n_components].copy(),
+                u,
+                res,
+                passes,
+                converged,
+                "krylov",
+                float(theta[-1]),
+                block_size=b,
             )
-        width = min(b, n - hi)
-        if hi + width > cap:  # thick restart on the best Ritz vectors
+        if hi + min(b, n - hi) > cap:  # thick restart on the best Ritz vectors
             keep = min(hi, max(n_components + b, cap // 2), cap - b)
             sk = s[:, :keep]
             q[:, :keep], w[:, :keep] = q[:, :hi] @ sk, w[:, :hi] @ sk
@@ -211,7 +224,7 @@ def block_krylov_eigh(
             hi = keep
         else:
             candidate = w[:, lo:hi]
-        width = min(width, n - hi)
+        width = min(b, n - hi)
         q[:, hi : hi + width] = _orthonormalize(candidate, q[:, :hi], width, rng)
         lo, hi = hi, hi + width
 

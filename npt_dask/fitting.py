@@ -52,12 +52,13 @@ class FitOptions:
     center: bool
     solver: str
     tol: float
-    rtol: float
+    rtol: float | None
     chunk_size: int | None
     cache: CacheMode
     memory_budget: int
     precision: np.dtype | None
     block_size: int | None
+    max_basis: int | None
     max_passes: int
     on_negative: str
     random_state: Any
@@ -104,13 +105,14 @@ def validate_options(**kw: Any) -> FitOptions:
         center=bool(kw["center"]),
         solver=_check_choice("solver", kw["solver"], ("auto", "dense", "krylov")),
         tol=_check_fraction("tol", tol, low=1e-15, high=1.0),
-        rtol=_check_fraction("rtol", kw["rtol"], low=0.0, high=1.0),
+        rtol=None if kw["rtol"] is None else _check_fraction("rtol", kw["rtol"], low=0.0, high=1.0),
         chunk_size=_check_int("chunk_size", kw["chunk_size"], 1, allow_none=True),
         cache=_check_choice("cache", kw["cache"], ("auto", "recompute", "memory")),
         memory_budget=_check_int("memory_budget", kw["memory_budget"], 1, allow_none=True)
         or default_memory_budget(),
         precision=_precision(kw["precision"]),
         block_size=_check_int("block_size", kw["block_size"], 1, allow_none=True),
+        max_basis=_check_int("max_basis", kw["max_basis"], 2, allow_none=True),
         max_passes=_check_int("max_passes", kw["max_passes"], 1),
         on_negative=_check_choice("on_negative", kw["on_negative"], ("warn", "raise")),
         random_state=kw["random_state"],
@@ -134,7 +136,9 @@ def choose_solver(n: int, opts: FitOptions) -> str:
             "n_components=None (the full effective rank) needs solver='dense'; "
             "give n_components for the Krylov solver."
         )
-    need = 3 * n * n * 8
+    if solver == "krylov":
+        _check_krylov_memory(n, opts)
+    need = 4 * n * n * 8
     if solver == "dense" and need > opts.memory_budget:
         raise InputError(
             f"solver='dense' needs about {need / 2**30:.1f} GiB for n={n} (the n x n kernel "
@@ -142,6 +146,40 @@ def choose_solver(n: int, opts: FitOptions) -> str:
             f"{opts.memory_budget / 2**30:.1f} GiB. Use solver='krylov' with n_components."
         )
     return solver
+
+
+def block_width(n: int, opts: FitOptions) -> int:
+    """Krylov block width: ``block_size`` or ``n_components`` plus oversampling."""
+    r = opts.n_components
+    return min(n, opts.block_size or r + default_oversampling(r))
+
+
+def basis_columns(n: int, opts: FitOptions) -> int:
+    """Krylov basis width: ``max_basis``, else 12 blocks, capped by the memory budget.
+
+    The basis Q and its image K Q take ``2 * 8 * n * columns`` bytes on the
+    driver; by default they get at most half of ``memory_budget``.
+    """
+    b = block_width(n, opts)
+    if opts.max_basis is not None:
+        return min(n, opts.max_basis)
+    affordable = opts.memory_budget // (2 * 2 * 8 * n)
+    return int(min(n, 12 * b, max(affordable, 2 * b)))
+
+
+def _check_krylov_memory(n: int, opts: FitOptions) -> None:
+    b = block_width(n, opts)
+    if b < opts.n_components:
+        raise InputError(f"block_size={b} must be at least n_components={opts.n_components}.")
+    columns = basis_columns(n, opts)
+    need = 2 * 8 * n * columns
+    if columns < min(n, 2 * b) or need > opts.memory_budget:
+        raise InputError(
+            f"The Krylov basis for n={n} needs {columns} columns ({need / 2**30:.2f} GiB for Q "
+            f"and K Q), which memory_budget={opts.memory_budget / 2**30:.2f} GiB or "
+            f"max_basis={opts.max_basis} does not allow (at least 2 * block_size = {2 * b} "
+            "columns). Raise memory_budget or lower n_components / block_size."
+        )
 
 
 def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
@@ -152,7 +190,8 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         gram -= m[:, None]
         gram -= m[None, :]
         gram += g
-    gram = (gram + gram.T) / 2
+    gram += gram.T  # symmetrise in place: (G + G^T) / 2
+    gram *= 0.5
     return dense_eigh(gram, opts.n_components), m, g, "none"
 
 
@@ -161,7 +200,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         x, kernel, center=opts.center, cache=opts.cache, memory_budget=opts.memory_budget
     )
     r = opts.n_components
-    b = min(op.n, opts.block_size or r + default_oversampling(r))
+    b = block_width(op.n, opts)
     rng = np.random.default_rng(opts.random_state)
     start = rng.standard_normal((op.n, b))
     if opts.center:
@@ -174,6 +213,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
             block_size=b,
             tol=opts.tol,
             max_passes=opts.max_passes,
+            max_basis=basis_columns(op.n, opts),
             start=start,
             random_state=rng,
         )
@@ -205,12 +245,13 @@ def fit(
     center: bool = True,
     solver: Solver = "auto",
     tol: float | None = None,
-    rtol: float = 1e-10,
+    rtol: float | None = None,
     chunk_size: int | None = 4096,
     cache: CacheMode = "auto",
     memory_budget: int | None = None,
     precision: str | None = None,
     block_size: int | None = None,
+    max_basis: int | None = None,
     max_passes: int = 50,
     on_negative: Literal["warn", "raise"] = "warn",
     random_state: int | np.random.Generator | None = None,
@@ -239,8 +280,10 @@ def fit(
         ``n_components=None``, else Krylov.
     tol : float, default 1e-8
         Krylov stopping rule on ``||K u - lambda u|| / lambda_1`` for all r pairs.
-    rtol : float, default 1e-10
+    rtol : float, optional
         Keep only eigenvalues above ``rtol * lambda_1`` (Lemma 1: r <= rank).
+        Default 1e-10 for float64 kernel blocks, 1e-6 for float32 (below that
+        an eigenvalue is rounding noise that ``Lambda^{-1/2}`` would amplify).
     chunk_size : int or None, default 4096
         Rows per kernel block. ``None`` keeps a dask input's row chunks.
     cache : {"auto", "recompute", "memory"}
@@ -253,7 +296,12 @@ def fit(
         dtype of the kernel blocks; products and sums are always float64.
         Default: float32 for float32 input, float64 otherwise.
     block_size : int, optional
-        Krylov block width; default ``n_components + max(10, n_components // 5)``.
+        Krylov block width (>= n_components); default
+        ``n_components + max(10, n_components // 5)``.
+    max_basis : int, optional
+        Most Krylov basis columns kept on the driver before a thick restart;
+        default 12 blocks, or fewer if ``2 * 8 * n * max_basis`` bytes would
+        exceed half of ``memory_budget``.
     max_passes : int, default 50
         Most Krylov passes over the kernel.
     on_negative : {"warn", "raise"}
@@ -289,6 +337,7 @@ def fit(
         memory_budget=memory_budget,
         precision=precision,
         block_size=block_size,
+        max_basis=max_basis,
         max_passes=max_passes,
         on_negative=on_negative,
         random_state=random_state,
@@ -310,9 +359,12 @@ def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: I
     solve = _solve_dense if solver == "dense" else _solve_krylov
     result, m, g, cache = solve(x, spec, opts)
     _warn_unconverged(result, opts)
+    rtol = opts.rtol if opts.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(
-        result, opts.n_components, rtol=opts.rtol, on_negative=opts.on_negative
+        result, opts.n_components, rtol=rtol, on_negative=opts.on_negative
     )
+    if opts.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
+        vectors = vectors - vectors.mean(axis=0)
     diagnostics = SolverDiagnostics(
         solver=result.solver,
         passes=result.passes,
@@ -321,12 +373,7 @@ def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: I
         converged=result.converged,
         min_eigenvalue=result.min_eigenvalue,
         cache=cache,
-        block_size=int(result.eigenvectors.shape[1])
-        if solver == "dense"
-        else min(
-            x.shape[0],
-            opts.block_size or opts.n_components + default_oversampling(opts.n_components),
-        ),
+        block_size=result.block_size,
         seconds=time.perf_counter() - start,
     )
     return NPTModel(spec, x, values, vectors, m, g, opts.center, diagnostics, info)

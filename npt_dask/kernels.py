@@ -74,8 +74,22 @@ def _sq_norms(a: np.ndarray) -> np.ndarray:
 # --- block functions: (a, b, spec) -> kappa(a, b); diag functions: (a, spec) -> kappa(a_i, a_i)
 
 
+def _shift_to_common_origin(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Subtract b's mean from both (distances are shift-invariant).
+
+    ``||a||^2 + ||b||^2 - 2 <a, b>`` cancels badly when the data sit far from
+    the origin, worst in float32; centring the pair first removes most of it.
+    The shift is computed in float64 and costs O(chunk * d).
+    """
+    origin = np.asarray(b, dtype=np.float64).mean(axis=0)
+    a_s = (np.asarray(a, dtype=np.float64) - origin).astype(a.dtype, copy=False)
+    b_s = a_s if b is a else (np.asarray(b, dtype=np.float64) - origin).astype(b.dtype, copy=False)
+    return a_s, b_s
+
+
 def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
     dtype = _block_dtype(a, b)
+    a, b = _shift_to_common_origin(a, b)
     out = _cross_product(a, b, dtype)
     aa = _sq_norms(a).astype(dtype)
     bb = _sq_norms(b).astype(dtype)

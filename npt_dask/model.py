@@ -60,11 +60,23 @@ def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpe
 
 
 def _finish_block(
-    p: np.ndarray, diag: np.ndarray, offset: np.ndarray, grand_mean: float, center: bool
+    p: np.ndarray,
+    diag: np.ndarray,
+    offset: np.ndarray,
+    ones: np.ndarray,
+    grand_mean: float,
+    center: bool,
 ) -> np.ndarray:
-    """``[y | residual]`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``."""
+    """``[y | residual]`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``.
+
+    ``y = A^T (kappa - m) - (mean(kappa) - g) A^T 1``: the last term is zero in
+    exact arithmetic (``U^T 1 = 0``) and is kept so rounding in U is not
+    amplified by a large constant part of the kernel.
+    """
     r = offset.shape[0]
     y = p[:, :r] - offset
+    if center:
+        y -= (p[:, r] - grand_mean)[:, None] * ones
     kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
     res = np.sqrt(np.maximum(kzz - np.einsum("ij,ij->i", y, y), 0.0))
     return np.hstack([y, res[:, None]])
@@ -149,10 +161,7 @@ class NPTModel:
 
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
         x, info = as_row_chunked(
-            z,
-            name="Z",
-            chunk_size=None if isinstance(z, da.Array) else self.chunk_size,
-            dtype=self.precision,
+            z, name="Z", chunk_size=self.chunk_size, dtype=self.precision, keep_lazy_chunks=True
         )
         if x.shape[1] != self.n_features:
             raise InputError(
@@ -163,7 +172,7 @@ class NPTModel:
     def _weights(self) -> da.Array:
         n = self.n_samples
         w = np.hstack([self.projection_matrix, np.full((n, 1), 1.0 / n)])
-        return da.from_array(w, chunks=(self.x_train.chunks[0], -1), inline_array=True)
+        return da.from_array(w, chunks=(self.x_train.chunks[0], -1))
 
     def _project(self, z: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
@@ -185,7 +194,7 @@ class NPTModel:
         )
         p = partial.sum(axis=1, split_every=_SPLIT_EVERY) if nb > 1 else partial[:, 0, :]
         diag = kernel_diagonal(z, self.kernel)
-        offset = self.row_means @ self.projection_matrix
+        a = self.projection_matrix
         return da.blockwise(
             _finish_block,
             "ij",
@@ -193,7 +202,8 @@ class NPTModel:
             "ij",
             diag,
             "i",
-            offset=offset,
+            offset=self.row_means @ a,
+            ones=a.sum(axis=0),
             grand_mean=self.grand_mean,
             center=self.center,
             dtype=np.float64,
@@ -212,8 +222,9 @@ class NPTModel:
         Returns
         -------
         Same kind as ``z``: numpy ``(m, r)``, lazy dask ``(m, r)``, or a
-        DataArray with dims ``(sample, component)``. float32 input gives
-        float32 output; accumulation is float64.
+        DataArray with dims ``(sample, component)``. The dtype is the model's
+        ``precision`` (float32 for a model fitted on float32 data);
+        accumulation is always float64.
         """
         x, info = self._rows(z)
         y = self._project(x)[:, : self.n_components].astype(x.dtype)
@@ -233,11 +244,13 @@ class NPTModel:
         """Both coordinates and residuals from one pass over the training rows."""
         x, info = self._rows(z)
         both = self._project(x).astype(x.dtype)
-        y, res = both[:, : self.n_components], both[:, self.n_components]
-        if info.kind == "numpy":
-            computed = both.compute()
-            return computed[:, :-1], computed[:, -1]
-        return (wrap_rows(y, info, name="coordinates"), wrap_rows(res, info, name="residual"))
+        if not info.lazy:  # compute once, then wrap the two parts
+            both = da.from_array(both.compute(), chunks=both.chunks)
+        r = self.n_components
+        return (
+            wrap_rows(both[:, :r], info, name="coordinates"),
+            wrap_rows(both[:, r], info, name="residual"),
+        )
 
     def __repr__(self) -> str:
         lam = self.eigenvalues

@@ -123,3 +123,33 @@ def test_negative_eigenvalues_are_reported():
 def test_tiny_negative_noise_is_not_reported():
     values, _, _ = select_eigenpairs(_result([4.0, 1.0], min_value=-1e-13), 2)
     assert values.size == 2
+
+
+def test_restart_keeps_full_block_width(rng):
+    """After a thick restart the next block is b columns wide, not what was left."""
+    spectrum = np.exp(-np.arange(60) / 15.0)
+    k = _matrix(rng, spectrum)
+    widths = []
+    res = block_krylov_eigh(
+        lambda v: widths.append(v.shape[1]) or k @ v,
+        60,
+        5,
+        block_size=10,
+        max_basis=59,  # the restart comes when fewer than b columns are left
+        tol=1e-13,
+        random_state=0,
+    )
+    assert len(widths) > 6  # at least one restart happened
+    assert res.converged
+    assert set(widths) == {10}
+    np.testing.assert_allclose(res.eigenvalues, spectrum[:5], rtol=1e-11)
+
+
+def test_krylov_rejects_narrow_block_and_bad_start(decaying):
+    k, _ = decaying
+    with pytest.raises(ValueError, match="block_size=3 must be at least n_components=5"):
+        block_krylov_eigh(lambda v: k @ v, 600, 5, block_size=3)
+    with pytest.raises(ValueError, match="start must have shape"):
+        block_krylov_eigh(lambda v: k @ v, 600, 5, start=np.ones((600, 2)))
+    with pytest.raises(ValueError, match="max_basis"):
+        block_krylov_eigh(lambda v: k @ v, 600, 5, max_basis=20)

@@ -201,6 +201,7 @@ def test_lazy_xarray_stays_lazy(digits_model, task_counter):
     y = model.transform(arr)
     assert task_counter.tasks == 0
     assert isinstance(y.data, da.Array)
+    assert y.chunks == ((25, 25, 25, 5), (6,))  # the caller's chunking is kept
     np.testing.assert_allclose(y.values, model.transform(z), atol=1e-12)
 
 
@@ -288,3 +289,58 @@ def test_mnist_krylov_matches_sklearn(mnist_small):
     np.testing.assert_allclose(model.eigenvalues, kpca.eigenvalues_, rtol=1e-9)
     ref = kpca.transform(z)
     np.testing.assert_allclose(align_signs(model.transform(z), ref), ref, atol=1e-6)
+
+
+def test_transform_with_residual_is_one_projection(digits_model, monkeypatch):
+    """numpy-backed xarray: coordinates and residuals from a single computation."""
+    from npt_dask import model as model_module
+
+    model, z = digits_model
+    calls = []
+    original = model_module._kernel_times
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model_module, "_kernel_times", counting)
+    model.transform_with_residual(xr.DataArray(z, dims=("sample", "pixel")))
+    real = [c for c in calls if c[0] > 1]  # dask may probe with a tiny block
+    assert len(real) == len(model.x_train.chunks[0])
+
+
+def test_float32_rbf_far_from_origin():
+    """Cancellation in ||a||^2 + ||b||^2 - 2ab must not break float32 fits."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(300, 10)) + 50.0
+    f64 = npt.fit(x, "rbf", gamma=0.05, n_components=8)
+    f32 = npt.fit(x.astype(np.float32), "rbf", gamma=0.05, n_components=8)
+    np.testing.assert_allclose(f32.eigenvalues, f64.eigenvalues, rtol=1e-5)
+    block = f32.kernel(x[:50].astype(np.float32), x[:50].astype(np.float32))
+    np.testing.assert_allclose(np.diag(block), 1.0, atol=1e-6)
+
+
+def test_projection_exact_with_large_constant_kernel_part():
+    """Off-centre polynomial data: ``y = Lambda^{-1/2} U^T k(z)`` holds for the model's U.
+
+    ``mean(kappa(z)) - g`` is ~1e3 here, so any rounding left in ``U^T 1`` would
+    be amplified into y (6e-8 relative before both guards were added).
+    """
+    rng = np.random.default_rng(0)
+    x, z = rng.normal(size=(1000, 6)) + 3.0, rng.normal(size=(50, 6)) + 3.0
+    model = npt.fit(
+        x,
+        "polynomial",
+        degree=3,
+        gamma=0.5,
+        n_components=30,
+        solver="krylov",
+        tol=1e-6,
+        chunk_size=300,
+        random_state=0,
+    )
+    kzx = model.kernel(z, x)
+    kc = kzx - model.row_means[None, :] - kzx.mean(axis=1, keepdims=True) + model.grand_mean
+    ref = kc @ model.projection_matrix
+    err = np.abs(model.transform(z) - ref).max(axis=0) / np.abs(ref).max(axis=0)
+    assert err.max() < 1e-10

@@ -114,3 +114,21 @@ def test_integer_input_is_accepted(x):
     model = npt.fit(ints, n_components=2)
     assert model.precision == np.float64
     np.testing.assert_allclose(model.transform(ints[:5]), model.train_coordinates()[:5], atol=1e-8)
+
+
+def test_transform_refuses_complex_and_strings(model):
+    with pytest.raises(npt.InputTypeError, match="Complex"):
+        model.transform(np.ones((2, 4)) + 1j)
+    with pytest.raises(npt.InputTypeError, match="numeric"):
+        model.residual(np.array([["a"] * 4]))
+    with pytest.raises(npt.InputTypeError, match="Complex"):
+        npt.fit(np.ones((5, 4)) + 1j, precision="float64")
+
+
+def test_krylov_memory_and_block_checks(x):
+    with pytest.raises(npt.InputError, match="block_size=3 must be at least n_components=5"):
+        npt.fit(x, n_components=5, solver="krylov", block_size=3)
+    with pytest.raises(npt.InputError, match="Krylov basis"):
+        npt.fit(x, n_components=5, solver="krylov", memory_budget=10_000)
+    with pytest.raises(npt.InputError, match="Krylov basis"):
+        npt.fit(x, n_components=5, solver="krylov", max_basis=8)
