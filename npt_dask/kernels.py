@@ -131,7 +131,10 @@ def _power_inplace(g: np.ndarray, degree: float) -> None:
         np.power(g, degree, out=g)
 
 
-def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _affine_dot_block(
+    a: np.ndarray, b: np.ndarray, spec: KernelSpec, finish: Callable[[np.ndarray], None]
+) -> np.ndarray:
+    """``finish(gamma <a, b> + coef0)`` in place: one product, one threaded pass."""
     dtype = _block_dtype(a, b)
     out = _cross_product(a, b, dtype)
 
@@ -139,24 +142,18 @@ def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndar
         g = out[rows]
         g *= spec.gamma
         g += spec.coef0
-        _power_inplace(g, spec.degree)
+        finish(g)
 
     _tiled(out.shape[0], out.shape[1], step)
     return out
+
+
+def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+    return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, spec.degree))
 
 
 def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    dtype = _block_dtype(a, b)
-    out = _cross_product(a, b, dtype)
-
-    def step(rows: slice) -> None:
-        g = out[rows]
-        g *= spec.gamma
-        g += spec.coef0
-        np.tanh(g, out=g)
-
-    _tiled(out.shape[0], out.shape[1], step)
-    return out
+    return _affine_dot_block(a, b, spec, lambda g: np.tanh(g, out=g))
 
 
 def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
