@@ -182,8 +182,10 @@ def block_krylov_eigh(
     if cap < min(n, 2 * b):
         raise InputError(f"max_basis={cap} must be at least 2 * block_size = {2 * b} (or n = {n}).")
     rng = np.random.default_rng(random_state)
-    q = np.empty((n, cap))
-    w = np.empty((n, cap))
+    # column-major: a block of columns is contiguous, and columns never used
+    # are never touched (row-major would touch every page of the whole cap)
+    q = np.empty((n, cap), order="F")
+    w = np.empty((n, cap), order="F")
     first = rng.standard_normal((n, b)) if start is None else np.asarray(start, float)
     if first.shape != (n, b):
         raise InputError(f"start must have shape ({n}, {b}); got {first.shape}.")

@@ -288,7 +288,8 @@ def fit(
         Rows per kernel block. ``None`` keeps a dask input's row chunks.
     cache : {"auto", "recompute", "memory"}
         Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
-        keeps them if they fit in half of ``memory_budget``.
+        keeps as many as fit in half of ``memory_budget`` and recomputes the
+        rest (see :class:`npt_dask.gram.KernelOperator`).
     memory_budget : int, optional
         Bytes the fit may use for cached blocks or a dense matrix; default a
         quarter of physical memory.

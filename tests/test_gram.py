@@ -84,12 +84,29 @@ def test_each_block_evaluated_once_per_pass(x, spec, rng, monkeypatch):
     assert len(calls) == 10  # kept between passes
 
 
-def test_auto_cache_follows_budget(x, spec):
+def test_auto_cache_follows_budget(x, spec, rng, monkeypatch):
     xx = da.from_array(x, chunks=(200, -1))
     need = cache_nbytes((200,) * 4, 8)
     assert need == (800 * 800 + 4 * 200 * 200) // 2 * 8
     assert KernelOperator(xx, spec, cache="auto", memory_budget=2 * need).cache == "memory"
-    assert KernelOperator(xx, spec, cache="auto", memory_budget=need).cache == "recompute"
+    assert KernelOperator(xx, spec, cache="auto", memory_budget=200 * 200 * 8).cache == (
+        "recompute"
+    )
+    block = 200 * 200 * 8
+    partial = KernelOperator(xx, spec, cache="auto", memory_budget=2 * 4 * block)
+    assert partial.cache == "partial"
+    assert partial.cached_pairs == {(0, 0), (0, 1), (0, 2), (0, 3)}
+    calls = []
+    original = KernelSpec.__call__
+    monkeypatch.setattr(
+        KernelSpec, "__call__", lambda self, a, b: calls.append(1) or original(self, a, b)
+    )
+    ref = centered_gram(spec(x, x))
+    calls.clear()
+    for _ in range(3):
+        v = rng.normal(size=(800, 3))
+        np.testing.assert_allclose(partial.matmat(v), ref @ v, atol=1e-11)
+    assert len(calls) == 4 + 3 * 6  # 4 kept blocks once, the other 6 every pass
 
 
 def test_operator_tree_sum_many_blocks(rng, spec):
