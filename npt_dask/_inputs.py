@@ -17,6 +17,7 @@ from typing import Any, Literal
 import dask.array as da
 import numpy as np
 
+from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
 
 __all__ = ["InputInfo", "as_row_chunked", "check_finite_eagerly", "float_dtype", "wrap_rows"]
@@ -164,11 +165,11 @@ def wrap_rows(
     if info.kind == "dask":
         return result
     if info.kind == "numpy":
-        return result.compute()
+        return compute(result)[0]
     import xarray as xr
 
     dims = (info.sample_dim,) if result.ndim == 1 else (info.sample_dim, column_dim)
-    data = result if info.lazy else result.compute()
+    data = result if info.lazy else compute(result)[0]
     coords = dict(info.sample_coords)
     if result.ndim == 2:
         coords[column_dim] = np.arange(result.shape[1])

@@ -13,7 +13,7 @@ import dask
 import numpy as np
 from dask.base import get_scheduler
 
-__all__ = ["blas_threads_for_tasks", "current_client", "ship_blocks"]
+__all__ = ["blas_threads_for_tasks", "compute", "current_client", "ship_blocks"]
 
 
 def current_client() -> Any | None:
@@ -57,3 +57,9 @@ def blas_threads_for_tasks() -> Iterator[None]:
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def compute(*collections: Any) -> tuple[Any, ...]:
+    """``dask.compute`` with one BLAS thread per task on the local threaded scheduler."""
+    with blas_threads_for_tasks():
+        return dask.compute(*collections)

@@ -25,7 +25,13 @@ from npt_dask.eigen import (
     select_eigenpairs,
 )
 from npt_dask.errors import ConvergenceWarning, InputError, InputTypeError
-from npt_dask.gram import CacheMode, KernelOperator, center_columns, kernel_matrix
+from npt_dask.gram import (
+    CacheMode,
+    KernelOperator,
+    center_columns,
+    drop_zero_features,
+    kernel_matrix,
+)
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
 
@@ -197,7 +203,11 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
     op = KernelOperator(
-        x, kernel, center=opts.center, cache=opts.cache, memory_budget=opts.memory_budget
+        drop_zero_features(x),
+        kernel,
+        center=opts.center,
+        cache=opts.cache,
+        memory_budget=opts.memory_budget,
     )
     r = opts.n_components
     b = block_width(op.n, opts)

@@ -32,7 +32,7 @@ import numpy as np
 from dask import delayed
 from dask.delayed import Delayed
 
-from npt_dask._scheduler import blas_threads_for_tasks, current_client, ship_blocks
+from npt_dask._scheduler import blas_threads_for_tasks, compute, current_client, ship_blocks
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 
@@ -41,6 +41,7 @@ __all__ = [
     "KernelOperator",
     "cache_nbytes",
     "center_columns",
+    "drop_zero_features",
     "kernel_diagonal",
     "kernel_matrix",
 ]
@@ -96,6 +97,21 @@ def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
     """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows)."""
     _check_row_chunked(z, "z")
     return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)
+
+
+def drop_zero_features(x: da.Array) -> da.Array:
+    """``x`` without the feature columns that are zero in every row (one read pass).
+
+    Exact for the training operator: each registry kernel depends on a pair
+    of rows only through their coordinates, norms and differences, none of
+    which a column that is zero in both rows changes. (Projections of new
+    rows, which may be non-zero there, use all columns.) On MNIST 67 of the
+    784 pixels are blank in all 60,000 training images: 8.5% less kernel work.
+    """
+    used = np.asarray(da.any(x != 0, axis=0).compute())
+    if used.all() or not used.any():
+        return x
+    return x[:, used]
 
 
 def center_columns(v: np.ndarray) -> np.ndarray:
@@ -305,9 +321,7 @@ class KernelOperator:
         want_sums = self._row_sums is None
         if want_sums:
             v = np.hstack([v, np.ones((self.n, 1))])
-        graph = self._pass_graph(v)
-        with blas_threads_for_tasks():
-            rows = dask.compute(*graph)
+        rows = compute(*self._pass_graph(v))
         self.passes += 1
         out = np.concatenate(rows, axis=0)
         if want_sums:

@@ -22,6 +22,7 @@ import dask.array as da
 import numpy as np
 
 from npt_dask._inputs import InputInfo, as_row_chunked, wrap_rows
+from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
@@ -245,7 +246,7 @@ class NPTModel:
         x, info = self._rows(z)
         both = self._project(x).astype(x.dtype)
         if not info.lazy:  # compute once, then wrap the two parts
-            both = da.from_array(both.compute(), chunks=both.chunks)
+            both = da.from_array(compute(both)[0], chunks=both.chunks)
         r = self.n_components
         return (
             wrap_rows(both[:, :r], info, name="coordinates"),

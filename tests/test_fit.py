@@ -344,3 +344,21 @@ def test_projection_exact_with_large_constant_kernel_part():
     ref = kc @ model.projection_matrix
     err = np.abs(model.transform(z) - ref).max(axis=0) / np.abs(ref).max(axis=0)
     assert err.max() < 1e-10
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "polynomial", "cosine"])
+def test_blank_training_columns_are_skipped_exactly(kernel):
+    """Columns zero in every training row are dropped from the fit's operator only."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(300, 6))
+    x[:, [1, 4]] = 0.0
+    z = rng.normal(size=(40, 6))  # non-zero where the training rows are blank
+    model = npt.fit(
+        x, kernel, n_components=6, solver="krylov", chunk_size=70, tol=1e-10, random_state=0
+    )
+    assert model.n_features == 6
+    dense = npt.fit(x, kernel, n_components=6, solver="dense")
+    np.testing.assert_allclose(model.eigenvalues, dense.eigenvalues, rtol=1e-10)
+    ref = dense.transform(z)
+    np.testing.assert_allclose(align_signs(model.transform(z), ref), ref, atol=1e-7)
+    np.testing.assert_allclose(model.residual(z), dense.residual(z), atol=1e-7)
