@@ -54,17 +54,6 @@ def _fit(x: np.ndarray, gamma: float, **kw):
     return model, time.perf_counter() - start
 
 
-def _cached_fraction(model) -> float:
-    """Fraction of the kernel-block work the fit's operator kept between passes."""
-    from npt_dask.fitting import default_memory_budget
-    from npt_dask.gram import KernelOperator
-
-    op = KernelOperator(model.x_train, model.kernel, memory_budget=default_memory_budget())
-    sizes = op.row_chunks
-    total = sum(sizes[i] * sizes[j] for i, j in op._pairs())
-    return sum(sizes[i] * sizes[j] for i, j in op.cached_pairs) / total
-
-
 def fit_flops(n: int, d: int, b: int, chunk: int, passes: int, cached: float) -> float:
     """Flops of a whole fit: every kernel block once, uncached ones on every later pass."""
     kernel = 2.0 * d * (n * n + n * chunk) / 2
@@ -76,7 +65,7 @@ def _fit_report(model, seconds: float, rate: float) -> dict:
     """``rate`` is the measured matrix-product rate in GFLOP/s."""
     d = model.diagnostics
     n, dim = model.n_samples, model.n_features
-    cached = _cached_fraction(model)
+    cached = d.cached_fraction
     flops = fit_flops(n, dim, d.block_size, model.chunk_size, d.passes, cached) / d.passes
     per_pass = seconds / d.passes
     return {

@@ -7,6 +7,7 @@ No I/O and no logging happen here.
 from __future__ import annotations
 
 import numbers
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -44,10 +45,10 @@ Solver = Literal["auto", "dense", "krylov"]
 
 
 def default_memory_budget() -> int:
-    """A quarter of this machine's physical memory, in bytes."""
+    """A fifth of this machine's physical memory, in bytes."""
     import psutil
 
-    return int(psutil.virtual_memory().total // 4)
+    return int(psutil.virtual_memory().total // 5)
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,23 @@ def basis_columns(n: int, opts: FitOptions) -> int:
     return int(min(n, 12 * b, max(affordable, 2 * b)))
 
 
+def cache_budget(x: da.Array, opts: FitOptions) -> int:
+    """What ``memory_budget`` leaves for kept kernel blocks.
+
+    The budget covers everything the fit holds beyond the input rows: the
+    Krylov basis and its image (``2 * 8 * n * basis_columns``), the driver's
+    n x b work arrays (about eight), and the blocks in flight (three
+    ``chunk**2`` float64 arrays per worker thread). The rest may hold blocks.
+    """
+    n = int(x.shape[0])
+    chunk = int(max(x.chunks[0]))
+    b = block_width(n, opts)
+    basis = 2 * 8 * n * basis_columns(n, opts)
+    driver = 8 * 8 * n * (b + 1)
+    in_flight = (os.cpu_count() or 1) * 3 * 8 * chunk * chunk
+    return max(0, opts.memory_budget - basis - driver - in_flight)
+
+
 def _check_krylov_memory(n: int, opts: FitOptions) -> None:
     b = block_width(n, opts)
     if b < opts.n_components:
@@ -198,7 +216,7 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         gram += g
     gram += gram.T  # symmetrise in place: (G + G^T) / 2
     gram *= 0.5
-    return dense_eigh(gram, opts.n_components), m, g, "none"
+    return dense_eigh(gram, opts.n_components), m, g, None
 
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
@@ -207,7 +225,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         kernel,
         center=opts.center,
         cache=opts.cache,
-        memory_budget=opts.memory_budget,
+        cache_budget=cache_budget(x, opts),
     )
     r = opts.n_components
     b = block_width(op.n, opts)
@@ -230,7 +248,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         m = op.row_means if opts.center else np.zeros(op.n)
     finally:
         op.release()
-    return result, m, (float(m.mean()) if opts.center else 0.0), op.cache
+    return result, m, (float(m.mean()) if opts.center else 0.0), op
 
 
 def _warn_unconverged(result: EigenResult, opts: FitOptions) -> None:
@@ -298,11 +316,12 @@ def fit(
         Rows per kernel block. ``None`` keeps a dask input's row chunks.
     cache : {"auto", "recompute", "memory"}
         Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
-        keeps as many as fit in half of ``memory_budget`` and recomputes the
-        rest (see :class:`npt_dask.gram.KernelOperator`).
+        keeps as many as ``memory_budget`` leaves room for and recomputes the
+        rest (see :func:`cache_budget`).
     memory_budget : int, optional
-        Bytes the fit may use for cached blocks or a dense matrix; default a
-        quarter of physical memory.
+        Bytes the fit may hold beyond the input rows: the Krylov basis, work
+        arrays, blocks in flight and kept blocks (or, for the dense solver, the
+        n x n matrix); default a fifth of physical memory.
     precision : {"float32", "float64"}, optional
         dtype of the kernel blocks; products and sums are always float64.
         Default: float32 for float32 input, float64 otherwise.
@@ -368,7 +387,7 @@ def fit(
 def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: InputInfo):
     start = time.perf_counter()
     solve = _solve_dense if solver == "dense" else _solve_krylov
-    result, m, g, cache = solve(x, spec, opts)
+    result, m, g, op = solve(x, spec, opts)
     _warn_unconverged(result, opts)
     rtol = opts.rtol if opts.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(
@@ -383,8 +402,9 @@ def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: I
         residuals=residuals,
         converged=result.converged,
         min_eigenvalue=result.min_eigenvalue,
-        cache=cache,
+        cache="none" if op is None else op.cache,
         block_size=result.block_size,
         seconds=time.perf_counter() - start,
+        cached_fraction=0.0 if op is None else op.cached_fraction,
     )
     return NPTModel(spec, x, values, vectors, m, g, opts.center, diagnostics, info)

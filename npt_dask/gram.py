@@ -200,12 +200,12 @@ class KernelOperator:
         the upper-triangle blocks once and keeps them all (on a distributed
         cluster they live on the workers, which spill them to disk past their
         memory limit); later passes cost only the block products.
-        ``"auto"`` keeps as many blocks as fit in half of ``memory_budget``
-        and recomputes the rest: all of them for small n, none once a single
+        ``"auto"`` keeps as many blocks as fit in ``cache_budget`` and
+        recomputes the rest: all of them for small n, none once a single
         block no longer fits. :attr:`cache` then reads ``"memory"``,
         ``"recompute"`` or ``"partial"``.
-    memory_budget : int
-        Bytes the cache may use (see ``cache``).
+    cache_budget : int
+        Bytes the kept blocks may take with ``cache="auto"``.
 
     Notes
     -----
@@ -222,7 +222,7 @@ class KernelOperator:
         *,
         center: bool = True,
         cache: CacheMode = "auto",
-        memory_budget: int = 4 << 30,
+        cache_budget: int = 2 << 30,
     ) -> None:
         _check_row_chunked(x, "x")
         if cache not in ("auto", "recompute", "memory"):
@@ -233,7 +233,7 @@ class KernelOperator:
         self.row_chunks = tuple(int(c) for c in x.chunks[0])
         self.offsets = np.concatenate([[0], np.cumsum(self.row_chunks)])
         self.n = int(self.offsets[-1])
-        self.cached_pairs = self._choose_cached(cache, x.dtype.itemsize, memory_budget)
+        self.cached_pairs = self._choose_cached(cache, x.dtype.itemsize, cache_budget)
         self.cache = (
             "recompute" if not self.cached_pairs
             else "memory" if len(self.cached_pairs) == self.n_blocks else "partial"
@@ -249,7 +249,7 @@ class KernelOperator:
         return [(i, j) for i in range(nb) for j in range(i, nb)]
 
     def _choose_cached(self, cache: str, itemsize: int, budget: int) -> frozenset[BlockKey]:
-        """Blocks kept between passes: all, none, or a prefix within ``budget / 2``."""
+        """Blocks kept between passes: all, none, or a prefix within ``budget``."""
         if cache == "memory":
             return frozenset(self._pairs())
         if cache == "recompute":
@@ -257,10 +257,17 @@ class KernelOperator:
         kept, used = [], 0
         for i, j in self._pairs():
             used += self.row_chunks[i] * self.row_chunks[j] * itemsize
-            if used > budget // 2:
+            if used > budget:
                 break
             kept.append((i, j))
         return frozenset(kept)
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the kernel-block work (entries) kept between passes."""
+        sizes = self.row_chunks
+        total = sum(sizes[i] * sizes[j] for i, j in self._pairs())
+        return sum(sizes[i] * sizes[j] for i, j in self.cached_pairs) / total
 
     @property
     def n_blocks(self) -> int:

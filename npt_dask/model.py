@@ -45,6 +45,7 @@ class SolverDiagnostics:
     cache: str
     block_size: int
     seconds: float
+    cached_fraction: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict."""

@@ -88,12 +88,12 @@ def test_auto_cache_follows_budget(x, spec, rng, monkeypatch):
     xx = da.from_array(x, chunks=(200, -1))
     need = cache_nbytes((200,) * 4, 8)
     assert need == (800 * 800 + 4 * 200 * 200) // 2 * 8
-    assert KernelOperator(xx, spec, cache="auto", memory_budget=2 * need).cache == "memory"
-    assert KernelOperator(xx, spec, cache="auto", memory_budget=200 * 200 * 8).cache == (
+    assert KernelOperator(xx, spec, cache="auto", cache_budget=need).cache == "memory"
+    assert KernelOperator(xx, spec, cache="auto", cache_budget=200 * 200 * 8 - 1).cache == (
         "recompute"
     )
     block = 200 * 200 * 8
-    partial = KernelOperator(xx, spec, cache="auto", memory_budget=2 * 4 * block)
+    partial = KernelOperator(xx, spec, cache="auto", cache_budget=4 * block)
     assert partial.cache == "partial"
     assert partial.cached_pairs == {(0, 0), (0, 1), (0, 2), (0, 3)}
     calls = []
