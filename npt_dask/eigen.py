@@ -153,6 +153,9 @@ def block_krylov_eigh(
         Number of eigenpairs wanted (largest algebraic eigenvalues).
     block_size : int, optional
         Block width ``b``; default ``n_components + default_oversampling``.
+        A narrower block is allowed: the basis grows by ``b`` per pass and
+        the wanted pairs are taken from all of it once it holds
+        ``n_components`` columns (``max_passes`` is extended until then).
     tol : float
         Stop when every wanted pair has ``||K u - theta u|| / |theta_1| <= tol``.
     max_passes : int
@@ -160,7 +163,8 @@ def block_krylov_eigh(
         caller's business: ``converged`` is False).
     max_basis : int, optional
         Largest Krylov basis kept (columns); past it the basis is thick-
-        restarted on its best Ritz vectors. Default ``12 * b``.
+        restarted on its best Ritz vectors. Default
+        ``max(12 b, 2 n_components + 2 b)``.
     start : ndarray, optional
         ``(n, b)`` starting block; default Gaussian from ``random_state``.
     callback : callable, optional
@@ -176,11 +180,13 @@ def block_krylov_eigh(
     if n_components < 1 or n_components > n:
         raise InputError(f"n_components must be in [1, {n}]; got {n_components}.")
     b = min(n, block_size or n_components + default_oversampling(n_components))
-    if b < n_components:
-        raise InputError(f"block_size={b} must be at least n_components={n_components}.")
-    cap = min(n, max_basis if max_basis is not None else 12 * b)
-    if cap < min(n, 2 * b):
-        raise InputError(f"max_basis={cap} must be at least 2 * block_size = {2 * b} (or n = {n}).")
+    default_cap = max(12 * b, 2 * n_components + 2 * b)
+    cap = min(n, max_basis if max_basis is not None else default_cap)
+    if cap < min(n, n_components + 2 * b):
+        raise InputError(
+            f"max_basis={cap} must be at least n_components + 2 * block_size = "
+            f"{n_components + 2 * b} (or n = {n})."
+        )
     rng = np.random.default_rng(random_state)
     # column-major: a block of columns is contiguous, and columns never used
     # are never touched (row-major would touch every page of the whole cap)
@@ -205,8 +211,9 @@ def block_krylov_eigh(
         res = _relative_residuals(w[:, :hi] @ sr, u, theta[:n_components], scale)
         if callback is not None:
             callback(passes, theta[:n_components].copy(), res.copy())
-        converged = bool(np.all(res <= tol)) or hi >= n
-        if converged or passes >= max_passes:
+        enough = hi >= n_components  # a block narrower than r needs several passes first
+        converged = (enough and bool(np.all(res <= tol))) or hi >= n
+        if converged or (passes >= max_passes and enough):
             return EigenResult(
                 theta[:n_components].copy(),
                 u,

@@ -171,7 +171,8 @@ def basis_columns(n: int, opts: FitOptions) -> int:
     if opts.max_basis is not None:
         return min(n, opts.max_basis)
     affordable = opts.memory_budget // (2 * 2 * 8 * n)
-    return int(min(n, 12 * b, max(affordable, 2 * b)))
+    default = max(12 * b, 2 * opts.n_components + 2 * b)
+    return int(min(n, default, max(affordable, opts.n_components + 2 * b)))
 
 
 def cache_budget(x: da.Array, opts: FitOptions) -> int:
@@ -193,15 +194,15 @@ def cache_budget(x: da.Array, opts: FitOptions) -> int:
 
 def _check_krylov_memory(n: int, opts: FitOptions) -> None:
     b = block_width(n, opts)
-    if b < opts.n_components:
-        raise InputError(f"block_size={b} must be at least n_components={opts.n_components}.")
+    least = opts.n_components + 2 * b
     columns = basis_columns(n, opts)
     need = 2 * 8 * n * columns
-    if columns < min(n, 2 * b) or need > opts.memory_budget:
+    if columns < min(n, least) or need > opts.memory_budget:
         raise InputError(
             f"The Krylov basis for n={n} needs {columns} columns ({need / 2**30:.2f} GiB for Q "
             f"and K Q), which memory_budget={opts.memory_budget / 2**30:.2f} GiB or "
-            f"max_basis={opts.max_basis} does not allow (at least 2 * block_size = {2 * b} "
+            f"max_basis={opts.max_basis} does not allow (at least n_components + 2 * "
+            f"block_size = {least} "
             "columns). Raise memory_budget or lower n_components / block_size."
         )
 
@@ -326,7 +327,7 @@ def fit(
         dtype of the kernel blocks; products and sums are always float64.
         Default: float32 for float32 input, float64 otherwise.
     block_size : int, optional
-        Krylov block width (>= n_components); default
+        Krylov block width; default
         ``n_components + max(10, n_components // 5)``.
     max_basis : int, optional
         Most Krylov basis columns kept on the driver before a thick restart;

@@ -126,8 +126,6 @@ def test_transform_refuses_complex_and_strings(model):
 
 
 def test_krylov_memory_and_block_checks(x):
-    with pytest.raises(npt.InputError, match="block_size=3 must be at least n_components=5"):
-        npt.fit(x, n_components=5, solver="krylov", block_size=3)
     with pytest.raises(npt.InputError, match="Krylov basis"):
         npt.fit(x, n_components=5, solver="krylov", memory_budget=10_000)
     with pytest.raises(npt.InputError, match="Krylov basis"):
