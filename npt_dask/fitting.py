@@ -7,7 +7,6 @@ No I/O and no logging happen here.
 from __future__ import annotations
 
 import numbers
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from npt_dask._scheduler import current_client
 from npt_dask.eigen import (
     EigenResult,
     block_krylov_eigh,
-    default_oversampling,
     dense_eigh,
     select_eigenpairs,
 )
@@ -35,6 +33,7 @@ from npt_dask.gram import (
 )
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.planning import basis_columns, cache_budget, choose_block_size, default_block_size
 
 __all__ = ["DENSE_MAX_SAMPLES", "FitOptions", "default_memory_budget", "fit"]
 
@@ -155,47 +154,21 @@ def choose_solver(n: int, opts: FitOptions) -> str:
     return solver
 
 
-def block_width(n: int, opts: FitOptions) -> int:
-    """Krylov block width: ``block_size`` or ``n_components`` plus oversampling."""
-    r = opts.n_components
-    return min(n, opts.block_size or r + default_oversampling(r))
+def _planned_width(n: int, opts: FitOptions) -> int:
+    """Block width for memory planning: the user's, else the (widest) default."""
+    return min(n, opts.block_size or default_block_size(opts.n_components))
 
 
-def basis_columns(n: int, opts: FitOptions) -> int:
-    """Krylov basis width: ``max_basis``, else 12 blocks, capped by the memory budget.
-
-    The basis Q and its image K Q take ``2 * 8 * n * columns`` bytes on the
-    driver; by default they get at most half of ``memory_budget``.
-    """
-    b = block_width(n, opts)
+def _planned_columns(n: int, opts: FitOptions) -> int:
     if opts.max_basis is not None:
         return min(n, opts.max_basis)
-    affordable = opts.memory_budget // (2 * 2 * 8 * n)
-    default = max(12 * b, 2 * opts.n_components + 2 * b)
-    return int(min(n, default, max(affordable, opts.n_components + 2 * b)))
-
-
-def cache_budget(x: da.Array, opts: FitOptions) -> int:
-    """What ``memory_budget`` leaves for kept kernel blocks.
-
-    The budget covers everything the fit holds beyond the input rows: the
-    Krylov basis and its image (``2 * 8 * n * basis_columns``), the driver's
-    n x b work arrays (about eight), and the blocks in flight (three
-    ``chunk**2`` float64 arrays per worker thread). The rest may hold blocks.
-    """
-    n = int(x.shape[0])
-    chunk = int(max(x.chunks[0]))
-    b = block_width(n, opts)
-    basis = 2 * 8 * n * basis_columns(n, opts)
-    driver = 8 * 8 * n * (b + 1)
-    in_flight = (os.cpu_count() or 1) * 3 * 8 * chunk * chunk
-    return max(0, opts.memory_budget - basis - driver - in_flight)
+    return basis_columns(n, opts.n_components, _planned_width(n, opts), opts.memory_budget)
 
 
 def _check_krylov_memory(n: int, opts: FitOptions) -> None:
-    b = block_width(n, opts)
+    b = _planned_width(n, opts)
     least = opts.n_components + 2 * b
-    columns = basis_columns(n, opts)
+    columns = _planned_columns(n, opts)
     need = 2 * 8 * n * columns
     if columns < min(n, least) or need > opts.memory_budget:
         raise InputError(
@@ -221,32 +194,40 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
 
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
-    op = KernelOperator(
-        drop_zero_features(x),
-        kernel,
-        center=opts.center,
-        cache=opts.cache,
-        cache_budget=cache_budget(x, opts),
+    n, r = int(x.shape[0]), opts.n_components
+    chunk = int(max(x.chunks[0]))
+    budget = cache_budget(
+        n, chunk, _planned_width(n, opts), _planned_columns(n, opts), opts.memory_budget
     )
-    r = opts.n_components
-    b = block_width(op.n, opts)
+    xs = drop_zero_features(x)
+    op = KernelOperator(xs, kernel, center=opts.center, cache=opts.cache, cache_budget=budget)
+    b = opts.block_size or choose_block_size(
+        n=n,
+        d=int(xs.shape[1]),
+        n_components=r,
+        chunk=chunk,
+        cached=op.cached_fraction,
+        itemsize=x.dtype.itemsize,
+    )
+    b = min(n, b)
+    columns = opts.max_basis or basis_columns(n, r, b, opts.memory_budget)
     rng = np.random.default_rng(opts.random_state)
-    start = rng.standard_normal((op.n, b))
+    start = rng.standard_normal((n, b))
     if opts.center:
         start = center_columns(start)
     try:
         result = block_krylov_eigh(
             op.matmat,
-            op.n,
+            n,
             r,
             block_size=b,
             tol=opts.tol,
             max_passes=opts.max_passes,
-            max_basis=basis_columns(op.n, opts),
+            max_basis=min(n, columns),
             start=start,
             random_state=rng,
         )
-        m = op.row_means if opts.center else np.zeros(op.n)
+        m = op.row_means if opts.center else np.zeros(n)
     finally:
         op.release()
     return result, m, (float(m.mean()) if opts.center else 0.0), op
@@ -327,12 +308,13 @@ def fit(
         dtype of the kernel blocks; products and sums are always float64.
         Default: float32 for float32 input, float64 otherwise.
     block_size : int, optional
-        Krylov block width; default
-        ``n_components + max(10, n_components // 5)``.
+        Krylov block width. Default: chosen by a cost model from the kernel
+        work and the share of kept blocks (narrow when blocks are kept, wide
+        when they are recomputed; see :func:`npt_dask.planning.choose_block_size`).
     max_basis : int, optional
         Most Krylov basis columns kept on the driver before a thick restart;
-        default 12 blocks, or fewer if ``2 * 8 * n * max_basis`` bytes would
-        exceed half of ``memory_budget``.
+        default ``max(12 b, 6 n_components)``, fewer if ``2 * 8 * n * max_basis``
+        bytes would exceed half of ``memory_budget``.
     max_passes : int, default 50
         Most Krylov passes over the kernel.
     on_negative : {"warn", "raise"}
