@@ -32,6 +32,7 @@ import numpy as np
 from dask import delayed
 from dask.delayed import Delayed
 
+from npt_dask._buffers import clear_scratch, populated_empty, scratch
 from npt_dask._scheduler import blas_threads_for_tasks, compute, current_client, ship_blocks
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
@@ -129,14 +130,31 @@ def cache_nbytes(row_chunks: Sequence[int], itemsize: int) -> int:
 # --- numeric task bodies (numpy only) -------------------------------------------------
 
 
-def _as_f64(block: np.ndarray) -> np.ndarray:
-    return block if block.dtype == np.float64 else block.astype(np.float64)
+def as_float64_block(block: np.ndarray) -> np.ndarray:
+    """The block in float64 (a float32 block is converted into thread scratch)."""
+    if block.dtype == np.float64:
+        return block
+    out = scratch("block-f64", block.shape, np.float64)
+    np.copyto(out, block)
+    return out
+
+
+def _kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+    dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
+    out = populated_empty((x_i.shape[0], x_j.shape[0]), dtype)
+    return kernel(x_i, x_j, out=out)
+
+
+def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+    """``kappa(x_i, x_j)`` in this thread's reusable buffer (valid until its next use)."""
+    dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
+    return kernel(x_i, x_j, out=scratch("block", (x_i.shape[0], x_j.shape[0]), dtype))
 
 
 def _block_products(
     block: np.ndarray, v_i: np.ndarray, v_j: np.ndarray, diagonal: bool
 ) -> tuple[np.ndarray, ...]:
-    b = _as_f64(block)
+    b = as_float64_block(block)
     if diagonal:
         return (b @ v_i,)
     # (V_i^T B)^T reads B row-major: 1.6x faster than B^T V_i (measured, 4096 blocks)
@@ -151,7 +169,7 @@ def _pair_products(
     kernel: KernelSpec,
     diagonal: bool,
 ) -> tuple[np.ndarray, ...]:
-    return _block_products(kernel(x_i, x_j), v_i, v_j, diagonal)
+    return _block_products(scratch_block(x_i, x_j, kernel), v_i, v_j, diagonal)
 
 
 def _sum_parts(parts: list, which: list[int | None]) -> np.ndarray:
@@ -278,7 +296,7 @@ class KernelOperator:
     def _cached_blocks(self) -> dict[BlockKey, Delayed]:
         if self._blocks is None:
             lazy = {
-                (i, j): delayed(_kernel_block, pure=True)(
+                (i, j): delayed(_kept_block, pure=True)(
                     self._x_parts[i],
                     self._x_parts[j],
                     self.kernel,
@@ -355,8 +373,12 @@ class KernelOperator:
         return float(self.row_means.mean())
 
     def release(self) -> None:
-        """Drop cached kernel blocks (they are also freed with the operator)."""
+        """Drop kept kernel blocks and the threads' scratch buffers."""
         self._blocks = None
+        clear_scratch()
+        client = current_client()
+        if client is not None:
+            client.run(clear_scratch)
 
     @property
     def on_cluster(self) -> bool:

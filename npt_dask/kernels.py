@@ -57,13 +57,21 @@ def _block_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     return np.dtype(np.float64) if dtype.itemsize > 8 else dtype
 
 
-def _cross_product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``a @ b.T`` through the general product, never the ``syrk`` path."""
-    a = np.asarray(a, dtype=dtype)
-    b = np.asarray(b, dtype=dtype)
+def _cross_product(
+    a: np.ndarray, b: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``a @ b.T`` through the general product, never the ``syrk`` path.
+
+    ``out`` (C-contiguous, ``dtype``, shape ``(len(a), len(b))``) receives the
+    result when given.
+    """
+    a = np.ascontiguousarray(a, dtype=dtype)
+    b = np.ascontiguousarray(b, dtype=dtype)
     if np.shares_memory(a, b):
         b = b.copy()
-    return np.ascontiguousarray(np.dot(a, b.T))
+    if out is None:
+        return np.dot(a, b.T)
+    return np.dot(a, b.T, out=out)
 
 
 def _sq_norms(a: np.ndarray) -> np.ndarray:
@@ -87,10 +95,10 @@ def _shift_to_common_origin(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, n
     return a_s, b_s
 
 
-def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
     a, b = _shift_to_common_origin(a, b)
-    out = _cross_product(a, b, dtype)
+    out = _cross_product(a, b, dtype, out)
     aa = _sq_norms(a).astype(dtype)
     bb = _sq_norms(b).astype(dtype)
     neg_gamma = dtype.type(-spec.gamma)
@@ -108,11 +116,12 @@ def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
     return out
 
 
-def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
-    out = np.empty((a.shape[0], b.shape[0]), dtype=dtype)
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[0]), dtype=dtype)
 
     def run(rows: slice) -> None:
         d = cdist(a64[rows], b64, metric="cityblock")
@@ -132,11 +141,15 @@ def _power_inplace(g: np.ndarray, degree: float) -> None:
 
 
 def _affine_dot_block(
-    a: np.ndarray, b: np.ndarray, spec: KernelSpec, finish: Callable[[np.ndarray], None]
+    a: np.ndarray,
+    b: np.ndarray,
+    spec: KernelSpec,
+    finish: Callable[[np.ndarray], None],
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``finish(gamma <a, b> + coef0)`` in place: one product, one threaded pass."""
     dtype = _block_dtype(a, b)
-    out = _cross_product(a, b, dtype)
+    out = _cross_product(a, b, dtype, out)
 
     def step(rows: slice) -> None:
         g = out[rows]
@@ -148,16 +161,16 @@ def _affine_dot_block(
     return out
 
 
-def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, spec.degree))
+def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+    return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, spec.degree), out)
 
 
-def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    return _affine_dot_block(a, b, spec, lambda g: np.tanh(g, out=g))
+def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+    return _affine_dot_block(a, b, spec, lambda g: np.tanh(g, out=g), out)
 
 
-def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    return _cross_product(a, b, _block_dtype(a, b))
+def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+    return _cross_product(a, b, _block_dtype(a, b), out)
 
 
 def _unit_rows(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -166,9 +179,9 @@ def _unit_rows(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return (np.asarray(a, dtype=np.float64) / norms[:, None]).astype(dtype, copy=False)
 
 
-def _cosine_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _cosine_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
-    return _cross_product(_unit_rows(a, dtype), _unit_rows(b, dtype), dtype)
+    return _cross_product(_unit_rows(a, dtype), _unit_rows(b, dtype), dtype, out)
 
 
 def _ones_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
@@ -195,7 +208,7 @@ def _cosine_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _KernelDef:
-    block: Callable[[np.ndarray, np.ndarray, KernelSpec], np.ndarray]
+    block: Callable[..., np.ndarray]  # (a, b, spec, out=None) -> kappa(a, b)
     diag: Callable[[np.ndarray, KernelSpec], np.ndarray]
     defaults: Mapping[str, Any]  # parameter -> default (None: resolved from data)
     psd: bool
@@ -332,10 +345,12 @@ class KernelSpec:
             if block.ndim != 2:
                 raise InputError(f"Kernel blocks must be 2-D; got shape {block.shape}.")
 
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Kernel block ``kappa(a_i, b_j)``, shape ``(len(a), len(b))``.
 
         The block is float32 when both inputs are float32, float64 otherwise.
+        ``out``, a C-contiguous array of that shape and dtype, receives it
+        when given (a reused buffer saves the page faults of a fresh one).
         """
         self._check_ready(a, b)
         if a.shape[1] != b.shape[1]:
@@ -343,7 +358,16 @@ class KernelSpec:
                 f"Kernel blocks need the same number of features; got {a.shape[1]} and "
                 f"{b.shape[1]}."
             )
-        return KERNELS[self.name].block(a, b, self)
+        if out is not None and (
+            out.shape != (a.shape[0], b.shape[0])
+            or out.dtype != _block_dtype(a, b)
+            or not out.flags.c_contiguous
+        ):
+            raise InputError(
+                f"out must be C-contiguous {_block_dtype(a, b)} of shape "
+                f"{(a.shape[0], b.shape[0])}; got {out.dtype} {out.shape}."
+            )
+        return KERNELS[self.name].block(a, b, self, out)
 
     def diag(self, a: np.ndarray) -> np.ndarray:
         """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``."""

@@ -24,7 +24,7 @@ import numpy as np
 from npt_dask._inputs import InputInfo, as_row_chunked, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.gram import kernel_diagonal
+from npt_dask.gram import as_float64_block, kernel_diagonal, scratch_block
 from npt_dask.kernels import KernelSpec
 
 __all__ = ["NPTModel", "SolverDiagnostics"]
@@ -55,9 +55,7 @@ class SolverDiagnostics:
 
 
 def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    block = kernel(z, x)
-    if block.dtype != np.float64:
-        block = block.astype(np.float64)
+    block = as_float64_block(scratch_block(z, x, kernel))
     return (block @ w)[:, None, :]
 
 

@@ -123,3 +123,30 @@ def test_psd_flags():
     assert not KernelSpec("sigmoid").is_psd
     assert KernelSpec("polynomial", degree=2, coef0=1).is_psd
     assert not KernelSpec("polynomial", degree=2.5, coef0=1).is_psd
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_out_buffer_is_filled_and_checked(name, rng):
+    a, b = rng.normal(size=(50, 4)), rng.normal(size=(30, 4))
+    spec = make_kernel(name).resolve(4)
+    out = np.full((50, 30), np.nan)
+    got = spec(a, b, out=out)
+    assert got is out or np.shares_memory(got, out)
+    np.testing.assert_allclose(out, spec(a, b), atol=1e-14)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        spec(a, b, out=np.empty((30, 50)).T)
+    with pytest.raises(ValueError, match="float64"):
+        spec(a, b, out=np.empty((50, 30), dtype=np.float32))
+
+
+def test_scratch_and_populated_buffers():
+    from npt_dask._buffers import clear_scratch, populated_empty, scratch
+
+    big = populated_empty((1 << 22,), np.float64)  # 32 MiB: the populated path
+    big[:] = 1.0
+    assert big.sum() == 1 << 22
+    one = scratch("t", (100, 10), np.float32)
+    two = scratch("t", (10, 10), np.float64)
+    assert np.shares_memory(one, two)  # reused, not reallocated
+    clear_scratch()
+    assert not np.shares_memory(scratch("t", (10, 10), np.float64), two)
