@@ -165,11 +165,11 @@ def wrap_rows(
     if info.kind == "dask":
         return result
     if info.kind == "numpy":
-        return compute(result)[0]
+        return compute(result, release_scratch=True)[0]
     import xarray as xr
 
     dims = (info.sample_dim,) if result.ndim == 1 else (info.sample_dim, column_dim)
-    data = result if info.lazy else compute(result)[0]
+    data = result if info.lazy else compute(result, release_scratch=True)[0]
     coords = dict(info.sample_coords)
     if result.ndim == 2:
         coords[column_dim] = np.arange(result.shape[1])

@@ -13,6 +13,8 @@ import dask
 import numpy as np
 from dask.base import get_scheduler
 
+from npt_dask._buffers import clear_scratch
+
 __all__ = ["blas_threads_for_tasks", "compute", "current_client", "ship_blocks"]
 
 
@@ -59,7 +61,14 @@ def blas_threads_for_tasks() -> Iterator[None]:
         yield
 
 
-def compute(*collections: Any) -> tuple[Any, ...]:
-    """``dask.compute`` with one BLAS thread per task on the local threaded scheduler."""
+def compute(*collections: Any, release_scratch: bool = False) -> tuple[Any, ...]:
+    """``dask.compute`` with one BLAS thread per task on the local threaded scheduler.
+
+    ``release_scratch`` drops the per-thread block buffers afterwards (local
+    threads only; workers keep theirs until the next fit releases them).
+    """
     with blas_threads_for_tasks():
-        return dask.compute(*collections)
+        results = dask.compute(*collections)
+    if release_scratch:
+        clear_scratch()
+    return results

@@ -245,7 +245,7 @@ class NPTModel:
         x, info = self._rows(z)
         both = self._project(x).astype(x.dtype)
         if not info.lazy:  # compute once, then wrap the two parts
-            both = da.from_array(compute(both)[0], chunks=both.chunks)
+            both = da.from_array(compute(both, release_scratch=True)[0], chunks=both.chunks)
         r = self.n_components
         return (
             wrap_rows(both[:, :r], info, name="coordinates"),
