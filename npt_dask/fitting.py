@@ -210,7 +210,11 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
         itemsize=x.dtype.itemsize,
     )
     b = min(n, b)
-    columns = opts.max_basis or basis_columns(n, r, b, opts.memory_budget)
+    # the cache budget assumed the planned basis: never grow past it
+    planned = _planned_columns(n, opts)
+    columns = opts.max_basis or max(
+        min(basis_columns(n, r, b, opts.memory_budget), planned), min(n, r + 2 * b)
+    )
     rng = np.random.default_rng(opts.random_state)
     start = rng.standard_normal((n, b))
     if opts.center:
