@@ -23,6 +23,7 @@ from npt_dask.errors import (
 from npt_dask.fitting import fit
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.store import ModelManifest, StoreError, load
 
 try:
     __version__ = version("npt-dask")
@@ -36,6 +37,7 @@ __all__ = [
     "InputTypeError",
     "KernelParameterError",
     "KernelSpec",
+    "ModelManifest",
     "NPTError",
     "NPTModel",
     "NegativeEigenvalueError",
@@ -43,7 +45,9 @@ __all__ = [
     "NotFittedError",
     "RankWarning",
     "SolverDiagnostics",
+    "StoreError",
     "__version__",
     "fit",
+    "load",
     "make_kernel",
 ]

@@ -382,6 +382,8 @@ def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: I
     )
     if opts.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors = vectors - vectors.mean(axis=0)
+    # canonical C order: a saved and loaded model then computes bit for bit the same
+    vectors, m = np.ascontiguousarray(vectors), np.ascontiguousarray(m)
     diagnostics = SolverDiagnostics(
         solver=result.solver,
         passes=result.passes,

@@ -252,6 +252,12 @@ class NPTModel:
             wrap_rows(both[:, r], info, name="residual"),
         )
 
+    def save(self, path: Any) -> Any:
+        """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`)."""
+        from npt_dask.store import save
+
+        return save(self, path)
+
     def __repr__(self) -> str:
         lam = self.eigenvalues
         d = self.diagnostics
