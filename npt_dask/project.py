@@ -1,0 +1,372 @@
+"""Chunked, resumable projection of many rows into a zarr store, as xarray.
+
+``project(model, data, out)`` writes, for every row of ``data``, its NPT
+coordinates and Lemma 5 residual into a zarr v3 group that
+``xarray.open_zarr`` reads as a Dataset::
+
+    coordinates   (sample, component)   model precision
+    residual      (sample,)             model precision
+    sample        (sample,)             carried over from xarray input, else 0..m-1
+    component     (component,)          0..r-1
+    npt_done      (npt_chunk,)          uint8, 1 once a chunk's rows are written
+    npt_digest    (npt_chunk,)          uint64, digest of the chunk's input rows
+
+One task per output chunk reads its input rows, streams over the training
+blocks (kernel block, centring, ``A = U Lambda^{-1/2}``), writes its region
+and only then sets its ``npt_done`` flag. A re-run skips chunks already
+done, after checking that their input rows still hash to the stored digest;
+a store written for another model, another input shape or another chunking
+is refused. Computation is deterministic, so an interrupted and resumed
+projection is byte-identical to an uninterrupted one.
+
+Layer rule: this module does I/O (zarr, xarray); the numbers come from the
+numpy task functions below, which see numpy blocks only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from npt_dask._inputs import InputInfo, as_row_chunked
+from npt_dask._scheduler import blas_threads_for_tasks, current_client, ship_blocks
+from npt_dask.errors import InputError, NPTError
+from npt_dask.gram import as_float64_block, scratch_block
+from npt_dask.kernels import KernelSpec
+from npt_dask.model import NPTModel, _finish_block
+
+__all__ = ["ProjectionError", "model_fingerprint", "open_data", "project"]
+
+FORMAT_VERSION = 1
+
+
+class ProjectionError(NPTError, ValueError):
+    """An output store cannot be used for this projection (another model or input)."""
+
+
+def model_fingerprint(model: NPTModel) -> str:
+    """SHA-256 identifying the model's numbers (kernel, spectrum, vectors, centring)."""
+    digest = hashlib.sha256()
+    digest.update(repr(sorted(model.kernel.to_dict().items())).encode())
+    for part in (model.eigenvalues, model.eigenvectors, model.row_means):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    digest.update(np.float64(model.grand_mean).tobytes())
+    digest.update(bytes([model.center]))
+    digest.update(str(model.precision).encode())
+    return digest.hexdigest()
+
+
+def _digest(block: np.ndarray) -> np.uint64:
+    raw = hashlib.blake2b(np.ascontiguousarray(block).tobytes(), digest_size=8).digest()
+    return np.frombuffer(raw, dtype=np.uint64)[0]
+
+
+# --- numeric task bodies (numpy only) -------------------------------------------------
+
+
+def _project_rows(
+    z: np.ndarray,
+    x_blocks: Sequence[np.ndarray],
+    w_blocks: Sequence[np.ndarray],
+    kernel: KernelSpec,
+    finish: dict[str, Any],
+) -> np.ndarray:
+    """``[y | residual]`` of rows ``z``, streaming over the training blocks."""
+    acc = np.zeros((z.shape[0], w_blocks[0].shape[1]))
+    for x_j, w_j in zip(x_blocks, w_blocks, strict=True):
+        acc += as_float64_block(scratch_block(z, x_j, kernel)) @ w_j
+    return _finish_block(acc, kernel.diag(z), **finish)
+
+
+def _write_chunk(
+    z: np.ndarray,
+    index: int,
+    start: int,
+    x_blocks: Sequence[np.ndarray],
+    w_blocks: Sequence[np.ndarray],
+    kernel: KernelSpec,
+    finish: dict[str, Any],
+    out: str,
+    dtype: str,
+) -> int:
+    import zarr
+
+    if not np.isfinite(z).all():
+        raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
+    both = _project_rows(z, x_blocks, w_blocks, kernel, finish).astype(dtype)
+    group = zarr.open_group(out, mode="r+")
+    stop = start + z.shape[0]
+    group["coordinates"][start:stop] = both[:, :-1]
+    group["residual"][start:stop] = both[:, -1]
+    group["npt_digest"][index] = _digest(z)
+    group["npt_done"][index] = 1  # last: the chunk counts only once its rows are written
+    return index
+
+
+def _check_chunk(z: np.ndarray, index: int, out: str) -> int:
+    import zarr
+
+    stored = zarr.open_group(out, mode="r")["npt_digest"][index]
+    if stored != _digest(z):
+        raise ProjectionError(
+            f"{out}: rows of chunk {index} differ from those projected before; refusing to "
+            "mix results. Project into a new store or pass resume=False."
+        )
+    return index
+
+
+# --- inputs ---------------------------------------------------------------------------
+
+
+def open_data(source: Any, *, key: str | None = None, var: str | None = None) -> Any:
+    """Open ``source`` lazily: arrays pass through; a path may be ``.npy``, ``.npz``
+    (``key``), a zarr array, or an xarray dataset in zarr (``var``)."""
+    if not isinstance(source, str | os.PathLike):
+        return source
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{path} does not exist.")
+    if path.suffix == ".npy":
+        return da.from_array(np.load(path, mmap_mode="r", allow_pickle=False))
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            name = key or "x"
+            if name not in data.files:
+                raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
+            x = data[name]
+        return x.reshape(len(x), -1)
+    return _open_zarr_data(path, var)
+
+
+def _open_zarr_data(path: Path, var: str | None) -> Any:
+    import xarray as xr
+    import zarr
+
+    node = zarr.open(str(path), mode="r")
+    if isinstance(node, zarr.Array):
+        return da.from_zarr(node)
+    if var is None:
+        raise InputError(f"{path} is a zarr group; name the variable to project (var=/--var).")
+    ds = xr.open_zarr(path, consolidated=None)
+    if var not in ds:
+        raise InputError(f"{path} has no variable {var!r}; it has {sorted(ds.data_vars)}.")
+    return ds[var]
+
+
+# --- the store ------------------------------------------------------------------------
+
+
+def _identity(model: NPTModel, x: da.Array) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": model_fingerprint(model),
+        "kernel": model.kernel.to_dict(),
+        "n_components": model.n_components,
+        "n_rows": int(x.shape[0]),
+        "n_features": int(x.shape[1]),
+        "row_chunks": [int(c) for c in x.chunks[0]],
+    }
+
+
+def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> None:
+    import xarray as xr
+
+    m, r = int(x.shape[0]), model.n_components
+    rows = x.chunks[0][0]
+    nchunks = len(x.chunks[0])
+    dtype = str(model.precision)
+    sample_dim = "sample"
+    coords: dict[str, Any] = {"component": np.arange(r)}
+    coords.update({str(k): (sample_dim, np.asarray(v)) for k, v in info.sample_coords.items()})
+    if sample_dim not in coords:
+        coords[sample_dim] = np.arange(m)
+    for name, value in coords.items():
+        if np.asarray(value[1] if isinstance(value, tuple) else value).dtype == object:
+            raise InputError(f"Coordinate {name!r} has object dtype; convert it before projecting.")
+    lazy = {
+        "coordinates": (("sample", "component"), da.zeros((m, r), chunks=(rows, r), dtype=dtype)),
+        "residual": (("sample",), da.zeros((m,), chunks=(rows,), dtype=dtype)),
+        "npt_done": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint8)),
+        "npt_digest": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint64)),
+    }
+    ds = xr.Dataset(lazy, coords=coords)
+    ds.attrs["npt_projection"] = json.dumps(_identity(model, x), sort_keys=True)
+    ds.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=False)
+    # the flags must start at 0 in the store itself, not only as a fill value
+    import zarr
+
+    zarr.open_group(out, mode="r+")["npt_done"][:] = 0
+
+
+def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
+    import zarr
+
+    group = zarr.open_group(out, mode="r")
+    try:
+        found = json.loads(dict(group.attrs).get("npt_projection", "null"))
+    except (TypeError, ValueError):
+        found = None
+    want = json.loads(json.dumps(_identity(model, x)))
+    if found != want:
+        what = [k for k in want if not isinstance(found, dict) or found.get(k) != want[k]]
+        raise ProjectionError(
+            f"{out} holds a projection of another {'/'.join(what) or 'kind'}; refusing to mix "
+            "results. Project into a new store or pass resume=False to overwrite."
+        )
+    return np.asarray(group["npt_done"][:]).astype(bool)
+
+
+# --- progress -------------------------------------------------------------------------
+
+
+class _Bar:
+    """A console progress bar on stderr that works for any scheduler."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled and total > 0
+        self.start = time.perf_counter()
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        frac = self.done / self.total
+        elapsed = time.perf_counter() - self.start
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(
+            f"\rnpt project [{bar:<30}] {self.done}/{self.total} chunks {elapsed:6.1f}s"
+        )
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _run(tasks: list[Any], bar: _Bar) -> None:
+    client = current_client()
+    if client is not None:
+        from distributed import as_completed
+
+        for future in as_completed(client.compute(tasks)):
+            future.result()
+            bar.step()
+        return
+    from dask.callbacks import Callback
+
+    keys = {t.key for t in tasks}
+
+    class _Tick(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id) -> None:
+            if key in keys:
+                bar.step()
+
+    with blas_threads_for_tasks(), _Tick():
+        dask.compute(*tasks)
+
+
+def project(
+    model: NPTModel,
+    data: Any,
+    out: str | os.PathLike,
+    *,
+    chunk_size: int | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    key: str | None = None,
+    var: str | None = None,
+) -> Any:
+    """Project ``data`` chunk by chunk into the zarr store ``out``; return it as a Dataset.
+
+    Parameters
+    ----------
+    model : NPTModel
+    data : numpy, dask, DataArray, or a path (``.npy``, ``.npz`` with ``key``, a zarr
+        array, or an xarray dataset in zarr with ``var``)
+    out : path of the output zarr store
+    chunk_size : rows per task and per stored chunk; default the model's chunk size
+    resume : continue an interrupted projection in ``out`` (False overwrites it)
+    progress : show a console progress bar on stderr
+
+    Returns
+    -------
+    xarray.Dataset opened lazily from ``out`` (``coordinates``, ``residual``).
+
+    Notes
+    -----
+    Runs on the current dask scheduler: local threads, or the active
+    ``distributed.Client``, to which the training blocks and projection
+    weights are scattered once. Memory per task: one input chunk
+    (``chunk_size * d``), one kernel block (``chunk_size * training chunk``)
+    and the accumulator (``chunk_size * (r + 1)``); each worker also holds
+    the training rows and weights once (``n * (d + r + 1)``).
+    """
+    import xarray as xr
+
+    x, info = as_row_chunked(
+        open_data(data, key=key, var=var),
+        name="data",
+        chunk_size=chunk_size or model.chunk_size,
+        dtype=model.precision,
+    )
+    x = x.rechunk({0: chunk_size or model.chunk_size})
+    if x.shape[1] != model.n_features:
+        raise InputError(f"data has {x.shape[1]} features; the model expects {model.n_features}.")
+    out = str(out)
+    if os.path.exists(out) and (not resume or not os.listdir(out)):
+        import shutil
+
+        shutil.rmtree(out)
+    if not os.path.exists(out):
+        _create_store(out, model, x, info)
+    done = _done_chunks(out, model, x)
+    tasks = _tasks(model, x, out, done)
+    _run(tasks, _Bar(len(tasks), progress))
+    return xr.open_zarr(out, consolidated=False).drop_vars(["npt_done", "npt_digest"])
+
+
+def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any]:
+    a = model.projection_matrix
+    n = model.n_samples
+    w = np.hstack([a, np.full((n, 1), 1.0 / n)])
+    offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
+    # the training rows are persisted where the tasks run (the workers' memory under
+    # distributed, loaded there from wherever x_train lives), never gathered here
+    x_blocks = list(model.x_train.persist().to_delayed().ravel())
+    w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
+    finish = {
+        "offset": model.row_means @ a,
+        "ones": a.sum(axis=0),
+        "grand_mean": model.grand_mean,
+        "center": model.center,
+    }
+    starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
+    parts = x.to_delayed().ravel()
+    tasks = []
+    for i, part in enumerate(parts):
+        if done[i]:
+            tasks.append(delayed(_check_chunk, pure=False)(part, i, out))
+        else:
+            tasks.append(
+                delayed(_write_chunk, pure=False)(
+                    part,
+                    i,
+                    int(starts[i]),
+                    x_blocks,
+                    w_blocks,
+                    model.kernel,
+                    finish,
+                    out,
+                    str(model.precision),
+                )
+            )
+    return tasks

@@ -1,0 +1,127 @@
+"""Chunked, resumable projection into zarr, read back with xarray."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import npt_dask as npt
+from npt_dask import project as project_module
+from npt_dask.project import ProjectionError, project
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(400, 5))
+    model = npt.fit(
+        x, "rbf", gamma=0.4, n_components=6, solver="krylov", chunk_size=100, random_state=0
+    )
+    return model, rng.normal(size=(1000, 5))
+
+
+def _tree_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(f.relative_to(path)).encode())
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+def test_chunked_projection_equals_in_memory_transform(fitted, tmp_path):
+    model, z = fitted
+    ds = project(model, z, tmp_path / "p.zarr", chunk_size=128, progress=False)
+    y, res = model.transform_with_residual(z)
+    np.testing.assert_allclose(ds["coordinates"].values, y, atol=1e-12)
+    np.testing.assert_allclose(ds["residual"].values, res, atol=1e-12)
+    reopened = xr.open_zarr(tmp_path / "p.zarr", consolidated=False)
+    assert reopened["coordinates"].dims == ("sample", "component")
+    assert reopened["coordinates"].chunks[0][0] == 128
+    assert "npt_projection" in reopened.attrs
+
+
+def test_resume_projects_only_missing_chunks_and_is_byte_identical(fitted, tmp_path, monkeypatch):
+    model, z = fitted
+    full = tmp_path / "full.zarr"
+    project(model, z, full, chunk_size=100, progress=False)
+    part = tmp_path / "part.zarr"
+    original = project_module._write_chunk
+    calls = []
+
+    def crashing(zb, index, *args, **kwargs):
+        if index == 6:
+            raise RuntimeError("worker killed (simulated)")
+        calls.append(index)
+        return original(zb, index, *args, **kwargs)
+
+    monkeypatch.setattr(project_module, "_write_chunk", crashing)
+    # synchronous, so no other task is still finishing when the error surfaces
+    with dask.config.set(scheduler="sync"), pytest.raises(RuntimeError, match="simulated"):
+        project(model, z, part, chunk_size=100, progress=False)
+    monkeypatch.setattr(
+        project_module,
+        "_write_chunk",
+        lambda zb, index, *a, **k: calls.append(("again", index)) or original(zb, index, *a, **k),
+    )
+    done_before = set(np.flatnonzero(zarr.open_group(str(part))["npt_done"][:]))
+    project(model, z, part, chunk_size=100, progress=False)
+    again = {c[1] for c in calls if isinstance(c, tuple)}
+    assert again == set(range(10)) - done_before
+    assert 6 in again
+    assert _tree_digest(part) == _tree_digest(full)
+
+
+def test_refuses_other_model_or_input(fitted, tmp_path):
+    model, z = fitted
+    out = tmp_path / "p.zarr"
+    project(model, z, out, chunk_size=100, progress=False)
+    other = npt.fit(model.x_train.compute(), "rbf", gamma=0.5, n_components=6)
+    with pytest.raises(ProjectionError, match="model"):
+        project(other, z, out, chunk_size=100, progress=False)
+    with pytest.raises(ProjectionError, match="n_rows"):
+        project(model, z[:500], out, chunk_size=100, progress=False)
+    changed = z.copy()
+    changed[3, 0] += 1.0
+    with pytest.raises(ProjectionError, match="differ"):
+        project(model, changed, out, chunk_size=100, progress=False)
+    ds = project(model, changed, out, chunk_size=100, progress=False, resume=False)
+    np.testing.assert_allclose(
+        ds["coordinates"].values[3], model.transform(changed[3:4])[0], atol=1e-12
+    )
+
+
+def test_xarray_coordinates_survive(fitted, tmp_path):
+    model, z = fitted
+    arr = xr.DataArray(
+        z,
+        dims=("sample", "feature"),
+        coords={"sample": np.arange(1000) * 3, "label": ("sample", z[:, 0] > 0)},
+    )
+    ds = project(
+        model, arr.chunk({"sample": 250}), tmp_path / "p.zarr", chunk_size=250, progress=False
+    )
+    np.testing.assert_array_equal(ds["sample"].values, np.arange(1000) * 3)
+    np.testing.assert_array_equal(ds["label"].values, z[:, 0] > 0)
+
+
+def test_paths_as_input(fitted, tmp_path):
+    model, z = fitted
+    np.save(tmp_path / "z.npy", z)
+    np.savez(tmp_path / "z.npz", rows=z)
+    a = project(model, tmp_path / "z.npy", tmp_path / "a.zarr", progress=False)
+    b = project(model, tmp_path / "z.npz", tmp_path / "b.zarr", key="rows", progress=False)
+    np.testing.assert_array_equal(a["coordinates"].values, b["coordinates"].values)
+    with pytest.raises(npt.InputError, match="no array 'x'"):
+        project(model, tmp_path / "z.npz", tmp_path / "c.zarr", progress=False)
+
+
+def test_progress_bar(fitted, tmp_path, capsys):
+    model, z = fitted
+    project(model, z[:300], tmp_path / "p.zarr", chunk_size=100, progress=True)
+    assert "3/3 chunks" in capsys.readouterr().err
