@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
 from npt_dask.errors import (
     ConvergenceWarning,
     InputError,
@@ -23,6 +24,7 @@ from npt_dask.errors import (
 from npt_dask.fitting import fit
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.project import ProjectionError, project
 from npt_dask.store import ModelManifest, StoreError, load
 
 try:
@@ -43,6 +45,7 @@ __all__ = [
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
     "NotFittedError",
+    "ProjectionError",
     "RankWarning",
     "SolverDiagnostics",
     "StoreError",
@@ -50,4 +53,5 @@ __all__ = [
     "fit",
     "load",
     "make_kernel",
+    "project",
 ]

@@ -252,6 +252,43 @@ class NPTModel:
             wrap_rows(both[:, r], info, name="residual"),
         )
 
+    def to_dataset(self) -> Any:
+        """The model as an ``xarray.Dataset``: spectrum, eigenvectors, training coordinates.
+
+        Dims ``sample`` and ``component``; attributes carry the kernel, the
+        centring and the solver diagnostics (as JSON strings, so the Dataset
+        writes to netCDF or zarr unchanged).
+        """
+        import json
+
+        import xarray as xr
+
+        info = self.train_info
+        coords: dict[str, Any] = {"component": np.arange(self.n_components)}
+        coords.update({str(k): (info.sample_dim, v) for k, v in info.sample_coords.items()})
+        sample = info.sample_dim if info.kind == "xarray" else "sample"
+        diagnostics = self.diagnostics.to_dict()
+        return xr.Dataset(
+            {
+                "eigenvalues": (("component",), self.eigenvalues),
+                "eigenvectors": ((sample, "component"), self.eigenvectors),
+                "train_coordinates": (
+                    (sample, "component"),
+                    self.eigenvectors * np.sqrt(self.eigenvalues),
+                ),
+                "row_means": ((sample,), self.row_means),
+            },
+            coords=coords,
+            attrs={
+                "kernel": json.dumps(self.kernel.to_dict()),
+                "center": int(self.center),
+                "grand_mean": float(self.grand_mean),
+                "n_samples": self.n_samples,
+                "n_features": self.n_features,
+                "diagnostics": json.dumps(diagnostics, default=float),
+            },
+        )
+
     def save(self, path: Any) -> Any:
         """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`)."""
         from npt_dask.store import save

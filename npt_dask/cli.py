@@ -1,0 +1,161 @@
+"""``npt``: a thin command line over the public API.
+
+    npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
+    npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS]
+    npt info MODEL
+
+DATA is a ``.npy`` file, a ``.npz`` file (``--key``, default ``x``), a zarr
+array, or an xarray dataset in zarr (``--var``). Errors print one line and
+exit with status 2; a finished command exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npt",
+        description="Nonlinear Projection Trick on Dask: fit a kernel model, persist it to "
+        "zarr, and project data chunk by chunk.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fit = sub.add_parser("fit", help="fit a model to DATA and save it to --out")
+    fit.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
+    fit.add_argument("--out", required=True, help="path of the model store to write (zarr)")
+    fit.add_argument(
+        "--kernel", default="rbf", help="rbf, laplacian, polynomial, sigmoid, linear or cosine"
+    )
+    fit.add_argument("--gamma", type=float, help="kernel gamma (default 1 / n_features)")
+    fit.add_argument("--degree", type=float, help="polynomial degree (default 3)")
+    fit.add_argument("--coef0", type=float, help="polynomial/sigmoid offset (default 1)")
+    fit.add_argument("--n-components", type=int, required=True, help="dimension r")
+    fit.add_argument("--no-center", action="store_true", help="uncentred explicit map")
+    fit.add_argument("--solver", default="auto", choices=["auto", "dense", "krylov"])
+    fit.add_argument("--tol", type=float, help="relative eigen-residual (default 1e-8)")
+    fit.add_argument("--chunk-size", type=int, default=4096, help="rows per kernel block")
+    fit.add_argument("--precision", choices=["float32", "float64"])
+    fit.add_argument("--seed", type=int, default=0, help="random_state of the solver")
+    _data_options(fit)
+
+    proj = sub.add_parser("project", help="project DATA with MODEL into --out (resumable)")
+    proj.add_argument("model", help="model store written by 'npt fit'")
+    proj.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
+    proj.add_argument("--out", required=True, help="path of the projection store (zarr)")
+    proj.add_argument("--chunk-size", type=int, help="rows per task (default: the model's)")
+    proj.add_argument("--no-resume", action="store_true", help="overwrite --out")
+    proj.add_argument("--scheduler", help="dask scheduler address or scheduler file")
+    _data_options(proj)
+
+    info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
+    info.add_argument("model", help="model store written by 'npt fit'")
+    return parser
+
+
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--key", help="array name inside a .npz file (default x)")
+    parser.add_argument("--var", help="variable name inside an xarray zarr dataset")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+@contextlib.contextmanager
+def _client(address: str | None) -> Iterator[None]:
+    if not address:
+        yield
+        return
+    from distributed import Client
+
+    kwargs = {"scheduler_file": address} if address.endswith(".json") else {"address": address}
+    with Client(**kwargs):
+        yield
+
+
+def _fit(args: argparse.Namespace) -> dict[str, Any]:
+    import npt_dask as npt
+    from npt_dask.project import open_data
+
+    data = open_data(args.data, key=args.key, var=args.var)
+    model = npt.fit(
+        data, args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0,
+        n_components=args.n_components, center=not args.no_center, solver=args.solver,
+        tol=args.tol, chunk_size=args.chunk_size, precision=args.precision,
+        random_state=args.seed,
+    )  # fmt: skip
+    model.save(args.out)
+    return {
+        "model": str(args.out),
+        "n": model.n_samples,
+        "r": model.n_components,
+        "passes": model.diagnostics.passes,
+        "converged": model.diagnostics.converged,
+    }
+
+
+def _project(args: argparse.Namespace) -> dict[str, Any]:
+    import npt_dask as npt
+
+    model = npt.load(args.model)
+    with _client(args.scheduler):
+        ds = npt.project(
+            model,
+            args.data,
+            args.out,
+            chunk_size=args.chunk_size,
+            resume=not args.no_resume,
+            progress=not args.quiet,
+            key=args.key,
+            var=args.var,
+        )
+    return {
+        "out": str(args.out),
+        "rows": int(ds.sizes["sample"]),
+        "components": int(ds.sizes["component"]),
+    }
+
+
+def _info(args: argparse.Namespace) -> dict[str, Any]:
+    from pathlib import Path
+
+    import npt_dask as npt
+    from npt_dask.store import _open_manifest, manifest_checksum
+
+    _, manifest = _open_manifest(Path(args.model))
+    model = npt.load(args.model, verify=False)
+    lam = model.eigenvalues
+    return {
+        "manifest": manifest.to_dict() | {"checksums": "..."},
+        "checksum": manifest_checksum(manifest),
+        "spectrum": {
+            "lambda_1": float(lam[0]),
+            "lambda_r": float(lam[-1]),
+            "sum_of_r_eigenvalues": float(lam.sum()),
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    from npt_dask.errors import NPTError
+
+    command = {"fit": _fit, "project": _project, "info": _info}[args.command]
+    try:
+        result = command(args)
+    except (NPTError, ValueError, TypeError, OSError) as exc:
+        print(f"npt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
