@@ -24,7 +24,7 @@ from npt_dask.errors import (
 from npt_dask.fitting import fit
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
-from npt_dask.project import ProjectionError, project
+from npt_dask.projection import ProjectionError, project
 from npt_dask.store import ModelManifest, StoreError, load
 
 try:

@@ -34,7 +34,7 @@ class NPTDataArrayAccessor:
 
     def project(self, model: Any, out: Any, **kwargs: Any) -> xr.Dataset:
         """Chunked projection into ``out`` (see :func:`npt_dask.project`)."""
-        from npt_dask.project import project
+        from npt_dask.projection import project
 
         return project(model, self._obj, out, **kwargs)
 
@@ -48,6 +48,6 @@ class NPTDatasetAccessor:
 
     def project(self, model: Any, out: Any, *, var: str, **kwargs: Any) -> xr.Dataset:
         """Chunked projection of variable ``var`` into ``out`` (see :func:`npt_dask.project`)."""
-        from npt_dask.project import project
+        from npt_dask.projection import project
 
         return project(model, self._obj[var], out, **kwargs)

@@ -81,7 +81,7 @@ def _client(address: str | None) -> Iterator[None]:
 
 def _fit(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
-    from npt_dask.project import open_data
+    from npt_dask.projection import open_data
 
     data = open_data(args.data, key=args.key, var=args.var)
     model = npt.fit(

@@ -117,6 +117,7 @@ class NPTModel:
     center: bool
     diagnostics: SolverDiagnostics
     train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
+    store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
 
     @property
     def n_samples(self) -> int:

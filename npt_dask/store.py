@@ -290,4 +290,5 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         float(manifest.grand_mean),
         bool(manifest.center),
         diagnostics,
+        store_path=str(path.resolve()),
     )

@@ -45,3 +45,13 @@ def test_krylov_on_cluster_matches_dense(client, cache):
     ref = dense.transform(z)
     np.testing.assert_allclose(align_signs(y_remote, ref), ref, atol=1e-7)
     np.testing.assert_allclose(r_remote, dense.residual(z), atol=1e-7)
+
+
+def test_project_on_cluster_matches_local(client, tmp_path):
+    rng = np.random.default_rng(6)
+    x, z = rng.normal(size=(600, 5)), rng.normal(size=(900, 5))
+    model = npt.fit(x, "rbf", gamma=0.3, n_components=5, solver="dense")
+    stored = npt.load(model.save(tmp_path / "m.zarr"))
+    for m, name in ((model, "mem"), (stored, "store")):
+        ds = npt.project(m, z, tmp_path / f"{name}.zarr", chunk_size=200, progress=False)
+        np.testing.assert_allclose(ds["coordinates"].values, model.transform(z), atol=1e-12)

@@ -12,8 +12,8 @@ import xarray as xr
 import zarr
 
 import npt_dask as npt
-from npt_dask import project as project_module
-from npt_dask.project import ProjectionError, project
+from npt_dask import projection as project_module
+from npt_dask.projection import ProjectionError, project
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +35,15 @@ def _tree_digest(path: Path) -> str:
 
 
 def test_chunked_projection_equals_in_memory_transform(fitted, tmp_path):
-    model, z = fitted
-    ds = project(model, z, tmp_path / "p.zarr", chunk_size=128, progress=False)
+    model, _ = fitted
+    z = np.random.default_rng(7).normal(size=(50_000, 5))  # the 50k rows
+    ds = project(model, z, tmp_path / "p.zarr", chunk_size=4096, progress=False)
     y, res = model.transform_with_residual(z)
     np.testing.assert_allclose(ds["coordinates"].values, y, atol=1e-12)
     np.testing.assert_allclose(ds["residual"].values, res, atol=1e-12)
     reopened = xr.open_zarr(tmp_path / "p.zarr", consolidated=False)
     assert reopened["coordinates"].dims == ("sample", "component")
-    assert reopened["coordinates"].chunks[0][0] == 128
+    assert reopened["coordinates"].chunks[0][0] == 4096
     assert "npt_projection" in reopened.attrs
 
 
@@ -125,3 +126,29 @@ def test_progress_bar(fitted, tmp_path, capsys):
     model, z = fitted
     project(model, z[:300], tmp_path / "p.zarr", chunk_size=100, progress=True)
     assert "3/3 chunks" in capsys.readouterr().err
+
+
+def test_to_dataset_and_accessor(fitted, tmp_path):
+    model, z = fitted
+    ds = model.to_dataset()
+    assert ds["eigenvectors"].dims == ("sample", "component")
+    np.testing.assert_array_equal(ds["train_coordinates"].values, model.train_coordinates())
+    ds.to_zarr(tmp_path / "model_view.zarr", consolidated=False)
+    back = xr.open_zarr(tmp_path / "model_view.zarr", consolidated=False)
+    np.testing.assert_array_equal(back["eigenvalues"].values, model.eigenvalues)
+    arr = xr.DataArray(z[:50], dims=("sample", "feature"))
+    np.testing.assert_array_equal(arr.npt.transform(model).values, model.transform(z[:50]))
+    np.testing.assert_array_equal(arr.npt.residual(model).values, model.residual(z[:50]))
+    out = arr.npt.project(model, tmp_path / "a.zarr", progress=False)
+    via_ds = xr.Dataset({"x": arr}).npt.project(model, tmp_path / "b.zarr", var="x", progress=False)
+    np.testing.assert_array_equal(out["coordinates"].values, via_ds["coordinates"].values)
+
+
+def test_stored_model_streams_training_blocks_bit_for_bit(fitted, tmp_path):
+    model, z = fitted
+    loaded = npt.load(model.save(tmp_path / "m.zarr"))
+    assert loaded.store_path is not None
+    a = project(model, z, tmp_path / "a.zarr", chunk_size=100, progress=False)
+    b = project(loaded, z, tmp_path / "b.zarr", chunk_size=100, progress=False)
+    np.testing.assert_array_equal(a["coordinates"].values, b["coordinates"].values)
+    np.testing.assert_array_equal(a["residual"].values, b["residual"].values)

@@ -30,7 +30,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +76,41 @@ def _digest(block: np.ndarray) -> np.uint64:
 # --- numeric task bodies (numpy only) -------------------------------------------------
 
 
+@dataclass(frozen=True)
+class StoredTraining:
+    """Training blocks read one at a time from a model store, inside the task.
+
+    A task then holds one training block (``chunk * (d + r + 1)``) at a time
+    instead of the whole training set; the arrays are CRC-checked on read.
+    """
+
+    path: str
+    offsets: tuple[int, ...]
+    eigenvalues: np.ndarray
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        import zarr
+
+        group = zarr.open_group(self.path, mode="r")
+        x, u = group["x_train"], group["eigenvectors"]
+        n = self.offsets[-1]
+        root = np.sqrt(self.eigenvalues)  # as NPTModel.projection_matrix, bit for bit
+        for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
+            w = np.hstack([u[lo:hi] / root, np.full((hi - lo, 1), 1.0 / n)])
+            yield np.asarray(x[lo:hi]), w
+
+
 def _project_rows(
     z: np.ndarray,
-    x_blocks: Sequence[np.ndarray],
-    w_blocks: Sequence[np.ndarray],
+    training: Iterable[tuple[np.ndarray, np.ndarray]],
     kernel: KernelSpec,
     finish: dict[str, Any],
 ) -> np.ndarray:
     """``[y | residual]`` of rows ``z``, streaming over the training blocks."""
-    acc = np.zeros((z.shape[0], w_blocks[0].shape[1]))
-    for x_j, w_j in zip(x_blocks, w_blocks, strict=True):
-        acc += as_float64_block(scratch_block(z, x_j, kernel)) @ w_j
+    acc = None
+    for x_j, w_j in training:
+        term = as_float64_block(scratch_block(z, x_j, kernel)) @ w_j
+        acc = term if acc is None else acc.__iadd__(term)
     return _finish_block(acc, kernel.diag(z), **finish)
 
 
@@ -93,8 +118,7 @@ def _write_chunk(
     z: np.ndarray,
     index: int,
     start: int,
-    x_blocks: Sequence[np.ndarray],
-    w_blocks: Sequence[np.ndarray],
+    training: Any,
     kernel: KernelSpec,
     finish: dict[str, Any],
     out: str,
@@ -104,7 +128,9 @@ def _write_chunk(
 
     if not np.isfinite(z).all():
         raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
-    both = _project_rows(z, x_blocks, w_blocks, kernel, finish).astype(dtype)
+    if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
+        training = zip(*training, strict=True)
+    both = _project_rows(z, training, kernel, finish).astype(dtype)
     group = zarr.open_group(out, mode="r+")
     stop = start + z.shape[0]
     group["coordinates"][start:stop] = both[:, :-1]
@@ -339,10 +365,14 @@ def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any
     n = model.n_samples
     w = np.hstack([a, np.full((n, 1), 1.0 / n)])
     offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
-    # the training rows are persisted where the tasks run (the workers' memory under
-    # distributed, loaded there from wherever x_train lives), never gathered here
-    x_blocks = list(model.x_train.persist().to_delayed().ravel())
-    w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
+    if model.store_path is not None:  # tasks stream training blocks from the store
+        training: Any = StoredTraining(
+            model.store_path, tuple(int(o) for o in offsets), model.eigenvalues
+        )
+    else:  # persisted where the tasks run (workers' memory under distributed), once
+        x_blocks = list(model.x_train.persist().to_delayed().ravel())
+        w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
+        training = (x_blocks, w_blocks)
     finish = {
         "offset": model.row_means @ a,
         "ones": a.sum(axis=0),
@@ -361,8 +391,7 @@ def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any
                     part,
                     i,
                     int(starts[i]),
-                    x_blocks,
-                    w_blocks,
+                    training,
                     model.kernel,
                     finish,
                     out,
