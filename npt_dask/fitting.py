@@ -44,10 +44,10 @@ Solver = Literal["auto", "dense", "krylov"]
 
 
 def default_memory_budget() -> int:
-    """A fifth of this machine's physical memory, in bytes."""
+    """A sixth of this machine's physical memory, in bytes."""
     import psutil
 
-    return int(psutil.virtual_memory().total // 5)
+    return int(psutil.virtual_memory().total // 6)
 
 
 @dataclass(frozen=True)
@@ -193,28 +193,40 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
     return dense_eigh(gram, opts.n_components), m, g, None
 
 
-def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
+def _plan_operator(x: da.Array, xs: da.Array, kernel: KernelSpec, opts: FitOptions):
+    """Block width, basis width and operator, planned together within the budget.
+
+    The cache share depends on the block width (the driver's arrays scale
+    with it) and the best width on the cache share, so every candidate width
+    is costed with its own plan.
+    """
     n, r = int(x.shape[0]), opts.n_components
     chunk = int(max(x.chunks[0]))
-    budget = cache_budget(
-        n, chunk, _planned_width(n, opts), _planned_columns(n, opts), opts.memory_budget
-    )
-    xs = drop_zero_features(x)
-    op = KernelOperator(xs, kernel, center=opts.center, cache=opts.cache, cache_budget=budget)
-    b = opts.block_size or choose_block_size(
+
+    def plan(b: int):
+        columns = min(
+            n, max(opts.max_basis or basis_columns(n, r, b, opts.memory_budget), r + 2 * b)
+        )
+        budget = cache_budget(n, chunk, b, columns, opts.memory_budget)
+        op = KernelOperator(xs, kernel, center=opts.center, cache=opts.cache, cache_budget=budget)
+        return op, b, columns
+
+    if opts.block_size is not None:
+        return plan(min(n, opts.block_size))
+    best = choose_block_size(
         n=n,
         d=int(xs.shape[1]),
         n_components=r,
         chunk=chunk,
-        cached=op.cached_fraction,
+        cached=lambda b: plan(b)[0].cached_fraction,
         itemsize=x.dtype.itemsize,
     )
-    b = min(n, b)
-    # the cache budget assumed the planned basis: never grow past it
-    planned = _planned_columns(n, opts)
-    columns = opts.max_basis or max(
-        min(basis_columns(n, r, b, opts.memory_budget), planned), min(n, r + 2 * b)
-    )
+    return plan(best)
+
+
+def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
+    n, r = int(x.shape[0]), opts.n_components
+    op, b, columns = _plan_operator(x, drop_zero_features(x), kernel, opts)
     rng = np.random.default_rng(opts.random_state)
     start = rng.standard_normal((n, b))
     if opts.center:
@@ -307,7 +319,7 @@ def fit(
     memory_budget : int, optional
         Bytes the fit may hold beyond the input rows: the Krylov basis, work
         arrays, blocks in flight and kept blocks (or, for the dense solver, the
-        n x n matrix); default a fifth of physical memory.
+        n x n matrix); default a sixth of physical memory.
     precision : {"float32", "float64"}, optional
         dtype of the kernel blocks; products and sums are always float64.
         Default: float32 for float32 input, float64 otherwise.

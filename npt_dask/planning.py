@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 __all__ = [
     "basis_columns",
+    "block_candidates",
     "cache_budget",
     "choose_block_size",
     "default_block_size",
@@ -35,14 +37,17 @@ def default_block_size(n_components: int) -> int:
 
 
 def basis_columns(n: int, n_components: int, b: int, memory_budget: int) -> int:
-    """Krylov basis width: ``max(12 b, 6 r)``, capped by half of ``memory_budget``.
+    """Krylov basis width: what the expected passes fill, with a quarter to spare.
 
-    The basis Q and its image K Q take ``2 * 8 * n * columns`` bytes; the
-    result is never below ``n_components + 2 b`` (what a thick restart needs).
+    ``1.25 * estimated_passes * b`` columns (past them the solver restarts
+    thickly, slower but correct), capped by half of ``memory_budget`` (the
+    basis Q and its image K Q take ``2 * 8 * n * columns`` bytes) and never
+    below ``n_components + 2 b`` (what a thick restart needs).
     """
     affordable = memory_budget // (2 * 2 * 8 * n)
     least = n_components + 2 * b
-    return int(min(n, max(12 * b, 6 * n_components), max(affordable, least)))
+    wanted = math.ceil(1.25 * estimated_passes(b, n_components) * b)
+    return int(min(n, max(wanted, least), max(affordable, least)))
 
 
 def cache_budget(n: int, chunk: int, b: int, columns: int, memory_budget: int) -> int:
@@ -50,11 +55,13 @@ def cache_budget(n: int, chunk: int, b: int, columns: int, memory_budget: int) -
 
     The budget covers everything a fit holds beyond the input rows: the
     Krylov basis and its image (``2 * 8 * n * columns``), the driver's n x b
-    work arrays (about eight), and the blocks in flight (three ``chunk**2``
-    float64 arrays per worker thread). The rest may hold blocks.
+    work arrays (about twelve: V, its centred copy, the pass result, Ritz
+    vectors and residuals, the orthogonalisation temporaries), and the blocks
+    in flight (three ``chunk**2`` float64 arrays per worker thread). The rest
+    may hold blocks.
     """
     basis = 2 * 8 * n * columns
-    driver = 8 * 8 * n * (b + 1)
+    driver = 12 * 8 * n * (b + 1)
     in_flight = (os.cpu_count() or 1) * 3 * 8 * chunk * chunk
     return max(0, memory_budget - basis - driver - in_flight)
 
@@ -80,22 +87,40 @@ def fit_cost(
     return kernel * cached + passes * (kernel * (1.0 - cached) + products + driver)
 
 
-def choose_block_size(
-    *, n: int, d: int, n_components: int, chunk: int, cached: float, itemsize: int
-) -> int:
-    """The cheapest block width by :func:`fit_cost` among a few candidates.
-
-    Kept blocks make a pass cost only its products, so narrow blocks win
-    (more passes, fewer columns); recomputed blocks make every pass pay the
-    kernel, so wide blocks win (fewer passes).
-    """
+def block_candidates(n: int, n_components: int) -> list[int]:
+    """Block widths worth comparing: 0.2 r to 2.5 r, and the default."""
     r = n_components
     candidates = {default_block_size(r), math.ceil(1.6 * r), math.ceil(2.5 * r)}
     candidates |= {max(8, math.ceil(k * r)) for k in (0.2, 0.3, 0.4, 0.6, 0.8)}
-    candidates = {min(n, c) for c in candidates if c >= max(8, math.ceil(r / 5))}
+    return sorted({min(n, c) for c in candidates if c >= max(8, math.ceil(r / 5))})
+
+
+def choose_block_size(
+    *,
+    n: int,
+    d: int,
+    n_components: int,
+    chunk: int,
+    cached: Callable[[int], float],
+    itemsize: int,
+) -> int:
+    """The cheapest block width by :func:`fit_cost` among :func:`block_candidates`.
+
+    ``cached(b)`` is the share of kernel work the cache can keep with block
+    width ``b`` (wider blocks leave less memory for it). Kept blocks make a
+    pass cost only its products, so narrow blocks win (more passes, fewer
+    columns); recomputed blocks make every pass pay the kernel, so wide
+    blocks win (fewer passes).
+    """
     return min(
-        sorted(candidates),
+        block_candidates(n, n_components),
         key=lambda b: fit_cost(
-            b, n=n, d=d, n_components=r, chunk=chunk, cached=cached, itemsize=itemsize
+            b,
+            n=n,
+            d=d,
+            n_components=n_components,
+            chunk=chunk,
+            cached=cached(b),
+            itemsize=itemsize,
         ),
     )
