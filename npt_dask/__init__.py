@@ -1,8 +1,11 @@
 """npt-dask: the Nonlinear Projection Trick, exact and out of core, on Dask.
 
+>>> import numpy as np
 >>> import npt_dask as npt
->>> model = npt.fit(X, kernel="rbf", gamma=0.02, n_components=100)  # doctest: +SKIP
->>> Y = model.transform(Z)                                           # doctest: +SKIP
+>>> X = np.random.default_rng(0).normal(size=(300, 4))
+>>> model = npt.fit(X, kernel="rbf", gamma=0.5, n_components=3)
+>>> model.transform(X[:2]).shape
+(2, 3)
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The ``.npt`` accessor on xarray objects: the functional API where it reads naturally.
 
->>> coords = images.npt.transform(model)              # doctest: +SKIP
->>> ds = images.npt.project(model, "proj.zarr")       # doctest: +SKIP
->>> ds = dataset.npt.project(model, "proj.zarr", var="pixels")  # doctest: +SKIP
+Usage (``images`` a DataArray of rows, ``dataset`` a Dataset)::
+
+    coords = images.npt.transform(model)
+    ds = images.npt.project(model, "proj.zarr")
+    ds = dataset.npt.project(model, "proj.zarr", var="pixels")
 
 Each method is one line over :mod:`npt_dask`'s functions; nothing is
 duplicated here.
