@@ -85,10 +85,10 @@ def _fit_report(model, seconds: float, rate: float) -> dict:
     }
 
 
-def child_fit(n: int, precision: str, out: str, project: str) -> dict:
+def child_fit(n: int, precision: str, out: str, project: str, cache: str = "auto") -> dict:
     rate = gemm_rate("float64")
     x, gamma = mnist_train(n)
-    model, seconds = _fit(x, gamma, precision=precision)
+    model, seconds = _fit(x, gamma, precision=precision, cache=cache)
     report = _fit_report(model, seconds, rate)
     report["gemm_gflops_float64"] = round(rate, 1)
     np.save(out, model.eigenvalues)
@@ -210,7 +210,7 @@ def child_cluster(n: int, mode: str) -> dict:
 def _child(argv: list[str]) -> None:
     name, *args = argv
     if name == "fit":
-        result = child_fit(int(args[0]), args[1], args[2], args[3])
+        result = child_fit(int(args[0]), *args[1:])
     elif name == "project15k":
         result = child_project15k()
     elif name == "covertype":
@@ -232,6 +232,7 @@ def main() -> None:
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 20000, 40000])
     parser.add_argument("--n", type=int, default=60000, help="rows for 'cluster'")
+    parser.add_argument("--cache", default="auto", help="cache policy for 'scaling'")
     args = parser.parse_args()
     report: dict = {
         "date": time.strftime("%Y-%m-%d"),
@@ -263,7 +264,10 @@ def main() -> None:
                 report["project15k"] = run_child(HERE, ["project15k"])
             elif target == "scaling":
                 report["scaling"] = [
-                    run_child(HERE, ["fit", str(n), "float64", str(Path(tmp) / f"s{n}.npy"), "no"])
+                    run_child(
+                        HERE,
+                        ["fit", str(n), "float64", str(Path(tmp) / f"s{n}.npy"), "no", args.cache],
+                    )
                     for n in args.sizes
                 ]
             elif target == "covertype":
