@@ -196,7 +196,7 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
 def _identity(model: NPTModel, x: da.Array) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
-        "model": model_fingerprint(model),
+        "model_checksum": model_fingerprint(model),
         "kernel": model.kernel.to_dict(),
         "n_components": model.n_components,
         "n_rows": int(x.shape[0]),
@@ -305,6 +305,7 @@ def project(
     data: Any,
     out: str | os.PathLike,
     *,
+    client: Any | None = None,
     chunk_size: int | None = None,
     resume: bool = True,
     progress: bool = True,
@@ -319,6 +320,9 @@ def project(
     data : numpy, dask, DataArray, or a path (``.npy``, ``.npz`` with ``key``, a zarr
         array, or an xarray dataset in zarr with ``var``)
     out : path of the output zarr store
+    client : distributed.Client, optional
+        Run on this client; default the current scheduler (an active client,
+        else local threads).
     chunk_size : rows per task and per stored chunk; default the model's chunk size
     resume : continue an interrupted projection in ``out`` (False overwrites it)
     progress : show a console progress bar on stderr
@@ -336,6 +340,18 @@ def project(
     and the accumulator (``chunk_size * (r + 1)``); each worker also holds
     the training rows and weights once (``n * (d + r + 1)``).
     """
+    if client is not None:
+        with client.as_current():
+            return project(
+                model,
+                data,
+                out,
+                chunk_size=chunk_size,
+                resume=resume,
+                progress=progress,
+                key=key,
+                var=var,
+            )
     import xarray as xr
 
     x, info = as_row_chunked(

@@ -53,5 +53,7 @@ def test_project_on_cluster_matches_local(client, tmp_path):
     model = npt.fit(x, "rbf", gamma=0.3, n_components=5, solver="dense")
     stored = npt.load(model.save(tmp_path / "m.zarr"))
     for m, name in ((model, "mem"), (stored, "store")):
-        ds = npt.project(m, z, tmp_path / f"{name}.zarr", chunk_size=200, progress=False)
+        ds = npt.project(
+            m, z, tmp_path / f"{name}.zarr", client=client, chunk_size=200, progress=False
+        )
         np.testing.assert_allclose(ds["coordinates"].values, model.transform(z), atol=1e-12)
