@@ -379,13 +379,13 @@ def project(
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any]:
     a = model.projection_matrix
     n = model.n_samples
-    w = np.hstack([a, np.full((n, 1), 1.0 / n)])
     offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
     if model.store_path is not None:  # tasks stream training blocks from the store
         training: Any = StoredTraining(
             model.store_path, tuple(int(o) for o in offsets), model.eigenvalues
         )
     else:  # persisted where the tasks run (workers' memory under distributed), once
+        w = np.hstack([a, np.full((n, 1), 1.0 / n)])
         x_blocks = list(model.x_train.persist().to_delayed().ravel())
         w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
         training = (x_blocks, w_blocks)
