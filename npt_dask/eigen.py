@@ -31,11 +31,11 @@ from npt_dask.errors import (
     NegativeEigenvalueWarning,
     RankWarning,
 )
+from npt_dask.planning import default_block_size
 
 __all__ = [
     "EigenResult",
     "block_krylov_eigh",
-    "default_oversampling",
     "dense_eigh",
     "flip_signs",
     "select_eigenpairs",
@@ -63,11 +63,6 @@ class EigenResult:
     solver: str
     min_eigenvalue: float
     block_size: int = 0
-
-
-def default_oversampling(n_components: int) -> int:
-    """Extra block columns beyond ``n_components``: ``max(10, n_components // 5)``."""
-    return max(10, n_components // 5)
 
 
 def flip_signs(vectors: np.ndarray) -> np.ndarray:
@@ -152,7 +147,7 @@ def block_krylov_eigh(
     n_components : int
         Number of eigenpairs wanted (largest algebraic eigenvalues).
     block_size : int, optional
-        Block width ``b``; default ``n_components + default_oversampling``.
+        Block width ``b``; default :func:`npt_dask.planning.default_block_size`.
         A narrower block is allowed: the basis grows by ``b`` per pass and
         the wanted pairs are taken from all of it once it holds
         ``n_components`` columns (``max_passes`` is extended until then).
@@ -179,7 +174,7 @@ def block_krylov_eigh(
     """
     if n_components < 1 or n_components > n:
         raise InputError(f"n_components must be in [1, {n}]; got {n_components}.")
-    b = min(n, block_size or n_components + default_oversampling(n_components))
+    b = min(n, block_size or default_block_size(n_components))
     default_cap = max(12 * b, 2 * n_components + 2 * b)
     cap = min(n, max_basis if max_basis is not None else default_cap)
     if cap < min(n, n_components + 2 * b):

@@ -155,7 +155,7 @@ def choose_solver(n: int, opts: FitOptions) -> str:
 
 
 def _planned_width(n: int, opts: FitOptions) -> int:
-    """Block width for memory planning: the user's, else the (widest) default."""
+    """Block width for the up-front memory check: the user's, else the default."""
     return min(n, opts.block_size or default_block_size(opts.n_components))
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
 from typing import Literal
 
 import dask
@@ -40,7 +39,6 @@ from npt_dask.kernels import KernelSpec
 __all__ = [
     "CacheMode",
     "KernelOperator",
-    "cache_nbytes",
     "center_columns",
     "drop_zero_features",
     "kernel_diagonal",
@@ -118,13 +116,6 @@ def drop_zero_features(x: da.Array) -> da.Array:
 def center_columns(v: np.ndarray) -> np.ndarray:
     """``C(V) = V - mean over rows of V``: the centring projector ``I - E``."""
     return v - v.mean(axis=0, keepdims=True)
-
-
-def cache_nbytes(row_chunks: Sequence[int], itemsize: int) -> int:
-    """Bytes the upper-triangle kernel blocks take when kept between passes."""
-    sizes = np.asarray(row_chunks, dtype=np.int64)
-    total = int(sizes.sum())
-    return int((total * total + int((sizes * sizes).sum())) // 2 * itemsize)
 
 
 # --- numeric task bodies (numpy only) -------------------------------------------------
@@ -379,8 +370,3 @@ class KernelOperator:
         client = current_client()
         if client is not None:
             client.run(clear_scratch)
-
-    @property
-    def on_cluster(self) -> bool:
-        """True when passes run on a distributed client."""
-        return current_client() is not None
