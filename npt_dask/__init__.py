@@ -24,6 +24,7 @@ from npt_dask.errors import (
     NPTError,
     RankWarning,
 )
+from npt_dask.estimator import NonlinearProjection
 from npt_dask.fitting import fit
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
@@ -47,6 +48,7 @@ __all__ = [
     "NPTModel",
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
+    "NonlinearProjection",
     "NotFittedError",
     "ProjectionError",
     "RankWarning",

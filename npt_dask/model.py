@@ -160,6 +160,52 @@ class NPTModel:
         info = InputInfo("xarray", False, self.train_info.sample_dim, self.train_info.sample_coords)
         return wrap_rows(da.from_array(y, chunks=(self.chunk_size, -1)), info, name="coordinates")
 
+    def coordinates_of(self, alpha: Any) -> np.ndarray:
+        """NPT coordinates ``beta = Y alpha`` of a dual direction ``w = Phi(X) alpha``.
+
+        Lemma 6: any direction given by dual coefficients (a kernel SVM's
+        ``alpha_i c_i``, a kernel Fisher direction, ...) has coordinates
+        ``beta = Lambda^{1/2} U^T alpha`` in the fitted subspace, so dual
+        solutions computed elsewhere can be used on NPT coordinates:
+        ``w^T phi~(z) = beta^T y(z)``.
+
+        Parameters
+        ----------
+        alpha : array-like of shape (n,) or (n, k)
+            Dual coefficients, one per training row (centred feature space
+            when the model is centred).
+
+        Returns
+        -------
+        ndarray of shape (r,) or (r, k)
+        """
+        a = np.asarray(alpha, dtype=np.float64)
+        if a.ndim not in (1, 2) or a.shape[0] != self.n_samples:
+            raise InputError(
+                f"alpha must have shape ({self.n_samples},) or ({self.n_samples}, k): one "
+                f"coefficient per training row; got {a.shape}."
+            )
+        scale = np.sqrt(self.eigenvalues)
+        beta = self.eigenvectors.T @ a
+        return beta * (scale if a.ndim == 1 else scale[:, None])
+
+    def project_onto(self, z: Any, beta: Any) -> Any:
+        """Corollary 7: NPT coordinates of the projection of ``phi(z)`` onto ``w``.
+
+        ``gamma = beta beta^T y(z) / (beta^T beta)`` for each row of z, where
+        ``beta`` are the coordinates of the direction (see
+        :meth:`coordinates_of`). The signed length along ``w / ||w||`` is
+        ``y(z) @ beta / ||beta||``. Same container type as ``z``.
+        """
+        b = np.asarray(beta, dtype=np.float64)
+        if b.shape != (self.n_components,):
+            raise InputError(f"beta must have shape ({self.n_components},); got {b.shape}.")
+        unit = b / np.linalg.norm(b)
+        x, info = self._rows(z)
+        y = self._project(x)[:, : self.n_components]
+        gamma = (y @ unit)[:, None] * unit[None, :]
+        return wrap_rows(gamma.astype(x.dtype), info, name="projection")
+
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
         x, info = as_row_chunked(
             z, name="Z", chunk_size=self.chunk_size, dtype=self.precision, keep_lazy_chunks=True

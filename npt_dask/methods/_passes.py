@@ -1,0 +1,86 @@
+"""One pass over the row chunks of a coordinate array: map each chunk, sum the parts.
+
+Layer rule: graph code. Chunk functions see numpy blocks only; the driver
+receives the (small) sums. Memory per task is one row chunk plus what the
+chunk function returns, whatever the number of rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from npt_dask._inputs import InputInfo, as_row_chunked
+from npt_dask._scheduler import compute
+from npt_dask.errors import InputError
+
+__all__ = ["as_coordinates", "as_labels", "chunk_sums"]
+
+_FAN_IN = 8
+
+
+def as_coordinates(
+    Y: Any, *, name: str = "Y", chunk_size: int | None = 8192, min_samples: int = 1
+) -> tuple[da.Array, InputInfo]:
+    """Coordinates (numpy, dask or DataArray) as a row-chunked float dask array.
+
+    numpy input is cut into ``chunk_size`` rows; lazy input keeps its chunks.
+    """
+    return as_row_chunked(
+        Y, name=name, chunk_size=chunk_size, min_samples=min_samples, keep_lazy_chunks=True
+    )
+
+
+def as_labels(y: Any, rows: da.Array) -> da.Array:
+    """Labels as a 1-D dask array chunked like the rows of ``rows``."""
+    if type(y).__name__ == "DataArray":
+        y = y.data
+    if not isinstance(y, da.Array):
+        y = np.asarray(y)
+    if y.ndim != 1:
+        raise InputError(f"y must be 1-D with one label per sample; got shape {y.shape}.")
+    if y.shape[0] != rows.shape[0]:
+        raise InputError(
+            f"y has {y.shape[0]} labels but the data have {rows.shape[0]} samples; "
+            "pass one label per row."
+        )
+    if isinstance(y, da.Array):
+        return y.rechunk((rows.chunks[0],))
+    return da.from_array(y, chunks=(rows.chunks[0],))
+
+
+def _add(parts: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    total = [np.array(p, copy=True) for p in parts[0]]
+    for part in parts[1:]:
+        for acc, term in zip(total, part, strict=True):
+            acc += term
+    return tuple(total)
+
+
+def chunk_sums(
+    func: Callable[..., tuple[np.ndarray, ...]],
+    arrays: Sequence[da.Array],
+    *args: Any,
+    compute_now: bool = True,
+) -> Any:
+    """``sum over chunks k of func(a[k] for a in arrays, *args)``, one read pass.
+
+    ``arrays`` share their row chunks; ``func`` returns a tuple of numpy
+    arrays (or scalars) of fixed shapes, summed with a tree of fan-in 8.
+    Returns the summed tuple, or the lazy ``Delayed`` with ``compute_now=False``.
+    """
+    blocks = [list(a.to_delayed().ravel()) for a in arrays]
+    parts = [
+        delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)
+    ]
+    while len(parts) > 1:
+        parts = [
+            delayed(_add, pure=True)(parts[k : k + _FAN_IN]) for k in range(0, len(parts), _FAN_IN)
+        ]
+    if not compute_now:
+        return parts[0]
+    return compute(parts[0])[0]

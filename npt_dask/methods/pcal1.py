@@ -1,0 +1,250 @@
+"""PCA-L1 (Kwak 2008) on NPT coordinates: kernel PCA-L1, out of core.
+
+PCA-L1 finds unit directions ``w`` maximising the L1 dispersion
+``sum_i |w^T y_i|`` -- an objective the kernel trick cannot express, since it
+is not a function of inner products. On NPT coordinates it *is* kernel PCA-L1
+(000, Section IV-D, eq. 35): ``w = Pi beta`` with ``||w|| = ||beta||``.
+
+Layer rule: estimator code over :func:`npt_dask.methods._passes.chunk_sums`;
+each iteration is one read pass over the coordinate chunks, so the data may be
+a lazy dask array or a zarr-backed DataArray of any length.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from npt_dask._inputs import wrap_rows
+from npt_dask.errors import ConvergenceWarning, InputError
+from npt_dask.methods._passes import as_coordinates, chunk_sums
+
+__all__ = ["PCAL1", "l1_dispersion"]
+
+_ZERO = 1e-12  # |w^T y| <= _ZERO * ||y|| counts as a zero projection (step 4b)
+
+
+def _deflated(block: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Rows centred and projected off the directions found so far (greedy deflation)."""
+    x = np.asarray(block, dtype=np.float64) - mean
+    if basis.shape[1]:
+        x -= (x @ basis) @ basis.T
+    return x
+
+
+def _moments(block: np.ndarray) -> tuple[np.ndarray, ...]:
+    x = np.asarray(block, dtype=np.float64)
+    return (x.sum(axis=0), np.array(float(len(x))))
+
+
+def _scatter(block: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray]:
+    x = _deflated(block, mean, basis)
+    return (x.T @ x,)
+
+
+def _polarity_step(
+    block: np.ndarray, w: np.ndarray, mean: np.ndarray, basis: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Steps 2-3 of PCA-L1 for one chunk: ``sum p_i y_i``, the dispersion at w, zeros."""
+    x = _deflated(block, mean, basis)
+    s = x @ w
+    p = np.where(s < 0, -1.0, 1.0)
+    zeros = np.abs(s) <= _ZERO * np.maximum(np.linalg.norm(x, axis=1), np.finfo(float).tiny)
+    return (x.T @ p, np.array(np.abs(s).sum()), np.array(float(zeros.sum())))
+
+
+def _dispersion(block: np.ndarray, w: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray]:
+    return (np.abs((np.asarray(block, dtype=np.float64) - mean) @ w).sum(axis=0),)
+
+
+def l1_dispersion(Y: Any, directions: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
+    """``sum_i |w_k^T (y_i - mean)|`` for each row ``w_k`` of ``directions`` (one pass)."""
+    y, _ = as_coordinates(Y)
+    w = np.atleast_2d(np.asarray(directions, dtype=np.float64))
+    mean = np.zeros(y.shape[1]) if mean is None else np.asarray(mean, dtype=np.float64)
+    return chunk_sums(_dispersion, [y], w.T, mean)[0]
+
+
+class PCAL1(TransformerMixin, BaseEstimator):
+    """PCA-L1: directions of maximal L1 dispersion, found greedily with restarts.
+
+    Applied to NPT coordinates this is kernel PCA-L1 (000, Section IV-D).
+
+    Parameters
+    ----------
+    n_components : int, default 1
+        Number of directions, found one after another on deflated data.
+    n_init : int, default 4
+        Starts per direction: the L2 principal direction of the deflated data,
+        then ``n_init - 1`` random directions. The start reaching the largest
+        dispersion is kept (PCA-L1 finds a local maximum).
+    max_iter : int, default 100
+        Polarity-flipping iterations per start (each is one pass over Y).
+    center : bool, default True
+        Subtract the mean of Y first (NPT training coordinates already have
+        mean zero, Lemma 4).
+    perturbation : float, default 1e-6
+        Size of the random nudge of step 4b, applied when a sample projects
+        to exactly zero at convergence.
+    chunk_size : int, default 8192
+        Rows per chunk for numpy input (dask and xarray input keep theirs).
+    random_state : int, Generator or None
+        Seeds the random starts and nudges.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, r)
+        Unit directions, orthonormal, one per row.
+    dispersion_ : ndarray of shape (n_components,)
+        L1 dispersion of each direction on its deflated data.
+    dispersion_history_ : list of ndarray
+        Dispersion at every iteration of the kept start, per direction; it
+        never decreases (Kwak 2008, Theorem 1) except across a step-4b nudge.
+    n_iter_ : ndarray of shape (n_components,)
+        Iterations of the kept start.
+    mean_ : ndarray of shape (r,)
+
+    Notes
+    -----
+    Memory per task is one chunk of Y plus ``chunk * r`` floats; the driver
+    holds O(r * n_components) numbers. Work per iteration is
+    ``O(n * r * (n_components + 1))``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask.methods import PCAL1
+    >>> rng = np.random.default_rng(0)
+    >>> Y = rng.normal(size=(500, 3)) * [5.0, 1.0, 0.2]
+    >>> pca = PCAL1(n_components=2, random_state=0).fit(Y)
+    >>> np.round(np.abs(pca.components_[0]), 1)
+    array([1., 0., 0.])
+    """
+
+    def __init__(
+        self,
+        n_components: int = 1,
+        *,
+        n_init: int = 4,
+        max_iter: int = 100,
+        center: bool = True,
+        perturbation: float = 1e-6,
+        chunk_size: int = 8192,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.center = center
+        self.perturbation = perturbation
+        self.chunk_size = chunk_size
+        self.random_state = random_state
+
+    def _validate(self, r: int) -> None:
+        checks = {
+            "n_components": (self.n_components, 1, r),
+            "n_init": (self.n_init, 1, None),
+            "max_iter": (self.max_iter, 1, None),
+        }
+        for name, (value, low, high) in checks.items():
+            ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
+            if not ok or value < low or (high is not None and value > high):
+                bound = f"[{low}, {high}]" if high is not None else f"[{low}, inf)"
+                raise InputError(
+                    f"The '{name}' parameter of PCAL1 must be an int in the range {bound}; "
+                    f"got {value!r}."
+                )
+        if not float(self.perturbation) > 0:
+            raise InputError(f"perturbation must be > 0; got {self.perturbation!r}.")
+
+    def fit(self, Y: Any, y: Any = None) -> PCAL1:
+        """Find the directions; ``Y`` is numpy, dask or a DataArray of shape (n, r)."""
+        data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
+        self._validate(data.shape[1])
+        rng = np.random.default_rng(self.random_state)
+        r = data.shape[1]
+        self.mean_ = np.zeros(r)
+        if self.center:
+            total, n = chunk_sums(_moments, [data])
+            self.mean_ = total / n
+        basis = np.zeros((r, 0))
+        found = []
+        for _ in range(self.n_components):
+            found.append(self._best_direction(data, basis, rng))
+            basis = _orthonormal_append(basis, found[-1][0])
+        self.components_ = basis.T.copy()
+        self.dispersion_ = np.array([f[1][-1] for f in found])
+        self.dispersion_history_ = [f[1] for f in found]
+        self.n_iter_ = np.array([f[2] for f in found])
+        self.n_features_in_ = r
+        return self
+
+    def _starts(self, data: Any, basis: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+        (scatter,) = chunk_sums(_scatter, [data], self.mean_, basis)
+        starts = [np.linalg.eigh(scatter)[1][:, -1]]
+        for _ in range(self.n_init - 1):
+            w = rng.standard_normal(data.shape[1])
+            starts.append(w - basis @ (basis.T @ w))
+        return starts
+
+    def _best_direction(
+        self, data: Any, basis: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        runs = [self._ascend(data, w, basis, rng) for w in self._starts(data, basis, rng)]
+        return max(runs, key=lambda run: run[1][-1])
+
+    def _ascend(
+        self, data: Any, w: np.ndarray, basis: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Steps 1-4 of PCA-L1 from start ``w``: polarity check, flip, maximise."""
+        w = _unit(w, rng, basis)
+        history = []
+        for it in range(1, self.max_iter + 1):
+            flipped, dispersion, zeros = chunk_sums(_polarity_step, [data], w, self.mean_, basis)
+            history.append(float(dispersion))
+            new = _unit(flipped - basis @ (basis.T @ flipped), rng, basis)
+            if np.allclose(new, w, rtol=0.0, atol=1e-14) and not zeros:
+                break  # step 4c: the polarities no longer change
+            if it == self.max_iter:
+                warnings.warn(
+                    f"PCAL1 did not converge in max_iter={self.max_iter} iterations; "
+                    "increase max_iter.",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
+                break
+            if np.allclose(new, w, rtol=0.0, atol=1e-14):  # step 4b: nudge off zero projections
+                new = _unit(w + self.perturbation * rng.standard_normal(w.shape), rng, basis)
+            w = new
+        return w, np.array(history), it
+
+    def transform(self, Y: Any) -> Any:
+        """Projections ``(Y - mean_) @ components_.T``; same container type as ``Y``."""
+        check_is_fitted(self, "components_")
+        data, info = as_coordinates(Y, chunk_size=self.chunk_size)
+        if data.shape[1] != self.n_features_in_:
+            raise InputError(
+                f"Y has {data.shape[1]} features, but PCAL1 was fitted on {self.n_features_in_}."
+            )
+        z = (data.astype(np.float64) - self.mean_) @ self.components_.T
+        return wrap_rows(z, info, name="pcal1")
+
+
+def _unit(w: np.ndarray, rng: np.random.Generator, basis: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(w)
+    while not norm > 0:  # a zero sum of flipped rows: restart from a random direction
+        w = rng.standard_normal(basis.shape[0])
+        w -= basis @ (basis.T @ w)
+        norm = np.linalg.norm(w)
+    return w / norm
+
+
+def _orthonormal_append(basis: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Append ``w`` re-orthogonalised against ``basis`` (twice, for rounding)."""
+    for _ in range(2):
+        w = w - basis @ (basis.T @ w)
+    return np.column_stack([basis, w / np.linalg.norm(w)])
