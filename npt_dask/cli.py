@@ -3,6 +3,7 @@
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
     npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS]
     npt info MODEL
+    npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS]
 
 DATA is a ``.npy`` file, a ``.npz`` file (``--key``, default ``x``), a zarr
 array, or an xarray dataset in zarr (``--var``). Errors print one line and
@@ -58,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
     info.add_argument("model", help="model store written by 'npt fit'")
+
+    run = sub.add_parser("run", help="run a pipeline config (TOML): fit, project, methods, report")
+    run.add_argument("config", help="pipeline config, e.g. pipelines/quickstart.toml")
+    run.add_argument("--output", help="results folder (overrides [output] dir)")
+    run.add_argument("--data-dir", help="folder of the data files (overrides [data] data_dir)")
+    run.add_argument("--scheduler", help="scheduler address (overrides [cluster] address)")
+    run.add_argument("--overwrite", action="store_true", help="restart projections")
+    run.add_argument("--quiet", action="store_true", help="no progress output")
     return parser
 
 
@@ -142,12 +151,32 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from npt_dask.pipeline import load_config, run
+    from npt_dask.pipeline.report import summary_text
+
+    config = load_config(args.config)
+    overrides: dict[str, dict[str, Any]] = {}
+    if args.output:
+        overrides["output"] = {"dir": args.output}
+    if args.overwrite:
+        overrides.setdefault("output", {})["overwrite"] = True
+    if args.data_dir:
+        overrides["data"] = {"data_dir": args.data_dir}
+    if args.scheduler:
+        overrides["cluster"] = {"address": args.scheduler}
+    report = run(config.with_overrides(**overrides), progress=not args.quiet)
+    if not args.quiet:
+        print(summary_text(report), file=sys.stderr)
+    return {"report": f"{report['outputs']['dir']}/report.json", "methods": report["methods"]}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     from npt_dask.errors import NPTError
 
-    command = {"fit": _fit, "project": _project, "info": _info}[args.command]
+    command = {"fit": _fit, "project": _project, "info": _info, "run": _run}[args.command]
     try:
         result = command(args)
     except (NPTError, ValueError, TypeError, OSError) as exc:

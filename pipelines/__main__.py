@@ -1,5 +1,8 @@
-"""``python -m pipelines`` runs the quickstart job."""
+"""``python -m pipelines CONFIG [options]``: the same as ``npt run CONFIG [options]``."""
 
-from pipelines.quickstart import main
+import sys
 
-main()
+from npt_dask.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", *sys.argv[1:]]))

@@ -18,9 +18,23 @@ from npt_dask._inputs import InputInfo, as_row_chunked
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 
-__all__ = ["as_coordinates", "as_labels", "chunk_sums"]
+__all__ = ["PERSIST_AUTO_BYTES", "as_coordinates", "as_labels", "chunk_sums", "maybe_persist"]
 
 _FAN_IN = 8
+PERSIST_AUTO_BYTES = 512 * 2**20
+"""``persist=None`` keeps iterated data in (cluster) memory up to this size."""
+
+
+def maybe_persist(x: da.Array, persist: bool | None) -> da.Array:
+    """Hold ``x`` in memory across passes (``True``), re-read it each pass (``False``).
+
+    ``None`` persists when ``x`` takes at most :data:`PERSIST_AUTO_BYTES`:
+    iterative methods then pay one read instead of one per iteration, and
+    larger data keep streaming from their source (zarr) with bounded memory.
+    """
+    if persist is None:
+        persist = x.nbytes <= PERSIST_AUTO_BYTES
+    return x.persist() if persist else x
 
 
 def as_coordinates(
@@ -74,9 +88,7 @@ def chunk_sums(
     Returns the summed tuple, or the lazy ``Delayed`` with ``compute_now=False``.
     """
     blocks = [list(a.to_delayed().ravel()) for a in arrays]
-    parts = [
-        delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)
-    ]
+    parts = [delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)]
     while len(parts) > 1:
         parts = [
             delayed(_add, pure=True)(parts[k : k + _FAN_IN]) for k in range(0, len(parts), _FAN_IN)

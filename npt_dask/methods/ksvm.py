@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from npt_dask._inputs import wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import as_coordinates, as_labels
+from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
 
 __all__ = ["ChunkedLinearSVM", "kernel_svm"]
 
@@ -92,6 +92,9 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
         Averaged SGD (stabler final weights).
     chunk_size : int, default 8192
         Rows per chunk for numpy input; dask/xarray input keeps its chunks.
+    persist : bool, optional
+        Keep Y in (cluster) memory across epochs, or re-read each chunk from
+        its source every epoch (``False``); default: persist up to 512 MiB.
     random_state : int or None
         Seeds the chunk order, the row shuffles and SGD.
 
@@ -125,12 +128,14 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
         epochs: int = 10,
         average: bool = True,
         chunk_size: int = 8192,
+        persist: bool | None = None,
         random_state: int | None = None,
     ) -> None:
         self.C = C
         self.epochs = epochs
         self.average = average
         self.chunk_size = chunk_size
+        self.persist = persist
         self.random_state = random_state
 
     def fit(self, Y: Any, y: Any) -> ChunkedLinearSVM:
@@ -141,6 +146,7 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
             raise InputError(f"epochs must be an int >= 1; got {self.epochs!r}.")
         data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
         labels = as_labels(y, data)
+        data = maybe_persist(data, self.persist)
         classes = np.unique(np.asarray(compute(labels)[0]))
         if len(classes) < 2:
             raise InputError(f"ChunkedLinearSVM needs at least 2 classes; got {len(classes)}.")

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from npt_dask._inputs import wrap_rows
 from npt_dask.errors import ConvergenceWarning, InputError
-from npt_dask.methods._passes import as_coordinates, chunk_sums
+from npt_dask.methods._passes import as_coordinates, chunk_sums, maybe_persist
 
 __all__ = ["PCAL1", "l1_dispersion"]
 
@@ -92,6 +92,10 @@ class PCAL1(TransformerMixin, BaseEstimator):
         to exactly zero at convergence.
     chunk_size : int, default 8192
         Rows per chunk for numpy input (dask and xarray input keep theirs).
+    persist : bool, optional
+        Keep Y in (cluster) memory across iterations (``True``) or re-read it
+        from its source on every iteration (``False``, e.g. coordinates in
+        zarr larger than memory). Default: persist up to 512 MiB.
     random_state : int, Generator or None
         Seeds the random starts and nudges.
 
@@ -134,6 +138,7 @@ class PCAL1(TransformerMixin, BaseEstimator):
         center: bool = True,
         perturbation: float = 1e-6,
         chunk_size: int = 8192,
+        persist: bool | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
         self.n_components = n_components
@@ -142,6 +147,7 @@ class PCAL1(TransformerMixin, BaseEstimator):
         self.center = center
         self.perturbation = perturbation
         self.chunk_size = chunk_size
+        self.persist = persist
         self.random_state = random_state
 
     def _validate(self, r: int) -> None:
@@ -165,6 +171,7 @@ class PCAL1(TransformerMixin, BaseEstimator):
         """Find the directions; ``Y`` is numpy, dask or a DataArray of shape (n, r)."""
         data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
         self._validate(data.shape[1])
+        data = maybe_persist(data, self.persist)
         rng = np.random.default_rng(self.random_state)
         r = data.shape[1]
         self.mean_ = np.zeros(r)

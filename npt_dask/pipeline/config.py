@@ -1,0 +1,265 @@
+"""Pipeline configuration: a small declarative TOML file, read into frozen dataclasses.
+
+A config names the data, the NPT model, the downstream methods, the cluster
+and the output folder::
+
+    name = "quickstart"
+    [data]
+    source = "digits"          # "digits" (bundled with scikit-learn), "npz" or "moons"
+    test_fraction = 0.3
+    [model]
+    kernel = "rbf"
+    gamma = "scale"            # a number, "scale" (1 / (d var X)) or omitted (1 / d)
+    n_components = 300
+    [[methods]]
+    name = "ksvm"
+    [cluster]
+    n_workers = 2              # or: address = "tls://scheduler:8786" / scheduler_file = "..."
+    [output]
+    dir = "results/quickstart"
+
+Every section is validated before anything runs: unknown keys and bad values
+raise :class:`~npt_dask.errors.InputError` naming the key and the allowed
+values. ``to_dict``/``from_dict`` round-trip; nothing here reads data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from npt_dask.errors import InputError
+
+__all__ = [
+    "ClusterConfig",
+    "DataConfig",
+    "MethodConfig",
+    "ModelConfig",
+    "OutputConfig",
+    "PipelineConfig",
+    "load_config",
+]
+
+CONFIG_VERSION = 1
+SOURCES = ("digits", "npz", "moons")
+METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "kernel_svm_reference")
+
+
+def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:
+    if not isinstance(values, Mapping):
+        raise InputError(f"[{section}] must be a table; got {type(values).__name__}.")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise InputError(f"Unknown key(s) {unknown} in [{section}]; allowed: {sorted(names)}.")
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the rows come from and how they are split and scaled.
+
+    ``source="npz"`` reads ``path`` (absolute, or relative to ``data_dir`` /
+    ``$NPT_DATA_DIR``) with arrays ``x`` and ``y``; ``train``/``test`` are
+    ``[start, stop)`` row ranges; ``classes`` keeps only those labels and
+    ``per_class`` the first that many rows of each. ``scale`` divides ``x``;
+    ``shift`` is subtracted afterwards (``scale = 127.5, shift = 1`` maps
+    pixels to [-1, 1]).
+    """
+
+    source: str = "digits"
+    path: str | None = None
+    data_dir: str | None = None
+    train: tuple[int, int] | None = None
+    test: tuple[int, int] | None = None
+    test_fraction: float = 0.3
+    classes: tuple[int, ...] | None = None
+    per_class: int | None = None
+    per_class_test: int | None = None
+    scale: float | None = None
+    shift: float = 0.0
+    n_samples: int = 2000
+    noise: float = 0.2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise InputError(f"[data] source must be one of {SOURCES}; got {self.source!r}.")
+        if self.source == "npz" and not self.path:
+            raise InputError("[data] source='npz' needs path = '<file>.npz'.")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise InputError(f"[data] test_fraction must be in (0, 1); got {self.test_fraction}.")
+        for name in ("train", "test"):
+            rows = getattr(self, name)
+            if rows is not None:
+                if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
+                    raise InputError(f"[data] {name} must be [start, stop) with start < stop.")
+                object.__setattr__(self, name, (int(rows[0]), int(rows[1])))
+        if self.classes is not None:
+            object.__setattr__(self, "classes", tuple(int(c) for c in self.classes))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Arguments of :func:`npt_dask.fit` (``gamma="scale"`` is ``1 / (d var X)``)."""
+
+    kernel: str = "rbf"
+    gamma: float | str | None = None
+    degree: float | None = None
+    coef0: float | None = None
+    n_components: int = 100
+    center: bool = True
+    solver: str = "auto"
+    tol: float | None = None
+    chunk_size: int = 4096
+    precision: str | None = None
+    cache: str = "auto"
+    random_state: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gamma, str) and self.gamma != "scale":
+            raise InputError(f"[model] gamma must be a number or 'scale'; got {self.gamma!r}.")
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """One downstream method and its parameters (passed to the method unchanged)."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The method's name in the report (``label``, else ``name``)."""
+        return self.label or self.name
+
+    def __post_init__(self) -> None:
+        if self.name not in METHODS:
+            raise InputError(f"[[methods]] name must be one of {METHODS}; got {self.name!r}.")
+        object.__setattr__(self, "params", dict(self.params))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> MethodConfig:
+        """``{"name": ..., **params}`` as written in a ``[[methods]]`` table."""
+        values = dict(values)
+        if "name" not in values:
+            raise InputError("Each [[methods]] table needs name = 'ksvm' | 'kfd' | ....")
+        name, label = values.pop("name"), values.pop("label", None)
+        return cls(name=name, params=values, label=label)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``[[methods]]`` table."""
+        return {"name": self.name, **({"label": self.label} if self.label else {}), **self.params}
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where to run: an embedded LocalCluster (default) or an existing scheduler."""
+
+    address: str | None = None
+    scheduler_file: str | None = None
+    n_workers: int | None = None
+    threads_per_worker: int | None = 1
+    memory_limit: str | int | None = None
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Results folder; ``overwrite`` restarts projections instead of resuming them."""
+
+    dir: str = "results"
+    overwrite: bool = False
+    plots: bool = True
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A whole job: data -> fit -> persist -> project -> methods -> report."""
+
+    name: str
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    methods: tuple[MethodConfig, ...] = ()
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    version: int = CONFIG_VERSION
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PipelineConfig:
+        """Validate a parsed TOML document (the caller's mapping is not modified)."""
+        allowed = {"name", "version", "data", "model", "methods", "cluster", "output"}
+        unknown = sorted(set(values) - allowed)
+        if unknown:
+            raise InputError(f"Unknown top-level key(s) {unknown}; allowed: {sorted(allowed)}.")
+        if "name" not in values:
+            raise InputError("The config needs a top-level name = '...'.")
+        version = values.get("version", CONFIG_VERSION)
+        if version != CONFIG_VERSION:
+            raise InputError(
+                f"Config version {version} is not supported (this is {CONFIG_VERSION})."
+            )
+        methods = tuple(MethodConfig.from_dict(m) for m in values.get("methods", []))
+        keys = [m.key for m in methods]
+        if len(set(keys)) != len(keys):
+            raise InputError(
+                f"[[methods]] names repeat ({keys}); give each repeat its own label = '...'."
+            )
+        return cls(
+            name=str(values["name"]),
+            data=_build(DataConfig, "data", values.get("data", {})),
+            model=_build(ModelConfig, "model", values.get("model", {})),
+            methods=methods,
+            cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
+            output=_build(OutputConfig, "output", values.get("output", {})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (TOML/JSON-ready, ``None`` values dropped)."""
+
+        def plain(obj: Any) -> dict[str, Any]:
+            items = dataclasses.asdict(obj).items()
+            return {k: list(v) if isinstance(v, tuple) else v for k, v in items if v is not None}
+
+        return {
+            "name": self.name,
+            "version": self.version,
+            "data": plain(self.data),
+            "model": plain(self.model),
+            "methods": [m.to_dict() for m in self.methods],
+            "cluster": plain(self.cluster),
+            "output": plain(self.output),
+        }
+
+    def with_overrides(self, **sections: Mapping[str, Any]) -> PipelineConfig:
+        """A copy with some keys of some sections replaced (e.g. from the command line)."""
+        current = self.to_dict()
+        for section, values in sections.items():
+            current[section] = {**current.get(section, {}), **values}
+        return PipelineConfig.from_dict(current)
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a TOML pipeline config.
+
+    A relative ``[data] path`` stays relative (resolved against ``data_dir``
+    or ``$NPT_DATA_DIR`` when the data are read); a relative ``[output] dir``
+    is relative to the working directory.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"Cannot read config {path}: {exc.strerror}.") from exc
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path} is not valid TOML: {exc}.") from exc
+    return PipelineConfig.from_dict(values)

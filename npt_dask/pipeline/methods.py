@@ -1,0 +1,168 @@
+"""Downstream stages of a pipeline: each method reads the projected coordinates lazily.
+
+Every stage takes the training and test projections as xarray Datasets
+opened from zarr (``coordinates``, ``residual``, ``label``), runs one method
+from :mod:`npt_dask.methods` over their chunks, and returns a JSON-ready
+metrics dict plus the figures it wants saved. Nothing here writes files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from npt_dask.errors import InputError
+from npt_dask.model import NPTModel
+from npt_dask.pipeline.data import Split
+
+__all__ = ["PARAMS", "STAGES", "check_params", "run_method"]
+
+Figures = dict[str, Callable[[], Any]]
+
+
+def _labels(ds: Any) -> np.ndarray:
+    return np.asarray(ds["label"].values)
+
+
+def _accuracy(pred: Any, truth: np.ndarray) -> float:
+    return float(np.mean(np.asarray(pred) == truth))
+
+
+def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    from sklearn.svm import SVC, LinearSVC
+
+    from npt_dask.methods import ChunkedLinearSVM
+
+    solver = params.pop("solver", "chunked")
+    c = float(params.pop("C", 1.0))
+    y_tr, y_te = _labels(train), _labels(test)
+    if solver == "chunked":  # streams the zarr chunks: out of core
+        svm = ChunkedLinearSVM(C=c, random_state=0, **params).fit(train["coordinates"], y_tr)
+        pred = svm.predict(test["coordinates"]).values
+    elif solver in ("svc", "liblinear"):  # reads the coordinates into memory (n x r)
+        svm = (
+            SVC(kernel="linear", C=c, **params)
+            if solver == "svc"
+            else LinearSVC(C=c, **{"max_iter": 5000, **params})
+        )
+        svm.fit(np.asarray(train["coordinates"].values), y_tr)
+        pred = svm.predict(np.asarray(test["coordinates"].values))
+    else:
+        raise InputError(f"ksvm solver must be 'chunked', 'svc' or 'liblinear'; got {solver!r}.")
+    return {"solver": solver, "C": c, "test_accuracy": _accuracy(pred, y_te)}, {}
+
+
+def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    """scikit-learn's kernel SVM on the raw rows, for comparison (in memory)."""
+    from sklearn.svm import SVC
+
+    k = model.kernel.to_dict()
+    n = min(len(split.x_train), int(params.pop("max_train", len(split.x_train))))
+    kwargs = {key: k[key] for key in ("gamma", "degree", "coef0") if k.get(key) is not None}
+    name = {"polynomial": "poly"}.get(k["name"], k["name"])
+    svm = SVC(kernel=name, C=float(params.pop("C", 1.0)), **kwargs, **params)
+    svm.fit(split.x_train[:n], split.y_train[:n])
+    acc = _accuracy(svm.predict(split.x_test), split.y_test)
+    return {"n_train": n, "kernel": name, "test_accuracy": acc}, {}
+
+
+def _kfd(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    from npt_dask.methods import FisherDiscriminant
+    from npt_dask.plot import coordinate_scatter
+
+    kfd = FisherDiscriminant(**params).fit(train["coordinates"], _labels(train))
+    features = kfd.transform(test["coordinates"])
+    acc = _accuracy(kfd.predict(test["coordinates"]).values, _labels(test))
+    metrics = {
+        "n_components": int(kfd.scalings_.shape[1]),
+        "ridge": kfd.ridge_,
+        "eigenvalues": kfd.eigenvalues_.tolist(),
+        "test_accuracy_nearest_mean": acc,
+    }
+    figures: Figures = {}
+    if features.shape[1] >= 2:
+        figures["kfd_test.png"] = lambda: coordinate_scatter(
+            features.compute(), test["label"], title="KFD features of the test rows"
+        )
+    return metrics, figures
+
+
+def _kpcal1(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    from npt_dask.methods import PCAL1, l1_dispersion
+    from npt_dask.plot import coordinate_scatter
+
+    params = {"n_components": 2, "random_state": 0, **params}
+    pca = PCAL1(**params).fit(train["coordinates"])
+    k = pca.components_.shape[0]
+    axes = np.eye(model.n_components)[:k]  # the KPCA directions in NPT coordinates
+    kpca_l1 = l1_dispersion(train["coordinates"], axes)
+    metrics = {
+        "n_components": k,
+        "l1_dispersion": pca.dispersion_.tolist(),
+        "kpca_l1_dispersion": kpca_l1.tolist(),
+        "iterations": pca.n_iter_.tolist(),
+    }
+    projected = pca.transform(test["coordinates"])
+    figures: Figures = {}
+    if k >= 2:
+        figures["kpcal1_test.png"] = lambda: coordinate_scatter(
+            projected.compute(), test["label"], title="KPCA-L1 components of the test rows"
+        )
+    return metrics, figures
+
+
+def _kpca(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    from npt_dask.methods import total_variance
+
+    total = total_variance(model)
+    ratio = model.eigenvalues / total
+    show = int(params.pop("show", 10))
+    metrics = {
+        "total_variance": total,
+        "explained_variance_ratio_first": ratio[:show].tolist(),
+        "explained_variance_ratio_sum": float(ratio.sum()),
+    }
+    return metrics, {}
+
+
+STAGES = {
+    "ksvm": _ksvm,
+    "kernel_svm_reference": _reference,
+    "kfd": _kfd,
+    "kpcal1": _kpcal1,
+    "kpca": _kpca,
+}
+
+
+PARAMS = {
+    "ksvm": {"solver", "C", "epochs", "average", "chunk_size", "persist", "max_iter", "tol"},
+    "kernel_svm_reference": {"C", "max_train", "tol", "cache_size"},
+    "kfd": {"n_components", "reg", "chunk_size"},
+    "kpcal1": {
+        "n_components", "n_init", "max_iter", "center", "perturbation", "chunk_size", "persist",
+        "random_state",
+    },
+    "kpca": {"show"},
+}  # fmt: skip
+
+
+def check_params(name: str, params: dict) -> None:
+    """Refuse unknown method parameters before any work starts."""
+    unknown = sorted(set(params) - PARAMS[name])
+    if unknown:
+        raise InputError(
+            f"Unknown parameter(s) {unknown} for method {name!r}; allowed: {sorted(PARAMS[name])}."
+        )
+
+
+def run_method(
+    name: str, params: dict, train: Any, test: Any, split: Split, model: NPTModel
+) -> tuple[dict[str, Any], Figures]:
+    """Run one stage; the metrics carry its wall time in ``seconds``."""
+    t0 = time.perf_counter()
+    metrics, figures = STAGES[name](dict(params), train, test, split, model)
+    metrics["seconds"] = round(time.perf_counter() - t0, 3)
+    return metrics, figures

@@ -1,0 +1,68 @@
+"""Writing a pipeline's report: ``report.json``, ``summary.txt`` and PNG figures.
+
+Every file is written to a temporary name and renamed into place, so an
+interrupted run never leaves a truncated report that reads as valid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["summary_text", "write_figures", "write_report"]
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def summary_text(report: Mapping[str, Any]) -> str:
+    """A short human-readable account of the run."""
+    data, model, t = report["data"], report["model"], report["seconds"]
+    lines = [
+        f"npt-dask pipeline {report['name']!r}",
+        f"data: {data['description']}, {data['n_train']} train / {data['n_test']} test rows, "
+        f"d = {data['n_features']}, {len(data['classes'])} classes",
+        f"model: {model['kernel']}, r = {model['n_components']}, solver {model['solver']}, "
+        f"{model['passes']} passes, residual {model['max_residual']:.1e}"
+        + (" (reused from the store)" if model["reused"] else ""),
+        "stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()),
+        f"peak memory: driver {report['memory']['driver_peak_gib']:.2f} GiB, "
+        f"largest worker {report['memory']['worker_peak_gib']:.2f} GiB",
+    ]
+    for name, metrics in report["methods"].items():
+        shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+        lines.append(f"{name}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items()))
+    lines.append(f"outputs in {report['outputs']['dir']}")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def write_report(out: Path, report: Mapping[str, Any]) -> None:
+    """``report.json`` and ``summary.txt`` in ``out``."""
+    text = json.dumps(report, indent=2, default=float)
+    _atomic_write(out / "report.json", lambda p: p.write_text(text))
+    summary = summary_text(report)
+    _atomic_write(out / "summary.txt", lambda p: p.write_text(summary))
+
+
+def write_figures(out: Path, figures: Mapping[str, Callable[[], Any]]) -> list[str]:
+    """Render and save each figure as PNG; returns the file names written."""
+    written = []
+    for name, make in figures.items():
+        fig = make()
+        _atomic_write(out / name, lambda p, fig=fig: fig.savefig(p, format="png", dpi=110))
+        written.append(name)
+    return written

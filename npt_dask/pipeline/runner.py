@@ -1,0 +1,219 @@
+"""Running a pipeline: data -> fit -> persist -> project -> methods -> report.
+
+The runner strings together the public API; each stage is a function of the
+previous stage's outputs, timed, and the report records every figure. The
+output folder holds ``model.zarr``, ``train.zarr`` and ``test.zarr`` (the
+coordinates, residuals and labels, for ``xarray.open_zarr``),
+``report.json``, ``summary.txt`` and PNG figures.
+
+Re-running a config resumes: a model store whose kernel, dimension and
+training rows match is loaded instead of refitted, and projections continue
+where they stopped. A refitted model restarts the projections (they belong
+to the old model).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import resource
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npt_dask.fitting import fit
+from npt_dask.kernels import make_kernel
+from npt_dask.model import NPTModel
+from npt_dask.pipeline.config import ModelConfig, PipelineConfig
+from npt_dask.pipeline.data import Split, load_split
+from npt_dask.pipeline.methods import check_params, run_method
+from npt_dask.pipeline.report import write_figures, write_report
+from npt_dask.projection import project
+from npt_dask.store import StoreError, load
+
+__all__ = ["run"]
+
+
+def _peak_rss_bytes() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _fit_arguments(cfg: ModelConfig, x: np.ndarray) -> dict[str, Any]:
+    args = dataclasses.asdict(cfg)
+    if args["gamma"] == "scale":
+        args["gamma"] = 1.0 / (x.shape[1] * float(x.var()))
+    return args
+
+
+def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
+    spec = make_kernel(
+        args["kernel"], gamma=args["gamma"], degree=args["degree"], coef0=args["coef0"]
+    ).resolve(x.shape[1])
+    same = (
+        model.kernel == spec
+        and model.n_components == args["n_components"]
+        and model.center == args["center"]
+        and model.x_train.shape == x.shape
+    )
+    return bool(same) and bool(np.array_equal(model.x_train.compute(), x.astype(model.precision)))
+
+
+def fit_or_reuse(cfg: ModelConfig, x: np.ndarray, path: Path) -> tuple[NPTModel, bool]:
+    """Load the model at ``path`` if it is this config's fit on these rows, else fit and save."""
+    args = _fit_arguments(cfg, x)
+    if path.exists():
+        with contextlib.suppress(StoreError):
+            model = load(path)
+            if _matches(model, args, x):
+                return model, True
+    model = fit(x, **args)
+    model.save(path)
+    return load(path), False  # stream training blocks from the store when projecting
+
+
+def _as_dataarray(x: np.ndarray, y: np.ndarray) -> Any:
+    import xarray as xr
+
+    return xr.DataArray(x, dims=("sample", "feature"), coords={"label": ("sample", y)})
+
+
+@contextlib.contextmanager
+def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
+    if client is not None:
+        yield client
+        return
+    from npt_dask.cluster import connect
+
+    c = cfg.cluster
+    remote = bool(c.address or c.scheduler_file)
+    embedded = {} if remote else {
+        "n_workers": c.n_workers, "threads_per_worker": c.threads_per_worker,
+        "memory_limit": c.memory_limit,
+    }  # fmt: skip
+    with connect(
+        c.address or None, scheduler_file=c.scheduler_file, tls=_tls(c), **embedded
+    ) as connected:
+        yield connected
+
+
+def _tls(c: Any) -> Any:
+    if not (c.tls_ca_file or c.tls_cert or c.tls_key):
+        return None
+    from npt_dask.cluster import TLSConfig
+
+    return TLSConfig(ca_file=c.tls_ca_file, cert=c.tls_cert, key=c.tls_key)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, stage: str, func: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        result = func(*args, **kw)
+        self.seconds[stage] = round(time.perf_counter() - t0, 3)
+        return result
+
+
+def _model_summary(model: NPTModel, reused: bool) -> dict[str, Any]:
+    d = model.diagnostics
+    return {
+        "kernel": model.kernel.to_dict(),
+        "n_components": model.n_components,
+        "center": model.center,
+        "solver": d.solver,
+        "passes": d.passes,
+        "converged": bool(d.converged),
+        "max_residual": float(np.max(d.residuals)) if len(d.residuals) else 0.0,
+        "eigenvalues_first": model.eigenvalues[:5].tolist(),
+        "reused": reused,
+    }
+
+
+def _worker_peak(client: Any) -> int:
+    if client is None or not hasattr(client, "run"):
+        return 0
+    return max(client.run(_peak_rss_bytes).values(), default=0)
+
+
+def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = True) -> dict:
+    """Run ``config`` and return its report (also written to ``config.output.dir``).
+
+    Parameters
+    ----------
+    config : PipelineConfig
+    client : distributed.Client, optional
+        Use this client instead of the one ``config.cluster`` describes.
+    progress : bool
+        Progress bars for the projections.
+    """
+    for method in config.methods:
+        check_params(method.name, method.params)
+    out = Path(config.output.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    clock = _Clock()
+    split: Split = clock("load", load_split, config.data)
+    with _client(config, client) as active, active.as_current():
+        model, reused = clock("fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr")
+        resume = reused and not config.output.overwrite
+        proj = {}
+        for part, x, y in (("train", split.x_train, split.y_train),
+                           ("test", split.x_test, split.y_test)):  # fmt: skip
+            proj[part] = clock(
+                f"project_{part}", project, model, _as_dataarray(x, y), out / f"{part}.zarr",
+                resume=resume, progress=progress,
+            )  # fmt: skip
+        methods, figures = {}, _model_figures(model, proj["test"], config)
+        for method in config.methods:
+            metrics, figs = run_method(
+                method.name, method.params, proj["train"], proj["test"], split, model
+            )
+            methods[method.key] = metrics
+            clock.seconds[method.key] = metrics["seconds"]
+            figures.update(figs)
+        worker_peak = _worker_peak(active)
+        dashboard = getattr(active, "dashboard_link", None)
+    written = write_figures(out, figures) if config.output.plots and _has_matplotlib() else []
+    report = {
+        "name": config.name,
+        "config": config.to_dict(),
+        "data": split.summary(),
+        "model": _model_summary(model, reused),
+        "seconds": clock.seconds,
+        "memory": {
+            "driver_peak_gib": _peak_rss_bytes() / 2**30,
+            "worker_peak_gib": worker_peak / 2**30,
+        },
+        "methods": methods,
+        "outputs": {"dir": str(out), "stores": ["model.zarr", "train.zarr", "test.zarr"],
+                    "figures": written},
+        "dashboard": dashboard,
+    }  # fmt: skip
+    write_report(out, report)
+    return report
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _model_figures(model: NPTModel, test: Any, config: PipelineConfig) -> dict:
+    from npt_dask import plot
+    from npt_dask.methods import total_variance
+
+    return {
+        "spectrum.png": lambda: plot.spectrum(
+            model.to_dataset(), total_variance=total_variance(model)
+        ),
+        "coordinates_test.png": lambda: plot.coordinate_scatter(
+            test["coordinates"], test["label"], title=f"{config.name}: test rows, NPT coordinates"
+        ),
+        "residual_test.png": lambda: plot.residual_histogram(test["residual"], test["label"]),
+    }

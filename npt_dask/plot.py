@@ -1,0 +1,131 @@
+"""Figures of NPT results from xarray objects (needs matplotlib: ``pip install npt-dask[plot]``).
+
+Each function takes the xarray objects users already hold -- the model's
+``to_dataset()`` or a projection opened with ``xarray.open_zarr`` -- and
+returns a ``matplotlib.figure.Figure`` built without pyplot, so it works the
+same in a notebook, a script and a headless pipeline (``fig.savefig(path)``).
+Lazy (dask-backed) inputs are reduced before plotting: a scatter draws at
+most ``max_points`` rows, a histogram reads only the residual column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npt_dask.errors import InputError, InputTypeError
+
+__all__ = ["coordinate_scatter", "residual_histogram", "spectrum"]
+
+
+def _figure(width: float = 6.0, height: float = 4.0) -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InputTypeError(
+            "npt_dask.plot needs matplotlib; install it with pip install 'npt-dask[plot]'."
+        ) from exc
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _values(obj: Any, name: str) -> np.ndarray:
+    if type(obj).__name__ == "Dataset":
+        if name not in obj:
+            raise InputError(f"The Dataset has no variable {name!r}; got {list(obj.data_vars)}.")
+        obj = obj[name]
+    return np.asarray(obj.values if hasattr(obj, "values") else obj)
+
+
+def spectrum(model: Any, *, total_variance: float | None = None, title: str | None = None) -> Any:
+    """Eigenvalues (log scale) with the cumulative explained variance.
+
+    Parameters
+    ----------
+    model : xarray.Dataset with ``eigenvalues`` (``model.to_dataset()``), or a DataArray/array
+    total_variance : float, optional
+        ``trace(K)`` (:func:`npt_dask.methods.total_variance`); without it the
+        cumulative curve is relative to the kept components only.
+    """
+    lam = _values(model, "eigenvalues")
+    fig = _figure()
+    ax = fig.subplots()
+    k = np.arange(1, len(lam) + 1)
+    positive = lam > 0
+    ax.semilogy(k[positive], lam[positive], ".-", color="C0", label="eigenvalue")
+    if (~positive).any():
+        ax.semilogy(k[~positive], -lam[~positive], "x", color="C3", label="-eigenvalue (< 0)")
+    ax.set_xlabel("component")
+    ax.set_ylabel("eigenvalue of the centred kernel matrix")
+    total = float(total_variance) if total_variance else float(lam.clip(0).sum())
+    twin = ax.twinx()
+    twin.plot(k, np.cumsum(lam.clip(0)) / total, color="C1", label="cumulative explained")
+    twin.set_ylim(0, 1.02)
+    twin.set_ylabel("cumulative explained variance" + ("" if total_variance else " (kept)"))
+    ax.set_title(title or f"Spectrum, r = {len(lam)}")
+    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
+    return fig
+
+
+def coordinate_scatter(
+    coordinates: Any,
+    labels: Any = None,
+    *,
+    components: tuple[int, int] = (0, 1),
+    max_points: int = 5000,
+    title: str | None = None,
+    seed: int = 0,
+) -> Any:
+    """2-D scatter of two coordinate columns, coloured by label.
+
+    Parameters
+    ----------
+    coordinates : DataArray (sample, component), or an array (n, r)
+    labels : array-like (n,) or the name of a sample coordinate of ``coordinates``
+    components : the two columns to draw
+    max_points : draw a random subset of at most this many rows
+    """
+    if isinstance(labels, str):
+        labels = coordinates[labels]
+    n = coordinates.shape[0]
+    keep = np.sort(np.random.default_rng(seed).permutation(n)[: min(n, max_points)])
+    i, j = components
+    data = coordinates.data if hasattr(coordinates, "dims") else coordinates
+    pts = np.asarray(data[keep][:, [i, j]], dtype=np.float64)
+    fig = _figure(5.5, 5.0)
+    ax = fig.subplots()
+    if labels is None:
+        ax.scatter(pts[:, 0], pts[:, 1], s=4, alpha=0.6)
+    else:
+        lab = _values(labels, "label")[keep]
+        for value in np.unique(lab):
+            mask = lab == value
+            ax.scatter(pts[mask, 0], pts[mask, 1], s=4, alpha=0.6, label=str(value))
+        ax.legend(markerscale=3, title="label", fontsize="small")
+    ax.set_xlabel(f"component {i}")
+    ax.set_ylabel(f"component {j}")
+    ax.set_title(title or f"{len(keep)} of {n} samples")
+    return fig
+
+
+def residual_histogram(
+    residual: Any, labels: Any = None, *, bins: int = 50, title: str | None = None
+) -> Any:
+    """Histogram of the Lemma-5 residual (distance from the fitted subspace), per label."""
+    if isinstance(labels, str):
+        labels = residual[labels]
+    res = _values(residual, "residual")
+    fig = _figure()
+    ax = fig.subplots()
+    edges = np.histogram_bin_edges(res, bins=bins)
+    if labels is None:
+        ax.hist(res, bins=edges)
+    else:
+        lab = _values(labels, "label")
+        for value in np.unique(lab):
+            ax.hist(res[lab == value], bins=edges, histtype="step", label=str(value))
+        ax.legend(title="label", fontsize="small")
+    ax.set_xlabel("residual ||phi(x) - P phi(x)||")
+    ax.set_ylabel("samples")
+    ax.set_title(title or "Distance from the fitted subspace")
+    return fig
