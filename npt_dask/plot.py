@@ -16,7 +16,7 @@ import numpy as np
 
 from npt_dask.errors import InputError, InputTypeError
 
-__all__ = ["coordinate_scatter", "residual_histogram", "spectrum"]
+__all__ = ["coordinate_scatter", "histogram_by_label", "residual_histogram", "spectrum"]
 
 
 def _figure(width: float = 6.0, height: float = 4.0) -> Any:
@@ -108,24 +108,45 @@ def coordinate_scatter(
     return fig
 
 
-def residual_histogram(
-    residual: Any, labels: Any = None, *, bins: int = 50, title: str | None = None
+def histogram_by_label(
+    values: Any,
+    labels: Any = None,
+    *,
+    bins: int = 50,
+    xlabel: str = "value",
+    title: str | None = None,
 ) -> Any:
-    """Histogram of the Lemma-5 residual (distance from the fitted subspace), per label."""
+    """Histogram of one value per sample (a DataArray or array), one outline per label."""
     if isinstance(labels, str):
-        labels = residual[labels]
-    res = _values(residual, "residual")
+        labels = values[labels]
+    data = np.asarray(values.values if hasattr(values, "values") else values).ravel()
     fig = _figure()
     ax = fig.subplots()
-    edges = np.histogram_bin_edges(res, bins=bins)
+    edges = np.histogram_bin_edges(data, bins=bins)
     if labels is None:
-        ax.hist(res, bins=edges)
+        ax.hist(data, bins=edges)
     else:
         lab = _values(labels, "label")
         for value in np.unique(lab):
-            ax.hist(res[lab == value], bins=edges, histtype="step", label=str(value))
+            ax.hist(data[lab == value], bins=edges, histtype="step", label=str(value))
         ax.legend(title="label", fontsize="small")
-    ax.set_xlabel("residual ||phi(x) - P phi(x)||")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("samples")
-    ax.set_title(title or "Distance from the fitted subspace")
+    ax.set_title(title or "")
     return fig
+
+
+def residual_histogram(
+    residual: Any, labels: Any = None, *, bins: int = 50, title: str | None = None
+) -> Any:
+    """Histogram of the Lemma-5 residual (distance from the fitted subspace), per label.
+
+    ``residual`` is a DataArray (e.g. ``ds["residual"]`` of a projection) or
+    a Dataset holding one.
+    """
+    if type(residual).__name__ == "Dataset":
+        residual = residual["residual"]
+    return histogram_by_label(
+        residual, labels, bins=bins, xlabel="residual ||phi(x) - P phi(x)||",
+        title=title or "Distance from the fitted subspace",
+    )  # fmt: skip

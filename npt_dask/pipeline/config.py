@@ -111,7 +111,7 @@ class ModelConfig:
     gamma: float | str | None = None
     degree: float | None = None
     coef0: float | None = None
-    n_components: int = 100
+    n_components: int | None = 100
     center: bool = True
     solver: str = "auto"
     tol: float | None = None

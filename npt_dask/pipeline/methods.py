@@ -71,7 +71,7 @@ def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTMode
 
 def _kfd(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
     from npt_dask.methods import FisherDiscriminant
-    from npt_dask.plot import coordinate_scatter
+    from npt_dask.plot import coordinate_scatter, histogram_by_label
 
     kfd = FisherDiscriminant(**params).fit(train["coordinates"], _labels(train))
     features = kfd.transform(test["coordinates"])
@@ -82,12 +82,14 @@ def _kfd(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> 
         "eigenvalues": kfd.eigenvalues_.tolist(),
         "test_accuracy_nearest_mean": acc,
     }
-    figures: Figures = {}
+    title = "KFD features of the test rows"
     if features.shape[1] >= 2:
-        figures["kfd_test.png"] = lambda: coordinate_scatter(
-            features.compute(), test["label"], title="KFD features of the test rows"
+        figure = lambda: coordinate_scatter(features.compute(), test["label"], title=title)  # noqa: E731
+    else:
+        figure = lambda: histogram_by_label(  # noqa: E731
+            features[:, 0].compute(), test["label"], xlabel="KFD feature", title=title
         )
-    return metrics, figures
+    return metrics, {"kfd_test.png": figure}
 
 
 def _kpcal1(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:

@@ -54,7 +54,7 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
     ).resolve(x.shape[1])
     same = (
         model.kernel == spec
-        and model.n_components == args["n_components"]
+        and args["n_components"] in (None, model.n_components)
         and model.center == args["center"]
         and model.x_train.shape == x.shape
     )

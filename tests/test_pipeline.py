@@ -1,0 +1,134 @@
+"""Pipelines: config validation, an end-to-end run, resuming, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from npt_dask.errors import InputError
+from npt_dask.pipeline import PipelineConfig, load_config, run
+from npt_dask.pipeline.config import MethodConfig
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "pipelines").glob("*.toml"))
+
+MOONS = {
+    "name": "moons",
+    "data": {"source": "moons", "n_samples": 240, "noise": 0.2, "test_fraction": 0.25},
+    "model": {"kernel": "rbf", "gamma": 2.0, "n_components": None, "chunk_size": 64},
+    "methods": [
+        {"name": "ksvm", "solver": "svc", "C": 5.0},
+        {"name": "kernel_svm_reference", "C": 5.0},
+        {"name": "kfd"},
+        {"name": "kpcal1", "n_components": 2, "n_init": 2},
+        {"name": "kpca"},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def _config(tmp_path: Path, **changes) -> PipelineConfig:
+    values = {**MOONS, "output": {"dir": str(tmp_path / "out"), "plots": True}}
+    for section, update in changes.items():
+        values[section] = {**values[section], **update}
+    return PipelineConfig.from_dict(values)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_shipped_configs_validate_and_round_trip(path):
+    config = load_config(path)
+    assert PipelineConfig.from_dict(config.to_dict()) == config
+    assert config.methods
+
+
+def test_config_rejects_bad_values(tmp_path):
+    cases = [
+        ({**MOONS, "colour": 1}, "Unknown top-level key"),
+        ({**MOONS, "data": {"source": "csv"}}, "source must be one of"),
+        ({**MOONS, "data": {"source": "npz"}}, "needs path"),
+        ({**MOONS, "model": {"gammma": 1.0}}, "Unknown key(s) ['gammma'] in [model]"),
+        ({**MOONS, "model": {"gamma": "auto"}}, "gamma must be a number or 'scale'"),
+        ({**MOONS, "methods": [{"name": "svm"}]}, "name must be one of"),
+        ({**MOONS, "methods": [{"name": "kfd"}, {"name": "kfd"}]}, "names repeat"),
+        ({**MOONS, "version": 7}, "version 7 is not supported"),
+        ({k: v for k, v in MOONS.items() if k != "name"}, "needs a top-level name"),
+    ]
+    for values, message in cases:
+        with pytest.raises(InputError, match=__import__("re").escape(message)):
+            PipelineConfig.from_dict(values)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(InputError, match="Cannot read config"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_config_does_not_modify_the_callers_mapping():
+    values = {"name": "x", "methods": [{"name": "kfd", "label": "a", "reg": 1e-3}]}
+    snapshot = json.dumps(values, sort_keys=True)
+    config = PipelineConfig.from_dict(values)
+    assert json.dumps(values, sort_keys=True) == snapshot
+    assert config.methods[0] == MethodConfig("kfd", {"reg": 1e-3}, label="a")
+
+
+def test_unknown_method_parameter_fails_before_anything_is_written(tmp_path, client):
+    config = _config(tmp_path)
+    bad = PipelineConfig.from_dict(
+        {**config.to_dict(), "methods": [{"name": "kpcal1", "n_componentz": 2}]}
+    )
+    with pytest.raises(InputError, match="n_componentz"):
+        run(bad, client=client, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_moons_pipeline_end_to_end_and_resume(tmp_path, client):
+    config = _config(tmp_path)
+    report = run(config, client=client, progress=False)
+    out = tmp_path / "out"
+    methods = report["methods"]
+    # Full rank: a linear SVM on NPT coordinates is the kernel SVM (same C), so the
+    # two classifiers agree on every test point.
+    assert methods["ksvm"]["test_accuracy"] == methods["kernel_svm_reference"]["test_accuracy"]
+    assert methods["ksvm"]["test_accuracy"] > 0.9
+    assert methods["kfd"]["test_accuracy_nearest_mean"] > 0.8
+    d = methods["kpcal1"]
+    # PCA-L1 maximises the L1 dispersion; the KPCA axes are feasible directions
+    assert np.all(np.array(d["l1_dispersion"]) >= np.array(d["kpca_l1_dispersion"]) - 1e-9)
+    assert methods["kpca"]["explained_variance_ratio_sum"] == pytest.approx(1.0, abs=1e-8)
+    assert not report["model"]["reused"]
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk["methods"]["ksvm"]["test_accuracy"] == methods["ksvm"]["test_accuracy"]
+    assert "moons" in (out / "summary.txt").read_text()
+    for name in ("spectrum.png", "coordinates_test.png", "residual_test.png", "kfd_test.png"):
+        pytest.importorskip("matplotlib")
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import xarray as xr
+
+    test = xr.open_zarr(out / "test.zarr", consolidated=False)
+    assert test["coordinates"].shape == (60, report["model"]["n_components"])
+    assert set(np.unique(test["label"].values)) == {0, 1}
+
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "test.zarr").rglob("*") if p.is_file()}
+    again = run(config, client=client, progress=False)
+    assert again["model"]["reused"]
+    assert again["methods"]["ksvm"]["test_accuracy"] == methods["ksvm"]["test_accuracy"]
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # nothing re-projected
+
+    changed = run(_config(tmp_path, model={"gamma": 1.0}), client=client, progress=False)
+    assert not changed["model"]["reused"]
+    assert changed["model"]["kernel"]["gamma"] == 1.0
