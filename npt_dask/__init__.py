@@ -13,7 +13,9 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
+    ClusterError,
     ConvergenceWarning,
     InputError,
     InputTypeError,
@@ -37,6 +39,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "KERNELS",
+    "ClusterError",
     "ConvergenceWarning",
     "InputError",
     "InputTypeError",
@@ -52,7 +55,9 @@ __all__ = [
     "RankWarning",
     "SolverDiagnostics",
     "StoreError",
+    "TLSConfig",
     "__version__",
+    "connect",
     "fit",
     "load",
     "make_kernel",

@@ -14,6 +14,7 @@ scheduler and workers speak ``tls://`` and require client certificates.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -135,8 +136,8 @@ class LoopbackCluster:
         log = self.workdir / "scheduler.log"
         self.scheduler = self._spawn(
             ["scheduler", "--host", HOST, "--port", "0", "--protocol", protocol,
-             "--no-dashboard", "--dashboard-address", f"{HOST}:0", "--scheduler-file", str(self.scheduler_file),
-             *_tls_args(self.tls_dir, "scheduler")],
+             "--no-dashboard", "--dashboard-address", f"{HOST}:0",
+             "--scheduler-file", str(self.scheduler_file), *_tls_args(self.tls_dir, "scheduler")],
             log,
         )  # fmt: skip
         self._wait_for(log, "Scheduler at:", self.scheduler)
@@ -175,7 +176,7 @@ class LoopbackCluster:
         for proc in [self.scheduler, *self.workers]:
             if proc is None or proc.poll() is not None:
                 continue
-            with _suppress_gone():
+            with contextlib.suppress(psutil.Error):
                 parent = psutil.Process(proc.pid)
                 out += [parent.pid, *(c.pid for c in parent.children(recursive=True))]
         return out
@@ -187,10 +188,8 @@ class LoopbackCluster:
             _killpg(proc, signal.SIGTERM)
         deadline = time.monotonic() + 10
         for proc in procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             _killpg(proc, signal.SIGKILL)  # also reaches children left in the group
             proc.wait(timeout=10)
 
@@ -205,21 +204,9 @@ class LoopbackCluster:
         self.close()
 
 
-class _suppress_gone:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, *rest: Any) -> bool:
-        import psutil
-
-        return kind is not None and issubclass(kind, psutil.Error)
-
-
 def _killpg(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)  # start_new_session: the group id is the leader's pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
