@@ -13,7 +13,9 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
+    ClusterError,
     ConvergenceWarning,
     InputError,
     InputTypeError,
@@ -38,6 +40,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "KERNELS",
+    "ClusterError",
     "ConvergenceWarning",
     "InputError",
     "InputTypeError",
@@ -54,7 +57,9 @@ __all__ = [
     "RankWarning",
     "SolverDiagnostics",
     "StoreError",
+    "TLSConfig",
     "__version__",
+    "connect",
     "fit",
     "load",
     "make_kernel",

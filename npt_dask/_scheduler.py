@@ -6,8 +6,9 @@ Graph code only: no zarr, no xarray.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import dask
 import numpy as np
@@ -15,7 +16,21 @@ from dask.base import get_scheduler
 
 from npt_dask._buffers import clear_scratch
 
-__all__ = ["blas_threads_for_tasks", "compute", "current_client", "ship_blocks"]
+__all__ = [
+    "LOST_DATA_ATTEMPTS",
+    "blas_threads_for_tasks",
+    "compute",
+    "current_client",
+    "persist_blocks",
+    "retry_on_lost_data",
+    "ship_blocks",
+]
+
+LOST_DATA_ATTEMPTS = 4
+"""Times :func:`retry_on_lost_data` runs a job whose scattered inputs a dead worker took."""
+
+_log = logging.getLogger("npt_dask")
+T = TypeVar("T")
 
 
 def current_client() -> Any | None:
@@ -39,6 +54,48 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     if client is not None:
         return client.scatter(list(blocks), hash=False)
     return list(blocks)
+
+
+def persist_blocks(blocks: Sequence[Any]) -> list[Any]:
+    """Compute dask blocks (Delayed) where tasks will use them, keeping their lineage.
+
+    Under a distributed client this returns futures: passed as task arguments
+    they stay alive as long as the tasks (a persisted *Delayed* does not: the
+    tasks built on it name its key, and the data are released once the
+    Delayed itself is garbage), and a worker's death only makes the scheduler
+    recompute them. Locally the Delayed objects are returned unchanged.
+    """
+    client = current_client()
+    if client is None:
+        return list(blocks)
+    return client.compute(list(blocks))
+
+
+def _lost_data(exc: BaseException) -> bool:
+    """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel)."""
+    return type(exc).__name__ == "FutureCancelledError" and "lost" in str(
+        getattr(exc, "reason", "")
+    )
+
+
+def retry_on_lost_data(job: Callable[[], T], *, attempts: int = LOST_DATA_ATTEMPTS) -> T:
+    """Run ``job`` (which ships its blocks and computes), again if a worker took them along.
+
+    Blocks scattered by :func:`ship_blocks` exist only on the workers that
+    received them and have no lineage: when such a worker dies, every task
+    that needs them is cancelled with "lost dependencies" (persisted graph
+    results, by contrast, are recomputed by the scheduler). ``job`` must
+    therefore scatter afresh on each call and be deterministic; then a retry
+    gives bit-for-bit the result the fault-free run would have given.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return job()
+        except Exception as exc:
+            if not _lost_data(exc) or attempt == attempts:
+                raise
+            _log.warning("npt-dask: %s; a worker died, rerunning (attempt %d)", exc, attempt + 1)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @contextlib.contextmanager

@@ -1,9 +1,13 @@
 """``npt``: a thin command line over the public API.
 
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
-    npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS]
+    npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS | --scheduler-file FILE]
     npt info MODEL
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS]
+
+``fit`` and ``project`` run on local threads, or on an existing dask cluster
+given by ``--scheduler``/``--scheduler-file`` (``tls://`` schedulers with
+``--tls-ca-file --tls-cert --tls-key``), through :func:`npt_dask.cluster.connect`.
 
 DATA is a ``.npy`` file, a ``.npz`` file (``--key``, default ``x``), a zarr
 array, or an xarray dataset in zarr (``--var``). Errors print one line and
@@ -47,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--precision", choices=["float32", "float64"])
     fit.add_argument("--seed", type=int, default=0, help="random_state of the solver")
     _data_options(fit)
+    _cluster_options(fit)
 
     proj = sub.add_parser("project", help="project DATA with MODEL into --out (resumable)")
     proj.add_argument("model", help="model store written by 'npt fit'")
@@ -54,8 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     proj.add_argument("--out", required=True, help="path of the projection store (zarr)")
     proj.add_argument("--chunk-size", type=int, help="rows per task (default: the model's)")
     proj.add_argument("--no-resume", action="store_true", help="overwrite --out")
-    proj.add_argument("--scheduler", help="dask scheduler address or scheduler file")
     _data_options(proj)
+    _cluster_options(proj)
 
     info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
     info.add_argument("model", help="model store written by 'npt fit'")
@@ -76,16 +81,36 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-@contextlib.contextmanager
-def _client(address: str | None) -> Iterator[None]:
-    if not address:
-        yield
-        return
-    from distributed import Client
+def _cluster_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster (default: local threads)")
+    group.add_argument("--scheduler", metavar="ADDRESS", help="tcp://host:8786 or tls://host:8786")
+    group.add_argument("--scheduler-file", help="JSON file of 'dask scheduler --scheduler-file'")
+    group.add_argument("--tls-ca-file", help="CA certificate (PEM) of a tls:// cluster")
+    group.add_argument("--tls-cert", help="client certificate (PEM)")
+    group.add_argument("--tls-key", help="client private key (PEM)")
 
-    kwargs = {"scheduler_file": address} if address.endswith(".json") else {"address": address}
-    with Client(**kwargs):
-        yield
+
+@contextlib.contextmanager
+def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
+    """The cluster named by the options, or nothing (local threads)."""
+    address, scheduler_file = args.scheduler, args.scheduler_file
+    if address and address.endswith(".json") and not scheduler_file:  # older spelling
+        address, scheduler_file = None, address
+    tls = None
+    if args.tls_ca_file or args.tls_cert or args.tls_key:
+        from npt_dask.cluster import TLSConfig
+        from npt_dask.errors import InputError
+
+        if not args.tls_ca_file:
+            raise InputError("--tls-cert/--tls-key need --tls-ca-file (the cluster's CA).")
+        tls = TLSConfig(args.tls_ca_file, cert=args.tls_cert, key=args.tls_key)
+    if not (address or scheduler_file or tls):
+        yield None
+        return
+    from npt_dask.cluster import connect
+
+    with connect(address, scheduler_file=scheduler_file, tls=tls) as client:
+        yield client
 
 
 def _fit(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,13 +118,9 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.projection import open_data
 
     data = open_data(args.data, key=args.key, var=args.var)
-    model = npt.fit(
-        data, args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0,
-        n_components=args.n_components, center=not args.no_center, solver=args.solver,
-        tol=args.tol, chunk_size=args.chunk_size, precision=args.precision,
-        random_state=args.seed,
-    )  # fmt: skip
-    model.save(args.out)
+    with _client_from_args(args):
+        model = _fit_model(npt, data, args)
+        model.save(args.out)
     return {
         "model": str(args.out),
         "n": model.n_samples,
@@ -109,11 +130,20 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
+    return npt.fit(
+        data, args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0,
+        n_components=args.n_components, center=not args.no_center, solver=args.solver,
+        tol=args.tol, chunk_size=args.chunk_size, precision=args.precision,
+        random_state=args.seed,
+    )  # fmt: skip
+
+
 def _project(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
 
     model = npt.load(args.model)
-    with _client(args.scheduler):
+    with _client_from_args(args):
         ds = npt.project(
             model,
             args.data,

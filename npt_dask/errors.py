@@ -9,6 +9,7 @@ everything npt-dask raises in one clause.
 from __future__ import annotations
 
 __all__ = [
+    "ClusterError",
     "ConvergenceWarning",
     "InputError",
     "InputTypeError",
@@ -36,6 +37,10 @@ class InputTypeError(NPTError, TypeError):
 
 class KernelParameterError(InputError):
     """A kernel name or kernel parameter is invalid."""
+
+
+class ClusterError(NPTError, ValueError):
+    """A dask scheduler could not be reached or used (wrong address, down, TLS refused)."""
 
 
 class NegativeEigenvalueError(NPTError, ValueError):

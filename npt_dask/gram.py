@@ -32,7 +32,13 @@ from dask import delayed
 from dask.delayed import Delayed
 
 from npt_dask._buffers import clear_scratch, populated_empty, scratch
-from npt_dask._scheduler import blas_threads_for_tasks, compute, current_client, ship_blocks
+from npt_dask._scheduler import (
+    blas_threads_for_tasks,
+    compute,
+    current_client,
+    retry_on_lost_data,
+    ship_blocks,
+)
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 
@@ -248,6 +254,7 @@ class KernelOperator:
             else "memory" if len(self.cached_pairs) == self.n_blocks else "partial"
         )  # fmt: skip
         self.passes = 0
+        self._graphs = 0  # graphs built: a rerun after a lost worker gets fresh keys
         self._x_parts: list[Delayed] = list(x.to_delayed().ravel())
         self._blocks: dict[BlockKey, Delayed] | None = None
         self._row_sums: np.ndarray | None = None
@@ -304,7 +311,8 @@ class KernelOperator:
     def _pass_graph(self, v: np.ndarray) -> list[Delayed]:
         nb = len(self.row_chunks)
         v_parts = ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
-        tag = f"{self._token}-p{self.passes}"
+        self._graphs += 1
+        tag = f"{self._token}-p{self.passes}-g{self._graphs}"
         contributions: list[list[tuple[Delayed, int]]] = [[] for _ in range(nb)]
         blocks = self._cached_blocks() if self.cached_pairs else {}
         for i in range(nb):
@@ -337,7 +345,7 @@ class KernelOperator:
         want_sums = self._row_sums is None
         if want_sums:
             v = np.hstack([v, np.ones((self.n, 1))])
-        rows = compute(*self._pass_graph(v))
+        rows = retry_on_lost_data(lambda: compute(*self._pass_graph(v)))
         self.passes += 1
         out = np.concatenate(rows, axis=0)
         if want_sums:

@@ -41,7 +41,13 @@ import numpy as np
 from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_row_chunked
-from npt_dask._scheduler import blas_threads_for_tasks, current_client, ship_blocks
+from npt_dask._scheduler import (
+    blas_threads_for_tasks,
+    current_client,
+    persist_blocks,
+    retry_on_lost_data,
+    ship_blocks,
+)
 from npt_dask.errors import InputError, NPTError
 from npt_dask.gram import as_float64_block, scratch_block
 from npt_dask.kernels import KernelSpec
@@ -338,7 +344,9 @@ def project(
     weights are scattered once. Memory per task: one input chunk
     (``chunk_size * d``), one kernel block (``chunk_size * training chunk``)
     and the accumulator (``chunk_size * (r + 1)``); each worker also holds
-    the training rows and weights once (``n * (d + r + 1)``).
+    the training rows and weights once (``n * (d + r + 1)``). If a worker
+    dies, its tasks run elsewhere; chunks it had finished stay done, and
+    weights shipped to it are shipped again.
     """
     if client is not None:
         with client.as_current():
@@ -370,9 +378,12 @@ def project(
         shutil.rmtree(out)
     if not os.path.exists(out):
         _create_store(out, model, x, info)
-    done = _done_chunks(out, model, x)
-    tasks = _tasks(model, x, out, done)
-    _run(tasks, _Bar(len(tasks), progress))
+
+    def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
+        tasks = _tasks(model, x, out, _done_chunks(out, model, x))
+        _run(tasks, _Bar(len(tasks), progress))
+
+    retry_on_lost_data(attempt)
     return xr.open_zarr(out, consolidated=False).drop_vars(["npt_done", "npt_digest"])
 
 
@@ -386,7 +397,7 @@ def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any
         )
     else:  # persisted where the tasks run (workers' memory under distributed), once
         w = np.hstack([a, np.full((n, 1), 1.0 / n)])
-        x_blocks = list(model.x_train.persist().to_delayed().ravel())
+        x_blocks = persist_blocks(model.x_train.to_delayed().ravel())
         w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
         training = (x_blocks, w_blocks)
     finish = {
