@@ -3,7 +3,7 @@
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
     npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS | --scheduler-file FILE]
     npt info MODEL
-    npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS]
+    npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
 ``fit`` and ``project`` run on local threads, or on an existing dask cluster
 given by ``--scheduler``/``--scheduler-file`` (``tls://`` schedulers with
@@ -69,9 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="pipeline config, e.g. pipelines/quickstart.toml")
     run.add_argument("--output", help="results folder (overrides [output] dir)")
     run.add_argument("--data-dir", help="folder of the data files (overrides [data] data_dir)")
-    run.add_argument("--scheduler", help="scheduler address (overrides [cluster] address)")
     run.add_argument("--overwrite", action="store_true", help="restart projections")
     run.add_argument("--quiet", action="store_true", help="no progress output")
+    _cluster_options(run, default="the config's [cluster]")
     return parser
 
 
@@ -81,8 +81,8 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _cluster_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cluster (default: local threads)")
+def _cluster_options(parser: argparse.ArgumentParser, default: str = "local threads") -> None:
+    group = parser.add_argument_group(f"cluster (default: {default})")
     group.add_argument("--scheduler", metavar="ADDRESS", help="tcp://host:8786 or tls://host:8786")
     group.add_argument("--scheduler-file", help="JSON file of 'dask scheduler --scheduler-file'")
     group.add_argument("--tls-ca-file", help="CA certificate (PEM) of a tls:// cluster")
@@ -193,8 +193,12 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         overrides.setdefault("output", {})["overwrite"] = True
     if args.data_dir:
         overrides["data"] = {"data_dir": args.data_dir}
-    if args.scheduler:
-        overrides["cluster"] = {"address": args.scheduler}
+    cluster = {
+        "address": args.scheduler, "scheduler_file": args.scheduler_file,
+        "tls_ca_file": args.tls_ca_file, "tls_cert": args.tls_cert, "tls_key": args.tls_key,
+    }  # fmt: skip
+    if any(cluster.values()):
+        overrides["cluster"] = {k: v for k, v in cluster.items() if v}
     report = run(config.with_overrides(**overrides), progress=not args.quiet)
     if not args.quiet:
         print(summary_text(report), file=sys.stderr)
