@@ -132,3 +132,31 @@ def test_moons_pipeline_end_to_end_and_resume(tmp_path, client):
     changed = run(_config(tmp_path, model={"gamma": 1.0}), client=client, progress=False)
     assert not changed["model"]["reused"]
     assert changed["model"]["kernel"]["gamma"] == 1.0
+
+
+def test_npt_run_command_line(tmp_path):
+    """``npt run`` end to end in a fresh process, on its embedded LocalCluster."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "moons.toml"
+    config.write_text(
+        'name = "moons-cli"\n[data]\nsource = "moons"\nn_samples = 120\n'
+        '[model]\nkernel = "rbf"\ngamma = 2.0\nn_components = 20\n'
+        '[[methods]]\nname = "ksvm"\nsolver = "svc"\n'
+        "[cluster]\nn_workers = 1\nthreads_per_worker = 1\n"
+        "[output]\nplots = false\n"
+    )
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "npt_dask.cli", "run", str(config), "--output", str(out)]
+    done = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["methods"]["ksvm"]["test_accuracy"] > 0.9
+    assert json.loads(done.stdout)["report"].endswith("report.json")
+
+    config.write_text('name = "bad"\n[model]\nkernel = "rbf"\ngama = 1\n')
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "Unknown key(s) ['gama'] in [model]" in bad.stderr
+    assert "Traceback" not in bad.stderr
