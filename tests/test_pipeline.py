@@ -26,6 +26,7 @@ MOONS = {
         {"name": "kfd"},
         {"name": "kpcal1", "n_components": 2, "n_init": 2},
         {"name": "kpca"},
+        {"name": "alignment"},
     ],
 }
 
@@ -110,6 +111,7 @@ def test_moons_pipeline_end_to_end_and_resume(tmp_path, client):
     # PCA-L1 maximises the L1 dispersion; the KPCA axes are feasible directions
     assert np.all(np.array(d["l1_dispersion"]) >= np.array(d["kpca_l1_dispersion"]) - 1e-9)
     assert methods["kpca"]["explained_variance_ratio_sum"] == pytest.approx(1.0, abs=1e-8)
+    assert 0 < methods["alignment"]["centered_alignment"] < 1
     assert not report["model"]["reused"]
     on_disk = json.loads((out / "report.json").read_text())
     assert on_disk["methods"]["ksvm"]["test_accuracy"] == methods["ksvm"]["test_accuracy"]

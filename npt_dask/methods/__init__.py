@@ -12,7 +12,7 @@ row chunks, so coordinates projected to zarr never have to fit in memory.
 
 from __future__ import annotations
 
-from npt_dask.methods.alignment import kernel_target_alignment
+from npt_dask.methods.alignment import alignment_scores, kernel_target_alignment
 from npt_dask.methods.kfd import FisherDiscriminant, class_scatter
 from npt_dask.methods.kpca import explained_variance, explained_variance_ratio, total_variance
 from npt_dask.methods.ksvm import ChunkedLinearSVM, kernel_svm
@@ -22,6 +22,7 @@ __all__ = [
     "PCAL1",
     "ChunkedLinearSVM",
     "FisherDiscriminant",
+    "alignment_scores",
     "class_scatter",
     "explained_variance",
     "explained_variance_ratio",

@@ -33,7 +33,7 @@ from npt_dask.gram import as_float64_block, scratch_block
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.methods._passes import as_labels
 
-__all__ = ["kernel_target_alignment"]
+__all__ = ["alignment_scores", "kernel_target_alignment"]
 
 _FAN_IN = 8
 
@@ -99,6 +99,38 @@ def _onehot(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return out
 
 
+def alignment_scores(
+    X: Any,
+    y: Any,
+    kernel: str | KernelSpec | dict = "rbf",
+    *,
+    gamma: float | None = None,
+    degree: float | None = None,
+    coef0: float | None = None,
+    chunk_size: int | None = 4096,
+) -> dict[str, float]:
+    """Plain and centred kernel-target alignment from the same single pass.
+
+    Returns ``{"alignment": ..., "centered_alignment": ...}``; see
+    :func:`kernel_target_alignment` for the definitions.
+    """
+    x, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
+    spec = make_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0).resolve(x.shape[1])
+    labels = as_labels(y, x)
+    values = np.asarray(compute(labels)[0])
+    classes, counts = np.unique(values, return_counts=True)
+    if len(classes) < 2:
+        raise InputError(f"Alignment needs at least 2 classes in y; got {len(classes)}.")
+    onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,
+                               chunks=(labels.chunks[0], (len(classes),)))  # fmt: skip
+    cross, fro, rows = _one_pass(x, onehot, spec)
+    n = x.shape[0]
+    return {
+        "alignment": float((2.0 * np.trace(cross) - cross.sum()) / (n * np.sqrt(fro))),
+        "centered_alignment": _centered(cross, fro, rows, counts.astype(np.float64), n),
+    }
+
+
 def kernel_target_alignment(
     X: Any,
     y: Any,
@@ -145,20 +177,16 @@ def kernel_target_alignment(
     >>> round(kernel_target_alignment(X, y, "rbf", gamma=1.0), 3)
     0.707
     """
-    x, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
-    spec = make_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0).resolve(x.shape[1])
-    labels = as_labels(y, x)
-    values = np.asarray(compute(labels)[0])
-    classes, counts = np.unique(values, return_counts=True)
-    if len(classes) < 2:
-        raise InputError(f"Alignment needs at least 2 classes in y; got {len(classes)}.")
-    onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,
-                               chunks=(labels.chunks[0], (len(classes),)))  # fmt: skip
-    cross, fro, rows = _one_pass(x, onehot, spec)
-    n = x.shape[0]
-    if not centered:
-        return float((2.0 * np.trace(cross) - cross.sum()) / (n * np.sqrt(fro)))
-    return _centered(cross, fro, rows, counts.astype(np.float64), n)
+    scores = alignment_scores(
+        X, y, kernel, gamma=gamma, degree=degree, coef0=coef0, chunk_size=chunk_size
+    )
+    score = scores["centered_alignment" if centered else "alignment"]
+    if np.isnan(score):
+        raise InputError(
+            "The centred kernel matrix is zero (constant data or kernel), so the centred "
+            "alignment is undefined; use centered=False or check the data."
+        )
+    return score
 
 
 def _centered(cross: np.ndarray, fro: float, rows: np.ndarray, counts: np.ndarray, n: int) -> float:
@@ -169,6 +197,4 @@ def _centered(cross: np.ndarray, fro: float, rows: np.ndarray, counts: np.ndarra
     kc_norm2 = fro - 2.0 * rows @ rows / n + total**2 / n**2
     o_gram = np.diag(counts) - n * np.outer(p, p)
     denom = np.sqrt(max(kc_norm2, 0.0)) * 2.0 * np.linalg.norm(o_gram)
-    if denom == 0:
-        raise InputError("The centred kernel matrix is zero (constant data); alignment undefined.")
-    return float(2.0 * np.trace(tilde) / denom)
+    return float(2.0 * np.trace(tilde) / denom) if denom > 0 else float("nan")

@@ -46,7 +46,7 @@ __all__ = [
 
 CONFIG_VERSION = 1
 SOURCES = ("digits", "npz", "moons")
-METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "kernel_svm_reference")
+METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference")
 
 
 def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:

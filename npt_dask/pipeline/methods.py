@@ -130,7 +130,15 @@ def _kpca(params: dict, train: Any, test: Any, split: Split, model: NPTModel) ->
     return metrics, {}
 
 
+def _alignment(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    """Kernel-target alignment of the model's kernel on the training rows (one pass)."""
+    from npt_dask.methods import alignment_scores
+
+    return alignment_scores(model.x_train, _labels(train), model.kernel), {}
+
+
 STAGES = {
+    "alignment": _alignment,
     "ksvm": _ksvm,
     "kernel_svm_reference": _reference,
     "kfd": _kfd,
@@ -148,6 +156,7 @@ PARAMS = {
         "random_state",
     },
     "kpca": {"show"},
+    "alignment": set(),
 }  # fmt: skip
 
 
