@@ -178,7 +178,9 @@ def test_kernel_svm_pipeline_equals_kernel_svc(data, kernel, params, C):
         pipe.decision_function(z), ref, rtol=0, atol=1e-5 * np.abs(ref).max()
     )  # same truncation argument as above
     np.testing.assert_array_equal(pipe.predict(z), ksvm.predict(z))
-    assert pipe.named_steps["npt"].n_components_ == len(x) - 1 or kernel != "rbf"
+    # n_components=None: the effective rank, eigenvalues above 1e-10 lambda_1 (own eigh)
+    lam = scipy.linalg.eigvalsh(centered_gram(_gram(x, x, kernel, params)))
+    assert pipe.named_steps["npt"].n_components_ == np.sum(lam > RTOL_EIG * lam[-1])
 
 
 # ------------------------------------------------------- Lemma 6, Corollary 7
@@ -244,9 +246,23 @@ def test_coordinates_of_several_directions_at_once(moons_model):
         model.coordinates_of(alpha[:-1])
 
 
+def test_coordinates_of_in_the_uncentred_model():
+    """Uncentred (002): <y_i, y(z)> = kappa(x_i, z), so beta^T y(z) = alpha^T kappa(z)."""
+    x, _ = _iris_unique()
+    z = x[::7] + 0.05
+    model = npt.fit(x, "rbf", gamma=0.5, center=False)
+    alpha = np.random.default_rng(5).normal(size=len(x))
+    got = model.transform(z) @ model.coordinates_of(alpha)
+    ref = _gram(z, x, "rbf", {"gamma": 0.5}) @ alpha
+    # same bound as the centred case with kappa(z, z) = 1 (observed ~1e-13)
+    lam1 = scipy.linalg.eigvalsh(_gram(x, x, "rbf", {"gamma": 0.5}))[-1]
+    bound = np.sqrt(RTOL_EIG * lam1) * np.linalg.norm(alpha) + 1e-9
+    assert np.all(np.abs(got - ref) <= bound)
+
+
 def test_project_onto_is_parallel_to_beta_with_the_kernel_trick_length(moons_model):
     """Corollary 7: gamma = beta beta^T y / beta^T beta; length w^T phi~(z) / ||w||."""
-    model, x, y, z, kc, kz, kzz = moons_model
+    model, x, y, z, kc, kz, _ = moons_model
     svc = SVC(kernel="rbf", gamma=1.0, C=1.0, tol=1e-10).fit(x, y)
     alpha = _scattered_dual(svc, len(x))[0]
     beta = model.coordinates_of(alpha)
@@ -357,7 +373,7 @@ def test_fisher_dask_irregular_chunks_equals_numpy(wine_split):
     np.testing.assert_allclose(fd.scalings_, ref.scalings_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(fd.means_, ref.means_, atol=1e-12)
     yz = model.transform(z)
-    out = fd.transform(da.from_array(yz, chunks=((20, 38),) + ((12,),)))
+    out = fd.transform(da.from_array(yz, chunks=((20, 38), (12,))))
     assert isinstance(out, da.Array)
     np.testing.assert_allclose(out.compute(), ref.transform(yz), atol=1e-10)
     np.testing.assert_array_equal(
@@ -623,9 +639,7 @@ ALIGN_KERNELS = [
 def test_alignment_matches_dense(kernel, params, centered):
     x, labels = load_iris(return_X_y=True)  # n = 150, chunk_size 37 -> 5 row blocks
     k = _gram(x, x, kernel, params)
-    multi = kernel_target_alignment(
-        x, labels, kernel, centered=centered, chunk_size=37, **params
-    )
+    multi = kernel_target_alignment(x, labels, kernel, centered=centered, chunk_size=37, **params)
     np.testing.assert_allclose(multi, _dense_alignment(k, labels, centered), rtol=1e-10)
     binary = np.where(labels == 2, 1, -1)
     got = kernel_target_alignment(x, binary, kernel, centered=centered, chunk_size=37, **params)
