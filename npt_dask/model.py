@@ -343,14 +343,11 @@ class NPTModel:
         return save(self, path)
 
     def __repr__(self) -> str:
-        lam = self.eigenvalues
-        d = self.diagnostics
-        spectrum = (
-            f"lambda_1={lam[0]:.4g}, lambda_r={lam[-1]:.4g}" if lam.size else "empty spectrum"
-        )
-        return (
-            f"NPTModel(kernel={self.kernel.to_dict()}, n={self.n_samples}, d={self.n_features}, "
-            f"r={self.n_components}, center={self.center}, {spectrum}, solver={d.solver!r}, "
-            f"passes={d.passes}, max_residual={float(np.max(d.residuals, initial=0)):.2g}, "
-            f"converged={d.converged})"
-        )
+        from npt_dask._display import model_text
+
+        return model_text(self)
+
+    def _repr_html_(self) -> str:
+        from npt_dask._display import model_html
+
+        return model_html(self)
