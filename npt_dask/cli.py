@@ -135,7 +135,7 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
         data, args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0,
         n_components=args.n_components, center=not args.no_center, solver=args.solver,
         tol=args.tol, chunk_size=args.chunk_size, precision=args.precision,
-        random_state=args.seed,
+        random_state=args.seed, progress=not args.quiet,
     )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from npt_dask.gram import (
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.planning import basis_columns, cache_budget, choose_block_size, default_block_size
+from npt_dask.progress import FitProgress
 
 __all__ = ["DENSE_MAX_SAMPLES", "FitOptions", "default_memory_budget", "fit"]
 
@@ -68,6 +69,7 @@ class FitOptions:
     max_passes: int
     on_negative: str
     random_state: Any
+    progress: bool = False
 
 
 def _check_int(name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
@@ -122,6 +124,7 @@ def validate_options(**kw: Any) -> FitOptions:
         max_passes=_check_int("max_passes", kw["max_passes"], 1),
         on_negative=_check_choice("on_negative", kw["on_negative"], ("warn", "raise")),
         random_state=kw["random_state"],
+        progress=bool(kw.get("progress", False)),
     )
 
 
@@ -231,6 +234,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
     start = rng.standard_normal((n, b))
     if opts.center:
         start = center_columns(start)
+    report = FitProgress(r, opts.tol, enabled=opts.progress)
     try:
         result = block_krylov_eigh(
             op.matmat,
@@ -242,9 +246,11 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
             max_basis=min(n, columns),
             start=start,
             random_state=rng,
+            callback=report,
         )
         m = op.row_means if opts.center else np.zeros(n)
     finally:
+        report.close()
         op.release()
     return result, m, (float(m.mean()) if opts.center else 0.0), op
 
@@ -281,6 +287,7 @@ def fit(
     max_passes: int = 50,
     on_negative: Literal["warn", "raise"] = "warn",
     random_state: int | np.random.Generator | None = None,
+    progress: bool = False,
 ) -> NPTModel:
     """Fit the Nonlinear Projection Trick: top eigenpairs of the kernel matrix.
 
@@ -338,6 +345,9 @@ def fit(
         negative part is always excluded, never silently.
     random_state : int or Generator, optional
         Seed of the Krylov start block.
+    progress : bool, default False
+        Report each Krylov pass on stderr (pass, converged pairs, largest
+        residual), in a terminal or a notebook, under any scheduler.
 
     Returns
     -------
@@ -370,6 +380,7 @@ def fit(
         max_passes=max_passes,
         on_negative=on_negative,
         random_state=random_state,
+        progress=progress,
     )
     x, info = as_row_chunked(
         X, name="X", chunk_size=opts.chunk_size, min_samples=2, dtype=opts.precision

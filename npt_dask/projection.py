@@ -28,8 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +50,7 @@ from npt_dask.errors import InputError, NPTError
 from npt_dask.gram import as_float64_block, scratch_block
 from npt_dask.kernels import KernelSpec
 from npt_dask.model import NPTModel, _finish_block
+from npt_dask.progress import ProgressBar
 
 __all__ = ["ProjectionError", "model_fingerprint", "open_data", "project"]
 
@@ -262,29 +261,7 @@ def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
 # --- progress -------------------------------------------------------------------------
 
 
-class _Bar:
-    """A console progress bar on stderr that works for any scheduler."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.enabled = total, 0, enabled and total > 0
-        self.start = time.perf_counter()
-
-    def step(self) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        frac = self.done / self.total
-        elapsed = time.perf_counter() - self.start
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(
-            f"\rnpt project [{bar:<30}] {self.done}/{self.total} chunks {elapsed:6.1f}s"
-        )
-        if self.done == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-def _run(tasks: list[Any], bar: _Bar) -> None:
+def _run(tasks: list[Any], bar: ProgressBar) -> None:
     client = current_client()
     if client is not None:
         from distributed import as_completed
@@ -381,7 +358,7 @@ def project(
 
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
         tasks = _tasks(model, x, out, _done_chunks(out, model, x))
-        _run(tasks, _Bar(len(tasks), progress))
+        _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
     retry_on_lost_data(attempt)
     return xr.open_zarr(out, consolidated=False).drop_vars(["npt_done", "npt_digest"])

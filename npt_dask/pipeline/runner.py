@@ -61,7 +61,9 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
     return bool(same) and bool(np.array_equal(model.x_train.compute(), x.astype(model.precision)))
 
 
-def fit_or_reuse(cfg: ModelConfig, x: np.ndarray, path: Path) -> tuple[NPTModel, bool]:
+def fit_or_reuse(
+    cfg: ModelConfig, x: np.ndarray, path: Path, progress: bool = False
+) -> tuple[NPTModel, bool]:
     """Load the model at ``path`` if it is this config's fit on these rows, else fit and save."""
     args = _fit_arguments(cfg, x)
     if path.exists():
@@ -69,7 +71,7 @@ def fit_or_reuse(cfg: ModelConfig, x: np.ndarray, path: Path) -> tuple[NPTModel,
             model = load(path)
             if _matches(model, args, x):
                 return model, True
-    model = fit(x, **args)
+    model = fit(x, **args, progress=progress)
     model.save(path)
     return load(path), False  # stream training blocks from the store when projecting
 
@@ -157,7 +159,9 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     clock = _Clock()
     split: Split = clock("load", load_split, config.data)
     with _client(config, client) as active, active.as_current():
-        model, reused = clock("fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr")
+        model, reused = clock(
+            "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress
+        )
         resume = reused and not config.output.overwrite
         proj = {}
         for part, x, y in (("train", split.x_train, split.y_train),
