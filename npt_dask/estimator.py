@@ -219,11 +219,22 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         return self
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:
-        """Fit and return the training coordinates (Theorem 2: equal to ``transform(X)``)."""
+        """Fit and return the training coordinates (Theorem 2: equal to ``transform(X)``).
+
+        No second pass over the kernel: the coordinates are ``sqrt(lambda) U``.
+        Lazy input (dask, chunked DataArray) gets a lazy result, as ``transform``.
+        """
         self.fit(X, y)
-        if _is_lazy(X):
-            return self.model_.train_coordinates()
-        return self.model_.train_coordinates().astype(self.model_.precision, copy=False)
+        model = self.model_
+        coords = model.train_coordinates()
+        if not _is_lazy(X):
+            return coords.astype(model.precision, copy=False)
+        lazy = da.from_array(
+            np.asarray(coords, dtype=model.precision), chunks=(model.x_train.chunks[0], -1)
+        )
+        if isinstance(X, da.Array):
+            return lazy
+        return coords.copy(data=lazy) if X.chunks is not None else coords.astype(model.precision)
 
     def transform(self, X: Any) -> Any:
         """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out."""

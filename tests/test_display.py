@@ -32,7 +32,9 @@ def test_repr_names_kernel_size_spectrum_and_solver(fitted, tmp_path):
     assert f"λ₁ = {model.eigenvalues[0]:.4g}" in text
     assert "dense" in text
     html = model._repr_html_()
-    assert html.startswith("<div>") and "<svg" in html and "rbf(gamma=0.3)" in html
+    assert html.startswith("<div>")
+    assert "<svg" in html
+    assert "rbf(gamma=0.3)" in html
     model.save(tmp_path / "m.zarr")
     assert str(tmp_path / "m.zarr") in repr(npt.load(tmp_path / "m.zarr"))
 
@@ -45,7 +47,8 @@ def test_spectrum_figure(fitted, tmp_path):
     ax, twin = fig.axes
     np.testing.assert_allclose(ax.lines[0].get_ydata(), model.eigenvalues)
     cumulative = twin.lines[0].get_ydata()
-    assert np.all(np.diff(cumulative) > 0) and cumulative[-1] <= 1.0
+    assert np.all(np.diff(cumulative) > 0)
+    assert cumulative[-1] <= 1.0
     fig.savefig(tmp_path / "s.png")
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(InputError, match="no variable 'eigenvalues'"):

@@ -274,7 +274,8 @@ def test_repr_and_diagnostics(digits_model):
     assert "rbf" in text
     assert "r = 6" in text
     assert "krylov" in text
-    assert "converged" in text and "in memory (not saved)" in text
+    assert "converged" in text
+    assert "in memory (not saved)" in text
     d = model.diagnostics.to_dict()
     assert d["passes"] == model.diagnostics.passes
     assert len(d["residuals"]) == 6
