@@ -141,6 +141,35 @@ def _worker_peak(client: Any) -> int:
     return max(client.run(_peak_rss_bytes).values(), default=0)
 
 
+def _project_both(
+    model: NPTModel, split: Split, out: Path, clock: _Clock, *, resume: bool, progress: bool
+) -> dict[str, Any]:
+    """Project the training and test rows (with their labels) into ``out/{train,test}.zarr``."""
+    parts = {"train": (split.x_train, split.y_train), "test": (split.x_test, split.y_test)}
+    done = {}
+    for part, (x, y) in parts.items():
+        store = out / f"{part}.zarr"
+        data = _as_dataarray(x, y)
+        done[part] = clock(
+            f"project_{part}", project, model, data, store, resume=resume, progress=progress
+        )
+    return done
+
+
+def _run_methods(
+    config: PipelineConfig, model: NPTModel, proj: dict, split: Split, clock: _Clock
+) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
+    methods, figures = {}, _model_figures(model, proj["test"], config)
+    for method in config.methods:
+        metrics, figs = run_method(
+            method.name, method.params, proj["train"], proj["test"], split, model
+        )
+        methods[method.key] = metrics
+        clock.seconds[method.key] = metrics["seconds"]
+        figures.update(figs)
+    return methods, figures
+
+
 def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = True) -> dict:
     """Run ``config`` and return its report (also written to ``config.output.dir``).
 
@@ -150,7 +179,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     client : distributed.Client, optional
         Use this client instead of the one ``config.cluster`` describes.
     progress : bool
-        Progress bars for the projections.
+        Progress for the fit's passes and the projections' chunks (stderr).
     """
     for method in config.methods:
         check_params(method.name, method.params)
@@ -163,21 +192,8 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress
         )
         resume = reused and not config.output.overwrite
-        proj = {}
-        for part, x, y in (("train", split.x_train, split.y_train),
-                           ("test", split.x_test, split.y_test)):  # fmt: skip
-            proj[part] = clock(
-                f"project_{part}", project, model, _as_dataarray(x, y), out / f"{part}.zarr",
-                resume=resume, progress=progress,
-            )  # fmt: skip
-        methods, figures = {}, _model_figures(model, proj["test"], config)
-        for method in config.methods:
-            metrics, figs = run_method(
-                method.name, method.params, proj["train"], proj["test"], split, model
-            )
-            methods[method.key] = metrics
-            clock.seconds[method.key] = metrics["seconds"]
-            figures.update(figs)
+        proj = _project_both(model, split, out, clock, resume=resume, progress=progress)
+        methods, figures = _run_methods(config, model, proj, split, clock)
         worker_peak = _worker_peak(active)
         dashboard = getattr(active, "dashboard_link", None)
     written = write_figures(out, figures) if config.output.plots and _has_matplotlib() else []
