@@ -162,9 +162,13 @@ class LoopbackCluster:
         self._wait_for(log, "Registered to:", proc)
         return proc
 
+    def live_workers(self) -> list[subprocess.Popen]:
+        """Worker process groups still running."""
+        return [p for p in self.workers if p.poll() is None]
+
     def kill_worker(self, index: int = 0) -> None:
-        """SIGKILL worker ``index``'s whole process group (nanny and worker: no restart)."""
-        proc = self.workers[index]
+        """SIGKILL live worker ``index``'s process group (nanny and worker: no restart)."""
+        proc = self.live_workers()[index]
         _killpg(proc, signal.SIGKILL)
         proc.wait(timeout=self.timeout)
 
