@@ -78,8 +78,8 @@ def persist_blocks(blocks: Sequence[Any]) -> list[Any]:
 
 def _lost_data(exc: BaseException) -> bool:
     """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel)."""
-    return type(exc).__name__ == "FutureCancelledError" and "lost" in str(
-        getattr(exc, "reason", "")
+    return type(exc).__name__ == "FutureCancelledError" and (
+        getattr(exc, "reason", None) == "lost dependencies"
     )
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups 
 
 FIT = {"kernel": "rbf", "gamma": 0.2, "n_components": 6, "solver": "krylov", "random_state": 0}
 ALLOWED_FAILURES = 1  # scheduler setting: a task may see one worker die under it, not two
+WATCHDOG = 120  # seconds: a test still running then kills its cluster, so it fails, never hangs
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +44,26 @@ def data():
     return rng.normal(size=(1200, 6)), rng.normal(size=(3000, 6))
 
 
+def _loopback(workdir, **kw):
+    return recipe("local/loopback.py").LoopbackCluster(
+        workdir=workdir, timeout=60, idle_timeout="300s", **kw
+    )
+
+
+@contextlib.contextmanager
+def _watchdog(cluster):
+    timer = threading.Timer(WATCHDOG, cluster.close)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    loopback = recipe("local/loopback.py")
     env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)}
-    with loopback.LoopbackCluster(
-        2, workdir=tmp_path_factory.mktemp("loopback"), env=env, timeout=60
-    ) as c:
+    with _loopback(tmp_path_factory.mktemp("loopback"), n_workers=2, env=env) as c:
         yield c
 
 
@@ -54,7 +71,7 @@ def cluster(tmp_path_factory):
 def client(cluster):
     while len(cluster.live_workers()) < 2:  # a previous test killed one
         cluster.add_worker()
-    with npt.connect(scheduler_file=cluster.scheduler_file, timeout=10) as c:
+    with npt.connect(scheduler_file=cluster.scheduler_file, timeout=10) as c, _watchdog(cluster):
         c.wait_for_workers(2, timeout=60)
         yield c
 
@@ -261,3 +278,96 @@ def _chunk_mtimes(store, chunks):
     files = [store / "coordinates" / "c" / str(i) / "0" for i in chunks]
     files += [store / "residual" / "c" / str(i) for i in chunks]
     return {str(f): f.stat().st_mtime_ns for f in files}
+
+
+# --- memory pressure -------------------------------------------------------------------
+
+MEMORY_LIMIT = "300MiB"  # per worker; an idle worker process takes about 62 MiB
+SPILL_ENV = {  # spill managed data past 2% of the limit; pause and terminate stay default
+    "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.02",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__SPILL": "0.60",
+}
+
+
+def _spilled(client):
+    """Bytes the workers have written to their spill directories so far."""
+
+    def written(dask_worker):  # nested: pickled by value (workers cannot import tests/)
+        metrics = dask_worker.data.cumulative_metrics
+        return sum(
+            v for (label, unit), v in metrics.items() if unit == "bytes" and "write" in label
+        )
+
+    return sum(client.run(written).values())
+
+
+@pytest.mark.filterwarnings("ignore:Sending large graph")  # the test's own 12 MiB input
+def test_small_memory_limit_spills_instead_of_dying(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    mix = rng.normal(size=(3, 100)) / 10  # rows on a 3-d subspace: a fast-decaying spectrum
+    x, z = rng.normal(size=(2000, 3)) @ mix, rng.normal(size=(16_000, 3)) @ mix
+    fit = FIT
+    with _local():
+        local = npt.fit(x, chunk_size=400, cache="memory", **fit)
+        npt.project(local, z, tmp_path / "local.zarr", chunk_size=2000, progress=False)
+    spilled = []
+    release = gram.KernelOperator.release
+
+    def record_then_release(op):  # the kept kernel blocks (19 MiB) are still on the workers
+        spilled.append(_spilled(op_client))
+        release(op)
+
+    monkeypatch.setattr(gram.KernelOperator, "release", record_then_release)
+    with (
+        _loopback(tmp_path / "lb", n_workers=2, memory_limit=MEMORY_LIMIT, env=SPILL_ENV) as c,
+        npt.connect(c.address) as op_client,
+        _watchdog(c),
+    ):
+        workers = set(op_client.scheduler_info()["workers"])
+        remote = npt.fit(x, chunk_size=400, cache="memory", **fit)
+        lazy_z = da.from_array(z, chunks=(2000, -1)).persist()  # 12 MiB held on the workers
+        # a task holds a 2000 x 400 kernel block (6 MiB) and its products: chunk_size
+        # bounds the unmanaged memory, which spilling cannot reduce (10,000 rows: killed)
+        npt.project(local, lazy_z, tmp_path / "remote.zarr", chunk_size=2000, progress=False)
+        spilled.append(_spilled(op_client))
+        assert set(op_client.scheduler_info()["workers"]) == workers  # none killed/restarted
+    assert spilled[0] > 5 * 2**20, spilled  # the fit's kept blocks went to disk
+    assert spilled[1] > spilled[0], spilled  # the projection's inputs too
+    np.testing.assert_allclose(remote.eigenvalues, local.eigenvalues, rtol=1e-12)
+    assert tree_digest(tmp_path / "remote.zarr") == tree_digest(tmp_path / "local.zarr")
+
+
+# --- TLS -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    make = recipe("tls/make_certs.py").make_certs
+    root = tmp_path_factory.mktemp("certs")
+    return make(root / "ours"), make(root / "theirs", name="another")
+
+
+def test_tls_cluster_accepts_only_our_certificates(certs, tmp_path, data):
+    ours, theirs = certs
+    x, _ = data
+    good = npt.TLSConfig(ours["ca"], cert=ours["client"], key=ours["client-key"])
+    foreign = npt.TLSConfig(theirs["ca"], cert=theirs["client"], key=theirs["client-key"])
+    mixed = npt.TLSConfig(ours["ca"], cert=theirs["client"], key=theirs["client-key"])
+    with _loopback(tmp_path / "lb", n_workers=1, tls_dir=ours["ca"].parent) as c, _watchdog(c):
+        assert c.address.startswith(f"tls://{LOOPBACK}:")
+        with npt.connect(c.address, tls=good) as client:
+            remote = npt.fit(x[:300], **{**FIT, "solver": "dense"})
+            assert client.scheduler_info()["address"] == c.address
+        with _local():
+            local = npt.fit(x[:300], **{**FIT, "solver": "dense"})
+        np.testing.assert_allclose(remote.eigenvalues, local.eigenvalues, rtol=1e-12)
+        with pytest.raises(npt.InputError, match="TLSConfig"):
+            npt.connect(c.address)  # no certificates at all
+        for tls in (foreign, mixed):  # another authority, or a client cert it did not sign
+            with pytest.raises(npt.ClusterError, match="refused the TLS handshake"):
+                npt.connect(c.address, tls=tls, timeout=5)
+        with pytest.raises(npt.ClusterError, match="No dask scheduler answered"):
+            npt.connect(c.address.replace("tls://", "tcp://"), timeout=5)  # plain TCP
+        assert {ip for ip, _ in listening(c.pids())} == {LOOPBACK}

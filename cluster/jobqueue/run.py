@@ -52,7 +52,9 @@ def _tls(tls_dir: str | None) -> Any:
     from npt_dask.cluster import TLSConfig
 
     certs = Path(tls_dir)
-    return TLSConfig(str(certs / "ca.pem"), str(certs / "client.pem"), str(certs / "client-key.pem"))
+    return TLSConfig(
+        str(certs / "ca.pem"), str(certs / "client.pem"), str(certs / "client-key.pem")
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
