@@ -117,3 +117,36 @@ def test_cli_options_make_the_client(tmp_path):
         cli._client_from_args(_args("--tls-cert", "c.pem")),
     ):
         pass
+
+
+def test_retry_on_lost_data_reruns_only_lost_dependencies():
+    from distributed.client import FutureCancelledError
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise FutureCancelledError("k", "lost dependencies")
+        return 7
+
+    assert _scheduler.retry_on_lost_data(flaky) == 7
+    assert len(calls) == 3
+
+    def cancelled():
+        calls.append(1)
+        raise FutureCancelledError("k", "scheduler-connection-lost")
+
+    calls.clear()
+    with pytest.raises(FutureCancelledError):
+        _scheduler.retry_on_lost_data(cancelled)
+    assert len(calls) == 1  # anything but lost dependencies is not retried
+
+    def always_lost():
+        calls.append(1)
+        raise FutureCancelledError("k", "lost dependencies")
+
+    calls.clear()
+    with pytest.raises(FutureCancelledError):
+        _scheduler.retry_on_lost_data(always_lost, attempts=2)
+    assert len(calls) == 2

@@ -127,14 +127,17 @@ class _local:
         self._cfg.__exit__(*exc)
 
 
-@pytest.mark.parametrize("cache", ["recompute", "memory"])
-def test_worker_killed_mid_fit(cluster, client, data, monkeypatch, cache):
+@pytest.mark.parametrize(
+    ("cache", "broadcast"),
+    [("recompute", True), ("memory", False)],  # without broadcast: blocks lost, pass rerun
+)
+def test_worker_killed_mid_fit(cluster, client, data, monkeypatch, cache, broadcast):
     x, _ = data
     clean = _fit(x, cache=cache)
     shipped = []
 
     def ship_then_kill(blocks):  # pass 3's V blocks reach the workers, then one dies
-        out = gram_ship(blocks)
+        out = gram_ship(blocks) if broadcast else client.scatter(list(blocks), hash=False)
         shipped.append(len(blocks))
         if len(shipped) == 3:
             cluster.kill_worker(0)
@@ -151,6 +154,7 @@ def test_worker_killed_mid_fit(cluster, client, data, monkeypatch, cache):
     np.testing.assert_array_equal(faulted.eigenvalues, clean.eigenvalues)
     np.testing.assert_array_equal(faulted.eigenvectors, clean.eigenvectors)
     assert faulted.diagnostics.passes == clean.diagnostics.passes
+    assert len(shipped) == faulted.diagnostics.passes + (0 if broadcast else 1)  # one rerun
 
 
 def test_worker_killed_mid_projection(cluster, client, data, tmp_path, monkeypatch):
