@@ -62,6 +62,7 @@ def test_unanswered_address_fails_fast_and_clearly():
         ({"tls": "ca.pem"}, npt.InputTypeError, "TLSConfig or a dict"),
         ({"address": "tcp://h:1", "tls": {"ca_file": "a", "cert": "b"}}, npt.InputError, "tls://"),
         ({"scheduler_file": "/nonexistent/s.json"}, npt.ClusterError, "cannot be read"),
+        ({"tls": {"ca_file": "a", "cert": "b"}}, npt.InputError, "existing tls:// scheduler"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):
