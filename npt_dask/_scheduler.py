@@ -49,10 +49,15 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     futures are returned, so task graphs carry only small references, never
     the data. Locally the arrays themselves are returned: tasks of the
     threaded scheduler share them by reference.
+
+    Scattered data have no lineage, so every worker gets a copy
+    (``broadcast``): a worker's death then loses none of them. (The tasks
+    need most blocks on every worker anyway.) If they are lost all the same,
+    :func:`retry_on_lost_data` ships them again.
     """
     client = current_client()
     if client is not None:
-        return client.scatter(list(blocks), hash=False)
+        return client.scatter(list(blocks), hash=False, broadcast=True)
     return list(blocks)
 
 
@@ -73,8 +78,8 @@ def persist_blocks(blocks: Sequence[Any]) -> list[Any]:
 
 def _lost_data(exc: BaseException) -> bool:
     """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel)."""
-    return type(exc).__name__ == "FutureCancelledError" and "lost" in str(
-        getattr(exc, "reason", "")
+    return type(exc).__name__ == "FutureCancelledError" and (
+        getattr(exc, "reason", None) == "lost dependencies"
     )
 
 

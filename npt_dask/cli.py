@@ -88,6 +88,9 @@ def _cluster_options(parser: argparse.ArgumentParser, default: str = "local thre
     group.add_argument("--tls-ca-file", help="CA certificate (PEM) of a tls:// cluster")
     group.add_argument("--tls-cert", help="client certificate (PEM)")
     group.add_argument("--tls-key", help="client private key (PEM)")
+    group.add_argument(
+        "--scheduler-timeout", type=float, default=10.0, help="seconds to wait (default 10)"
+    )
 
 
 @contextlib.contextmanager
@@ -109,7 +112,9 @@ def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
         return
     from npt_dask.cluster import connect
 
-    with connect(address, scheduler_file=scheduler_file, tls=tls) as client:
+    with connect(
+        address, scheduler_file=scheduler_file, tls=tls, timeout=args.scheduler_timeout
+    ) as client:
         yield client
 
 

@@ -245,7 +245,8 @@ def connect(
     scheduler_file : path, optional
         JSON file written by ``dask scheduler --scheduler-file``.
     tls : TLSConfig or dict, optional
-        Certificates for a ``tls://`` scheduler; required for one.
+        Certificates for a ``tls://`` scheduler; required for one. (The
+        embedded cluster takes none: it listens on 127.0.0.1 only.)
     n_workers, threads_per_worker, memory_limit, local_directory : optional
         Layout of the embedded cluster (see Notes); only without ``address``
         and ``scheduler_file``.
@@ -300,7 +301,12 @@ def connect(
         address = _scheduler_from_file(scheduler_file)
     if address is not None:
         return _client_for(_check_address(address, tls), tls, timeout)
-    return _embedded(n_workers, threads_per_worker, memory_limit, local_directory, tls)
+    if tls is not None:
+        raise InputError(
+            "tls applies to an existing tls:// scheduler (give its address); the embedded "
+            "LocalCluster listens on 127.0.0.1 only."
+        )
+    return _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
 
 
 def _embedded(
@@ -308,7 +314,6 @@ def _embedded(
     threads: int | None,
     memory_limit: int | str | None,
     local_directory: Any,
-    tls: TLSConfig | None,
 ) -> Any:
     from distributed import Client
 
@@ -320,9 +325,6 @@ def _embedded(
         memory_limit = limit * workers // n_workers
     spill = Path(local_directory) if local_directory is not None else spill_directory()
     spill.mkdir(parents=True, exist_ok=True)
-    extra: dict[str, Any] = {}
-    if tls is not None:
-        extra = {"protocol": "tls://", "security": tls.security()}
     # Client(**cluster kwargs) owns the LocalCluster: closing the client closes it
     return Client(
         n_workers=n_workers,
@@ -333,5 +335,4 @@ def _embedded(
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0",
         set_as_default=True,
-        **extra,
     )

@@ -250,7 +250,9 @@ def select_eigenpairs(
     if lam1 <= 0.0:
         raise NegativeEigenvalueError(
             f"The kernel matrix has no positive eigenvalue (largest is {lam1:.3g}); "
-            "there is no subspace to project on. Check the kernel and its parameters."
+            "there is no subspace to project on. After centring it is zero when all rows "
+            "are identical (constant data) or the kernel is constant on them; check the "
+            "data and the kernel and its parameters."
         )
     if result.min_eigenvalue < -NEGATIVE_RATIO * lam1:
         msg = (

@@ -298,7 +298,13 @@ class KernelSpec:
                 object.__setattr__(self, param, defaults[param])
                 continue
             minimum = None if param == "coef0" else 0.0
-            object.__setattr__(self, param, _check_real(param, value, minimum=minimum))
+            value = _check_real(param, value, minimum=minimum)
+            if param == "degree" and value == 0.0:
+                raise KernelParameterError(
+                    "The 'degree' parameter must be > 0; got 0, which makes the kernel "
+                    "constant (a zero kernel matrix after centring). Use degree >= 1."
+                )
+            object.__setattr__(self, param, value)
 
     @property
     def is_resolved(self) -> bool:

@@ -46,7 +46,7 @@ from npt_dask._scheduler import (
     retry_on_lost_data,
     ship_blocks,
 )
-from npt_dask.errors import InputError, NPTError
+from npt_dask.errors import InputError, InputTypeError, NPTError
 from npt_dask.gram import as_float64_block, scratch_block
 from npt_dask.kernels import KernelSpec
 from npt_dask.model import NPTModel, _finish_block
@@ -184,7 +184,13 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
     import xarray as xr
     import zarr
 
-    node = zarr.open(str(path), mode="r")
+    try:
+        node = zarr.open(str(path), mode="r")
+    except Exception as exc:  # zarr raises several kinds for "not a zarr store"
+        raise InputError(
+            f"{path} is not a .npy or .npz file, a zarr array or an xarray dataset in zarr "
+            f"({type(exc).__name__}: {exc})."
+        ) from exc
     if isinstance(node, zarr.Array):
         return da.from_zarr(node)
     if var is None:
@@ -238,6 +244,40 @@ def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> No
     import zarr
 
     zarr.open_group(out, mode="r+")["npt_done"][:] = 0
+
+
+def _is_projection_store(path: Path) -> bool:
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "npt_projection" in (meta.get("attributes") or {})
+
+
+def _prepare_output(path: Path, resume: bool) -> None:
+    """Refuse an output path holding anything but a projection; clear one if not resuming."""
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise ProjectionError(f"Cannot write {path}: {parent} is a file, not a directory.")
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise ProjectionError(
+            f"{path} exists and is a file, not a projection store; refusing to overwrite it. "
+            "Choose another output path."
+        )
+    if not any(path.iterdir()):
+        path.rmdir()
+        return
+    if not _is_projection_store(path):
+        raise ProjectionError(
+            f"{path} exists and is not an npt projection store (a model or other data?); "
+            "refusing to overwrite it or write into it. Choose another output path."
+        )
+    if not resume:
+        import shutil
+
+        shutil.rmtree(path)
 
 
 def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
@@ -339,6 +379,15 @@ def project(
             )
     import xarray as xr
 
+    if not isinstance(model, NPTModel):
+        raise InputTypeError(
+            f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
+            f"{type(model).__name__}."
+        )
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+    ):
+        raise InputError(f"chunk_size must be a positive int or None; got {chunk_size!r}.")
     x, info = as_row_chunked(
         open_data(data, key=key, var=var),
         name="data",
@@ -349,10 +398,7 @@ def project(
     if x.shape[1] != model.n_features:
         raise InputError(f"data has {x.shape[1]} features; the model expects {model.n_features}.")
     out = str(out)
-    if os.path.exists(out) and (not resume or not os.listdir(out)):
-        import shutil
-
-        shutil.rmtree(out)
+    _prepare_output(Path(out), resume)
     if not os.path.exists(out):
         _create_store(out, model, x, info)
 

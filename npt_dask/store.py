@@ -185,6 +185,7 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     import zarr
 
     path = Path(path)
+    _check_target(path)
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,15 +201,43 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     return path
 
 
-def _swap_into_place(tmp: Path, path: Path) -> None:
-    if not path.exists():
-        os.replace(tmp, path)
+def _check_target(path: Path) -> None:
+    """Refuse, before any work, a path whose parent is a file or that holds other data."""
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StoreError(f"Cannot save to {path}: {parent} is a file, not a directory.")
+    if path.exists() and not path.is_dir():
+        raise StoreError(
+            f"{path} exists and is a file, not a zarr store; refusing to replace it. "
+            "Choose another path or remove it."
+        )
+    if not path.is_dir() or not any(path.iterdir()):
         return
-    if path.is_dir() and not (path / "zarr.json").exists() and any(path.iterdir()):
+    if not (path / "zarr.json").exists():
         raise StoreError(
             f"{path} exists and is not a zarr store; refusing to replace it. "
             "Choose another path or remove it."
         )
+    if not _is_model_store(path):
+        raise StoreError(
+            f"{path} is a zarr store but not an npt model; refusing to replace it. "
+            "Choose another path or remove it."
+        )
+
+
+def _is_model_store(path: Path) -> bool:
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "npt" in (meta.get("attributes") or {})
+
+
+def _swap_into_place(tmp: Path, path: Path) -> None:
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    _check_target(path)
     old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
     os.replace(path, old)
     try:

@@ -73,6 +73,10 @@ class LoopbackCluster:
         Extra environment of every process (e.g. ``DASK_DISTRIBUTED__...``).
     timeout : float
         Seconds to wait for the scheduler and each worker to come up.
+    idle_timeout : str, optional
+        ``dask scheduler --idle-timeout``: the scheduler (and then its workers)
+        exit after this long without work, should the owner die without
+        cleaning up.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class LoopbackCluster:
         tls_dir: str | os.PathLike | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = 60.0,
+        idle_timeout: str | None = None,
     ) -> None:
         self.n_workers = n_workers
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="npt-loopback-"))
@@ -93,6 +98,7 @@ class LoopbackCluster:
         self.tls_dir = None if tls_dir is None else Path(tls_dir)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.timeout = timeout
+        self.idle_timeout = idle_timeout
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._started = 0
@@ -128,19 +134,31 @@ class LoopbackCluster:
             time.sleep(0.1)
         raise RuntimeError(f"{log.name}: no {text!r} within {self.timeout}s:\n{log.read_text()}")
 
+    def _wait_for_scheduler_file(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                self.address  # noqa: B018  (parses the file)
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.scheduler_file} was not written within {self.timeout}s")
+
     def start(self) -> LoopbackCluster:
         """Start the scheduler, then the workers; return once all are registered."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.scheduler_file.unlink(missing_ok=True)
         protocol = "tls" if self.tls_dir else "tcp"
         log = self.workdir / "scheduler.log"
+        idle = ["--idle-timeout", self.idle_timeout] if self.idle_timeout else []
         self.scheduler = self._spawn(
             ["scheduler", "--host", HOST, "--port", "0", "--protocol", protocol,
              "--no-dashboard", "--dashboard-address", f"{HOST}:0",
-             "--scheduler-file", str(self.scheduler_file), *_tls_args(self.tls_dir, "scheduler")],
+             "--scheduler-file", str(self.scheduler_file), *idle,
+             *_tls_args(self.tls_dir, "scheduler")],
             log,
         )  # fmt: skip
         self._wait_for(log, "Scheduler at:", self.scheduler)
+        self._wait_for_scheduler_file()
         for _ in range(self.n_workers):
             self.add_worker()
         return self
@@ -162,9 +180,13 @@ class LoopbackCluster:
         self._wait_for(log, "Registered to:", proc)
         return proc
 
+    def live_workers(self) -> list[subprocess.Popen]:
+        """Worker process groups still running."""
+        return [p for p in self.workers if p.poll() is None]
+
     def kill_worker(self, index: int = 0) -> None:
-        """SIGKILL worker ``index``'s whole process group (nanny and worker: no restart)."""
-        proc = self.workers[index]
+        """SIGKILL live worker ``index``'s process group (nanny and worker: no restart)."""
+        proc = self.live_workers()[index]
         _killpg(proc, signal.SIGKILL)
         proc.wait(timeout=self.timeout)
 
