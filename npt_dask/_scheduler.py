@@ -77,9 +77,15 @@ def persist_blocks(blocks: Sequence[Any]) -> list[Any]:
 
 
 def _lost_data(exc: BaseException) -> bool:
-    """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel)."""
+    """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel).
+
+    The scheduler cancels the dependents of a lost scattered block with
+    "lost dependencies"; a result further down the same graph (a tree sum)
+    may reach the client first as "already forgotten" (seen on a loaded
+    machine). Both mean the job's own inputs are gone.
+    """
     return type(exc).__name__ == "FutureCancelledError" and (
-        getattr(exc, "reason", None) == "lost dependencies"
+        getattr(exc, "reason", None) in ("lost dependencies", "already forgotten")
     )
 
 

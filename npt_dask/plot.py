@@ -3,7 +3,9 @@
 Each function takes the xarray objects users already hold -- the model's
 ``to_dataset()`` or a projection opened with ``xarray.open_zarr`` -- and
 returns a ``matplotlib.figure.Figure`` built without pyplot, so it works the
-same in a notebook, a script and a headless pipeline (``fig.savefig(path)``).
+same in a script and a headless pipeline (``fig.savefig(path)``) and leaves
+pyplot's global state alone. In Jupyter, run ``%matplotlib inline`` once so a
+figure left as a cell's value (or passed to ``display``) renders as an image.
 Lazy (dask-backed) inputs are reduced before plotting: a scatter draws at
 most ``max_points`` rows, a histogram reads only the residual column.
 """
@@ -48,6 +50,7 @@ def spectrum(model: Any, *, total_variance: float | None = None, title: str | No
         cumulative curve is relative to the kept components only.
     """
     lam = _values(model, "eigenvalues")
+    centred = bool(getattr(model, "attrs", {}).get("center", 1))
     fig = _figure()
     ax = fig.subplots()
     k = np.arange(1, len(lam) + 1)
@@ -56,7 +59,7 @@ def spectrum(model: Any, *, total_variance: float | None = None, title: str | No
     if (~positive).any():
         ax.semilogy(k[~positive], -lam[~positive], "x", color="C3", label="-eigenvalue (< 0)")
     ax.set_xlabel("component")
-    ax.set_ylabel("eigenvalue of the centred kernel matrix")
+    ax.set_ylabel(f"eigenvalue of the {'centred' if centred else 'uncentred'} kernel matrix")
     total = float(total_variance) if total_variance else float(lam.clip(0).sum())
     twin = ax.twinx()
     twin.plot(k, np.cumsum(lam.clip(0)) / total, color="C1", label="cumulative explained")

@@ -18,18 +18,26 @@ __all__ = ["FitProgress", "ProgressBar"]
 
 
 class _Line:
-    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+    def __init__(self, enabled: bool, stream: TextIO | None = None, every: float = 0.5) -> None:
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.start = time.perf_counter()
+        self.every, self._last = every, -float("inf")
 
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def write(self, text: str, *, final: bool = False) -> None:
-        if not self.enabled:
+        """Rewrite the line; at most once per ``every`` seconds unless ``final``.
+
+        The throttle keeps a saved notebook's output short (each write is a
+        stream message there) and costs nothing in a terminal.
+        """
+        now = time.perf_counter()
+        if not self.enabled or (not final and now - self._last < self.every):
             return
+        self._last = now
         self.stream.write(f"\r{text}" + ("\n" if final else ""))
         self.stream.flush()
 
