@@ -162,3 +162,14 @@ def test_npt_run_command_line(tmp_path):
     assert bad.returncode == 2
     assert "Unknown key(s) ['gama'] in [model]" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_staging_never_replaces_a_foreign_directory(tmp_path, client):
+    config = _config(tmp_path)
+    foreign = tmp_path / "out" / "input_train.zarr"
+    foreign.mkdir(parents=True)
+    (foreign / "mine.txt").write_text("user data")
+    with pytest.raises(InputError, match="not rows staged by npt run"):
+        run(config, client=client, progress=False)
+    assert (foreign / "mine.txt").read_text() == "user data"
+    assert not (tmp_path / "out" / "model.zarr").exists()

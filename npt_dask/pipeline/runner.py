@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from npt_dask.errors import InputError
 from npt_dask.fitting import fit
 from npt_dask.kernels import make_kernel
 from npt_dask.model import NPTModel
@@ -62,24 +63,50 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
 
 
 def fit_or_reuse(
-    cfg: ModelConfig, x: np.ndarray, path: Path, progress: bool = False
+    cfg: ModelConfig, x: np.ndarray, path: Path, progress: bool = False, rows: Any = None
 ) -> tuple[NPTModel, bool]:
-    """Load the model at ``path`` if it is this config's fit on these rows, else fit and save."""
+    """Load the model at ``path`` if it is this config's fit on ``x``, else fit and save.
+
+    ``rows`` are the same rows lazily (staged in zarr); the fit reads them
+    chunk by chunk instead of shipping ``x`` inside the task graph.
+    """
     args = _fit_arguments(cfg, x)
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
             if _matches(model, args, x):
                 return model, True
-    model = fit(x, **args, progress=progress)
+    model = fit(x if rows is None else rows, **args, progress=progress)
     model.save(path)
     return load(path), False  # stream training blocks from the store when projecting
 
 
-def _as_dataarray(x: np.ndarray, y: np.ndarray) -> Any:
-    import xarray as xr
+_STAGED = "npt_staged_rows"
 
-    return xr.DataArray(x, dims=("sample", "feature"), coords={"label": ("sample", y)})
+
+def stage_rows(x: np.ndarray, y: np.ndarray, path: Path, rows: int) -> Any:
+    """Write rows and labels to a zarr store once; return them as a lazy DataArray.
+
+    Workers then read the rows chunk by chunk (on a real cluster ``path`` must
+    be on a shared filesystem, as the projection stores are), and a task
+    whose worker dies is recomputed from the store. A directory at ``path``
+    that this function did not write is refused, never replaced.
+    """
+    import xarray as xr
+    import zarr
+
+    if path.exists():
+        try:
+            ours = _STAGED in zarr.open_group(path, mode="r").attrs
+        except Exception:  # not zarr at all
+            ours = False
+        if not ours:
+            raise InputError(f"{path} exists and is not rows staged by npt run; move it away.")
+    ds = xr.Dataset({"x": (("sample", "feature"), x)}, coords={"label": ("sample", y)})
+    ds.attrs[_STAGED] = 1
+    encoding = {"x": {"chunks": (min(rows, len(x)), x.shape[1])}}
+    ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, encoding=encoding)
+    return xr.open_zarr(path, consolidated=False)["x"]
 
 
 @contextlib.contextmanager
@@ -142,18 +169,22 @@ def _worker_peak(client: Any) -> int:
 
 
 def _project_both(
-    model: NPTModel, split: Split, out: Path, clock: _Clock, *, resume: bool, progress: bool
+    model: NPTModel,
+    rows: dict[str, Any],
+    out: Path,
+    clock: _Clock,
+    *,
+    resume: bool,
+    progress: bool,
 ) -> dict[str, Any]:
-    """Project the training and test rows (with their labels) into ``out/{train,test}.zarr``."""
-    parts = {"train": (split.x_train, split.y_train), "test": (split.x_test, split.y_test)}
-    done = {}
-    for part, (x, y) in parts.items():
-        store = out / f"{part}.zarr"
-        data = _as_dataarray(x, y)
-        done[part] = clock(
-            f"project_{part}", project, model, data, store, resume=resume, progress=progress
+    """Project the staged training and test rows into ``out/{train,test}.zarr``."""
+    return {
+        part: clock(
+            f"project_{part}", project, model, data, out / f"{part}.zarr",
+            resume=resume, progress=progress,
         )
-    return done
+        for part, data in rows.items()
+    }  # fmt: skip
 
 
 def _run_methods(
@@ -173,6 +204,9 @@ def _run_methods(
 def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = True) -> dict:
     """Run ``config`` and return its report (also written to ``config.output.dir``).
 
+    The rows are staged once into ``input_{train,test}.zarr`` in the output
+    folder, so workers read them chunk by chunk.
+
     Parameters
     ----------
     config : PipelineConfig
@@ -187,12 +221,19 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
     split: Split = clock("load", load_split, config.data)
+    chunk = config.model.chunk_size
+    rows = {
+        part: clock(f"stage_{part}", stage_rows, x, y, out / f"input_{part}.zarr", chunk)
+        for part, x, y in (("train", split.x_train, split.y_train),
+                           ("test", split.x_test, split.y_test))
+    }  # fmt: skip
     with _client(config, client) as active, active.as_current():
         model, reused = clock(
-            "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress
-        )
+            "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
+            rows["train"],
+        )  # fmt: skip
         resume = reused and not config.output.overwrite
-        proj = _project_both(model, split, out, clock, resume=resume, progress=progress)
+        proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
         methods, figures = _run_methods(config, model, proj, split, clock)
         worker_peak = _worker_peak(active)
         dashboard = getattr(active, "dashboard_link", None)
@@ -208,7 +249,8 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "worker_peak_gib": worker_peak / 2**30,
         },
         "methods": methods,
-        "outputs": {"dir": str(out), "stores": ["model.zarr", "train.zarr", "test.zarr"],
+        "outputs": {"dir": str(out), "stores": ["input_train.zarr", "input_test.zarr",
+                                                "model.zarr", "train.zarr", "test.zarr"],
                     "figures": written},
         "dashboard": dashboard,
     }  # fmt: skip
