@@ -68,20 +68,20 @@ class FitProgress(_Line):
 
     def __init__(self, n_components: int, tol: float, enabled: bool = True) -> None:
         super().__init__(enabled)
-        self.r, self.tol = n_components, tol
+        self.r, self.tol, self.last = n_components, tol, ""
 
     def __call__(self, passes: int, values: np.ndarray, residuals: np.ndarray) -> None:
         """Report after a pass."""
         res = np.asarray(residuals)[: self.r]
         done = int(np.sum(res <= self.tol))
         worst = float(res.max()) if res.size else float("nan")
-        self.write(
+        self.last = (
             f"npt fit: pass {passes:3d}, {done}/{self.r} pairs converged, "
             f"max residual {worst:.1e} (tol {self.tol:.0e}) {self.elapsed:6.1f}s"
         )
+        self.write(self.last)
 
     def close(self) -> None:
-        """End the line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Show the last pass (however recent) and end the line."""
+        if self.last:
+            self.write(self.last, final=True)

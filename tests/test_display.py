@@ -77,3 +77,21 @@ def test_histograms(fitted):
     assert len(fig.axes[0].patches) == 2  # one step outline per label
     counts = plot.histogram_by_label(np.arange(10.0), bins=5).axes[0].patches
     assert [p.get_height() for p in counts] == [2, 2, 2, 2, 2]
+
+
+def test_progress_lines_for_fit_passes_and_projection_chunks(capsys, tmp_path):
+    x = np.random.default_rng(1).normal(size=(600, 4))
+    model = npt.fit(x, "rbf", gamma=0.5, n_components=5, solver="krylov", chunk_size=128,
+                    progress=True)  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith("\rnpt fit: pass")
+    assert err.endswith("\n")
+    assert f"{model.n_components}/{model.n_components} pairs converged" in err
+    npt.project(model, x[:300], tmp_path / "p.zarr", chunk_size=100, progress=True)
+    err = capsys.readouterr().err
+    assert "npt project [" in err
+    assert err.rstrip("\n").endswith("s")
+    assert "3/3 chunks" in err
+    npt.fit(x, "rbf", gamma=0.5, n_components=5, solver="krylov", chunk_size=128)
+    npt.project(model, x[:300], tmp_path / "q.zarr", chunk_size=100, progress=False)
+    assert capsys.readouterr().err == ""
