@@ -38,7 +38,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from npt_dask._inputs import InputInfo, as_row_chunked
+from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
 from npt_dask._scheduler import (
     blas_threads_for_tasks,
     current_client,
@@ -397,6 +397,8 @@ def project(
     x = x.rechunk({0: chunk_size or model.chunk_size})
     if x.shape[1] != model.n_features:
         raise InputError(f"data has {x.shape[1]} features; the model expects {model.n_features}.")
+    if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
+        check_finite_eagerly(x, "data")
     out = str(out)
     _prepare_output(Path(out), resume)
     if not os.path.exists(out):

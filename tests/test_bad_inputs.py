@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -114,6 +115,12 @@ CASES = [
     # --- npt.project --------------------------------------------------------------------
     Bad("project-features", lambda e: _project(e, e.z[:, :3]), npt.InputError, "expects 4"),
     Bad("project-nan", lambda e: _project(e, _nan(e.z)), npt.InputError, "NaN"),
+    Bad(
+        "project-nan-lazy",  # checked in one read pass before the store is created
+        lambda e: _project(e, da.from_array(_nan(e.z), chunks=(7, -1))),
+        npt.InputError,
+        "NaN or infinity",
+    ),
     Bad("project-object", lambda e: _project(e, e.z.astype(object)), TypeError, "astype(float)"),
     Bad(
         "project-into-model",
