@@ -32,7 +32,8 @@ def summary_text(report: Mapping[str, Any]) -> str:
         f"npt-dask pipeline {report['name']!r}",
         f"data: {data['description']}, {data['n_train']} train / {data['n_test']} test rows, "
         f"d = {data['n_features']}, {len(data['classes'])} classes",
-        f"model: {model['kernel']}, r = {model['n_components']}, solver {model['solver']}, "
+        f"model: {_kernel(model['kernel'])}, r = {model['n_components']}, "
+        f"solver {model['solver']}, "
         f"{model['passes']} passes, residual {model['max_residual']:.1e}"
         + (" (reused from the store)" if model["reused"] else ""),
         "stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()),
@@ -40,14 +41,22 @@ def summary_text(report: Mapping[str, Any]) -> str:
         f"largest worker {report['memory']['worker_peak_gib']:.2f} GiB",
     ]
     for name, metrics in report["methods"].items():
-        shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+        shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str | list)}
         lines.append(f"{name}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items()))
     lines.append(f"outputs in {report['outputs']['dir']}")
     return "\n".join(lines) + "\n"
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, list):
+        more = ", ..." if len(value) > 3 else ""
+        return "[" + ", ".join(_fmt(v) for v in value[:3]) + more + "]"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _kernel(spec: Mapping[str, Any]) -> str:
+    params = ", ".join(f"{k}={_fmt(v)}" for k, v in spec.items() if k != "name")
+    return f"{spec['name']}({params})"
 
 
 def write_report(out: Path, report: Mapping[str, Any]) -> None:
