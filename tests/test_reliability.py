@@ -162,14 +162,14 @@ def test_worker_killed_mid_projection(cluster, client, data, tmp_path, monkeypat
     with _local():
         model = _fit(x)
         _project(model, z, tmp_path / "clean.zarr")
-    step = projection._Bar.step
+    step = projection.ProgressBar.step
 
     def step_then_kill(bar):  # 3 of 20 chunks written, the others in flight or queued
         step(bar)
         if bar.done == 3 and len(cluster.live_workers()) == 2:
             cluster.kill_worker(0)
 
-    monkeypatch.setattr(projection._Bar, "step", step_then_kill)
+    monkeypatch.setattr(projection.ProgressBar, "step", step_then_kill)
     _project(model, z, tmp_path / "faulted.zarr")
     assert len(cluster.live_workers()) == 1
     assert tree_digest(tmp_path / "faulted.zarr") == tree_digest(tmp_path / "clean.zarr")
@@ -206,8 +206,8 @@ def test_task_killing_every_worker_ends_in_killed_worker(cluster, client, data, 
     with pytest.raises(KilledWorker, match="kill_my_worker"):
         run()
     assert time.perf_counter() - start < 90  # two deaths (allowed-failures = 1), no hang
-    if job == "project":
-        assert zarr.open_group(str(tmp_path / "p.zarr"))["npt_done"][1] == 0
+    if job == "project":  # lazy input is read once (NaN/inf check) before the store exists
+        assert not (tmp_path / "p.zarr").exists()
     client.wait_for_workers(2, timeout=60)  # the nannies restarted the workers
 
 
@@ -217,14 +217,14 @@ _KILL_SELF = textwrap.dedent(
     from npt_dask import projection
     from npt_dask.cli import main
 
-    step = projection._Bar.step
+    step = projection.ProgressBar.step
 
     def step_then_die(bar):
         step(bar)
         if bar.done == int(os.environ["NPT_TEST_DIE_AFTER"]):
             os.killpg(os.getpgid(0), signal.SIGKILL)  # the whole client process group
 
-    projection._Bar.step = step_then_die
+    projection.ProgressBar.step = step_then_die
     if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     """
