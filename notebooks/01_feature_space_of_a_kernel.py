@@ -53,7 +53,7 @@ from threadpoolctl import threadpool_limits
 
 import npt_dask as npt
 from npt_dask import plot
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.datasets import data_path, first_per_class, load_npz
 from npt_dask.methods import (
     FisherDiscriminant,
     alignment_scores,
@@ -82,12 +82,8 @@ PER_DIGIT = 500
 pixels, digits = load_npz(data_path("mnist.npz", DATA_DIR), scale=255.0)
 
 
-def first_per_digit(lo: int, hi: int) -> np.ndarray:
-    rows = np.arange(lo, hi)
-    return np.concatenate([rows[digits[lo:hi] == d][:PER_DIGIT] for d in DIGITS])
-
-
-train_rows, test_rows = first_per_digit(0, 60_000), first_per_digit(60_000, 70_000)
+train_rows = first_per_class(digits[:60_000], DIGITS, PER_DIGIT)
+test_rows = 60_000 + first_per_class(digits[60_000:], DIGITS, PER_DIGIT)
 x_train, y_train = pixels[train_rows], digits[train_rows]
 x_test, y_test = pixels[test_rows], digits[test_rows]
 print(f"training {x_train.shape}, test {x_test.shape}, digits {np.unique(y_test)}")

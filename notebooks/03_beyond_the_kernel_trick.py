@@ -44,7 +44,7 @@ from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 from sklearn.svm import SVC
 
 import npt_dask as npt
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.datasets import data_path, first_per_class, load_npz
 from npt_dask.methods import PCAL1
 
 # the repository root: the first folder upwards from here holding pyproject.toml
@@ -68,12 +68,8 @@ DIGITS, PER_DIGIT = (3, 8), 200
 pixels, digits = load_npz(data_path("mnist.npz", DATA_DIR), scale=255.0)
 
 
-def first_per_digit(lo: int, hi: int) -> np.ndarray:
-    rows = np.arange(lo, hi)
-    return np.concatenate([rows[digits[lo:hi] == d][:PER_DIGIT] for d in DIGITS])
-
-
-train_rows, test_rows = first_per_digit(0, 60_000), first_per_digit(60_000, 70_000)
+train_rows = first_per_class(digits[:60_000], DIGITS, PER_DIGIT)
+test_rows = 60_000 + first_per_class(digits[60_000:], DIGITS, PER_DIGIT)
 x_train, y_train = pixels[train_rows], digits[train_rows]
 x_test, y_test = pixels[test_rows], digits[test_rows]
 dist2 = euclidean_distances(x_train, squared=True)

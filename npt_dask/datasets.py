@@ -15,7 +15,7 @@ import numpy as np
 
 from npt_dask.errors import InputError
 
-__all__ = ["DATA_DIR_ENV", "data_path", "load_npz"]
+__all__ = ["DATA_DIR_ENV", "data_path", "first_per_class", "load_npz"]
 
 DATA_DIR_ENV = "NPT_DATA_DIR"
 
@@ -65,3 +65,19 @@ def load_npz(
     if scale is not None:
         x /= scale
     return x, y
+
+
+def first_per_class(
+    labels: np.ndarray, classes: tuple | list | None = None, per_class: int | None = None
+) -> np.ndarray:
+    """Indices (ascending) of the first ``per_class`` rows of each class in ``classes``.
+
+    ``classes=None`` keeps every class, ``per_class=None`` every row of them.
+
+    >>> first_per_class(np.array([2, 4, 2, 7, 2, 4]), classes=(2, 4), per_class=2)
+    array([0, 1, 2, 5])
+    """
+    labels = np.asarray(labels)
+    keep = np.unique(labels) if classes is None else np.asarray(classes)
+    rows = [np.flatnonzero(labels == c)[:per_class] for c in keep]
+    return np.sort(np.concatenate(rows)) if rows else np.zeros(0, dtype=np.intp)

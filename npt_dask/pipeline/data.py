@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.datasets import data_path, first_per_class, load_npz
 from npt_dask.errors import InputError
 from npt_dask.pipeline.config import DataConfig
 
@@ -49,14 +49,8 @@ def _stratified(x: np.ndarray, y: np.ndarray, cfg: DataConfig) -> Split:
 
 
 def _keep(x: np.ndarray, y: np.ndarray, classes: tuple[int, ...] | None, per_class: int | None):
-    if classes is not None:
-        mask = np.isin(y, classes)
-        x, y = x[mask], y[mask]
-    if per_class is not None:
-        rows = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y)])
-        rows.sort()
-        x, y = x[rows], y[rows]
-    return x, y
+    rows = first_per_class(y, classes, per_class)
+    return x[rows], y[rows]
 
 
 def _npz(cfg: DataConfig) -> Split:
