@@ -154,7 +154,11 @@ def test_worker_killed_mid_fit(cluster, client, data, monkeypatch, cache, broadc
     np.testing.assert_array_equal(faulted.eigenvalues, clean.eigenvalues)
     np.testing.assert_array_equal(faulted.eigenvectors, clean.eigenvectors)
     assert faulted.diagnostics.passes == clean.diagnostics.passes
-    assert len(shipped) == faulted.diagnostics.passes + (0 if broadcast else 1)  # one rerun
+    reruns = len(shipped) - faulted.diagnostics.passes
+    # without broadcast the lost blocks force exactly one rerun; with it the scheduler
+    # usually recovers alone, but a cancellation racing the worker's death may still
+    # cost one rerun (seen once in CI) -- the numbers are identical either way
+    assert reruns == 1 if not broadcast else reruns in (0, 1)
 
 
 def test_worker_killed_mid_projection(cluster, client, data, tmp_path, monkeypatch):
