@@ -175,9 +175,9 @@ def _block_products(
     A float32 block is converted panel by panel, never copied whole.
     """
     rows = block.shape[0]
-    out_i = np.empty((rows, v_j.shape[1] if not diagonal else v_i.shape[1]))
-    out_j = None if diagonal else np.zeros((v_i.shape[1], block.shape[1]))
     right = v_i if diagonal else v_j
+    out_i = np.empty((rows, right.shape[1]))
+    out_j = None if diagonal else np.zeros((v_i.shape[1], block.shape[1]))
     for start in range(0, rows, _PANEL_ROWS):
         stop = min(start + _PANEL_ROWS, rows)
         panel = _panel(block, start, stop)

@@ -134,6 +134,8 @@ def test_moons_pipeline_end_to_end_and_resume(tmp_path, client):
     changed = run(_config(tmp_path, model={"gamma": 1.0}), client=client, progress=False)
     assert not changed["model"]["reused"]
     assert changed["model"]["kernel"]["gamma"] == 1.0
+    other_rows = _config(tmp_path, model={"gamma": 1.0}, data={"seed": 1})
+    assert not run(other_rows, client=client, progress=False)["model"]["reused"]
 
 
 def test_npt_run_command_line(tmp_path):

@@ -55,14 +55,14 @@ def _pair_terms(
     return cross + cross.T, np.array(2.0 * fro), b.sum(axis=1), b.sum(axis=0)
 
 
-def _add_pairs(parts: list[tuple], n_rows: list[int], offsets: list[int], n: int) -> tuple:
+def _add_pairs(parts: list[tuple], starts_i: list[int], starts_j: list[int], n: int) -> tuple:
+    """Sum a group of pair terms; row sums go to the rows of block i and block j."""
     cross = sum(p[0] for p in parts)
     fro = sum(p[1] for p in parts)
     rows = np.zeros(n)
-    for part, (ri, rj) in zip(parts, zip(n_rows, offsets, strict=True), strict=True):
-        rows[ri : ri + len(part[2])] += part[2]
-        if len(part[3]):
-            rows[rj : rj + len(part[3])] += part[3]
+    for part, si, sj in zip(parts, starts_i, starts_j, strict=True):
+        rows[si : si + len(part[2])] += part[2]
+        rows[sj : sj + len(part[3])] += part[3]  # empty on the diagonal
     return cross, fro, rows
 
 

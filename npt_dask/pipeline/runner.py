@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import dask.array as da
 import numpy as np
 
+from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 from npt_dask.fitting import fit
 from npt_dask.kernels import make_kernel
@@ -59,7 +61,11 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
         and model.center == args["center"]
         and model.x_train.shape == x.shape
     )
-    return bool(same) and bool(np.array_equal(model.x_train.compute(), x.astype(model.precision)))
+    if not same:
+        return False
+    stored = model.x_train  # compared chunk by chunk: the stored rows are never gathered
+    given = da.from_array(x, chunks=stored.chunks).astype(model.precision)
+    return bool(compute((stored == given).all())[0])
 
 
 def fit_or_reuse(
