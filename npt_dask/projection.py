@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,6 +281,23 @@ def _prepare_output(path: Path, resume: bool) -> None:
         shutil.rmtree(path)
 
 
+_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
+
+
+def _remove_partial_writes(path: Path) -> int:
+    """Delete the temporary files of chunk writes a killed writer left behind.
+
+    zarr's local store writes each chunk to ``<key>.<uuid>.partial`` and renames
+    it into place, so an interrupted write never shows as a chunk; the
+    temporary file, though, stays. Their chunks are not flagged done and are
+    written again, so the files are garbage. Returns how many were removed.
+    """
+    stale = [p for p in path.rglob("*.partial") if _PARTIAL.search(p.name)]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return len(stale)
+
+
 def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
     import zarr
 
@@ -403,6 +421,9 @@ def project(
     _prepare_output(Path(out), resume)
     if not os.path.exists(out):
         _create_store(out, model, x, info)
+    else:  # resuming: refuse a store of another projection, then drop torn writes
+        _done_chunks(out, model, x)
+        _remove_partial_writes(Path(out))
 
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
         tasks = _tasks(model, x, out, _done_chunks(out, model, x))

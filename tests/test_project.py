@@ -78,6 +78,22 @@ def test_resume_projects_only_missing_chunks_and_is_byte_identical(fitted, tmp_p
     assert _tree_digest(part) == _tree_digest(full)
 
 
+def test_resume_removes_torn_chunk_writes(fitted, tmp_path):
+    """A writer killed mid-write leaves zarr's ``<key>.<uuid>.partial``; resume drops it."""
+    model, z = fitted
+    project(model, z, tmp_path / "full.zarr", chunk_size=100, progress=False)
+    part = tmp_path / "part.zarr"
+    project(model, z, part, chunk_size=100, progress=False)
+    zarr.open_group(str(part), mode="r+")["npt_done"][7] = 0  # chunk 7 was being written
+    chunk = part / "coordinates" / "c" / "7" / "0"
+    torn = chunk.with_suffix(f".{'ab' * 16}.partial")
+    torn.write_bytes(chunk.read_bytes()[:10])
+    chunk.unlink()
+    project(model, z, part, chunk_size=100, progress=False)
+    assert not torn.exists()
+    assert _tree_digest(part) == _tree_digest(tmp_path / "full.zarr")
+
+
 def test_refuses_other_model_or_input(fitted, tmp_path):
     model, z = fitted
     out = tmp_path / "p.zarr"
