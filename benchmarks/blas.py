@@ -1,0 +1,83 @@
+"""What this machine's BLAS gives the products a Krylov pass is made of.
+
+A pass over kept kernel blocks multiplies each ``c x c`` block by two skinny
+``c x b`` panels (``_block_products``). Its speed is set by how well BLAS
+runs such skinny products, not by the square-product rate the other
+benchmarks quote. This script measures, in one process:
+
+* the square ``4096^3`` product on one thread and on all threads;
+* ``B @ V`` and ``V^T @ B`` for a 4096 x 4096 block and widths b;
+* the fused ``_block_products`` (both products in one sweep over B);
+* a streaming read of the same block (``B.sum()``), the memory-bound floor.
+
+Every rate is also printed as a fraction of the one-thread square rate, so
+figures from different machines compare.
+
+    python benchmarks/blas.py [--widths 20 40 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SIZE = 4096
+
+
+def _best(func, repeat: int = 3) -> float:
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(widths: list[int]) -> dict:
+    from threadpoolctl import threadpool_limits
+
+    from npt_dask.gram import _block_products
+
+    rng = np.random.default_rng(0)
+    block = rng.random((SIZE, SIZE))
+    square = 2.0 * SIZE**3
+    report: dict = {"block": SIZE, "all_threads_square_gflops": None, "widths": {}}
+    report["all_threads_square_gflops"] = round(square / _best(lambda: block @ block) / 1e9, 1)
+    with threadpool_limits(1):
+        one = square / _best(lambda: block @ block) / 1e9
+        report["one_thread_square_gflops"] = round(one, 1)
+        read = _best(lambda: block.sum())
+        report["stream_read_gb_per_s"] = round(block.nbytes / read / 1e9, 1)
+        for b in widths:
+            v_i, v_j = rng.random((SIZE, b)), rng.random((SIZE, b))
+            flops = 2.0 * SIZE * SIZE * b
+            rates = {
+                "B@V": flops / _best(lambda v_j=v_j: block @ v_j),
+                "VT@B": flops / _best(lambda v_i=v_i: v_i.T @ block),
+                "fused_pair": 2 * flops
+                / _best(lambda v_i=v_i, v_j=v_j: _block_products(block, v_i, v_j, False)),
+            }
+            report["widths"][b] = {
+                name: {"gflops": round(r / 1e9, 1), "of_square": round(r / 1e9 / one, 3)}
+                for name, r in rates.items()
+            }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--widths", type=int, nargs="+", default=[20, 40, 60, 100, 160])
+    args = parser.parse_args()
+    report = {"date": time.strftime("%Y-%m-%d"), **measure(args.widths)}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
