@@ -61,7 +61,8 @@ def measure(widths: list[int]) -> dict:
             rates = {
                 "B@V": flops / _best(lambda v_j=v_j: block @ v_j),
                 "VT@B": flops / _best(lambda v_i=v_i: v_i.T @ block),
-                "fused_pair": 2 * flops
+                "fused_pair": 2
+                * flops
                 / _best(lambda v_i=v_i, v_j=v_j: _block_products(block, v_i, v_j, False)),
             }
             report["widths"][b] = {
