@@ -168,11 +168,13 @@ def _block_products(
     """``B V_j`` (and, off the diagonal, ``B^T V_i``) in one sweep over B.
 
     The block is read a panel of rows at a time and each panel serves both
-    products while it is still in cache: with the narrow Krylov blocks a
-    kept-block pass is bound by memory traffic, not flops, so reading B once
-    instead of twice is what counts (measured 15-27% on 4096^2 blocks, two
-    tasks at once). ``(V_i^T P)`` reads the panel row-major, like ``P V_j``.
-    A float32 block is converted panel by panel, never copied whole.
+    products while it is still in cache, so B leaves memory once per pass,
+    not twice (measured 15-27% faster on 4096^2 blocks, two tasks at once).
+    The narrow products themselves run at 45-72% of BLAS's square-product
+    rate for b = 20-160 (``benchmarks/blas.py``): that, not memory traffic,
+    bounds a kept-block pass. ``(V_i^T P)`` reads the panel row-major, like
+    ``P V_j``. A float32 block is converted panel by panel, never copied
+    whole.
     """
     rows = block.shape[0]
     right = v_i if diagonal else v_j
