@@ -11,7 +11,6 @@ This module only connects; it computes nothing.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -120,15 +119,15 @@ def default_layout(cores: int | None = None, memory: int | None = None) -> tuple
     >>> default_layout(cores=32, memory=256 * 2**30)[:2]
     (8, 4)
     """
+    import dask.system
     import distributed.system
+    from distributed.deploy.utils import nprocesses_nthreads
 
-    cores = cores or os.cpu_count() or 1
+    cores = cores or dask.system.CPU_COUNT  # honours affinity and cgroup limits
     memory = memory or distributed.system.MEMORY_LIMIT  # honours cgroup limits
-    n_workers = cores if cores <= 4 else math.isqrt(cores - 1) + 1
-    while cores % n_workers:
-        n_workers += 1
+    n_workers, threads = nprocesses_nthreads(cores)  # LocalCluster's own layout
     per_worker = int(memory * WORKERS_MEMORY_SHARE) // n_workers
-    return n_workers, cores // n_workers, per_worker
+    return n_workers, threads, per_worker
 
 
 def spill_directory() -> Path:
@@ -315,11 +314,14 @@ def _embedded(
     memory_limit: int | str | None,
     local_directory: Any,
 ) -> Any:
+    from dask.system import CPU_COUNT
     from distributed import Client
 
     workers, per, limit = default_layout()
+    if n_workers is None and threads is not None:  # as LocalCluster: fill the cores
+        n_workers = max(1, CPU_COUNT // threads)
     if n_workers is not None and threads is None:
-        per = max(1, (os.cpu_count() or 1) // n_workers)
+        per = max(1, CPU_COUNT // n_workers)
     n_workers = n_workers or workers
     if memory_limit is None:
         memory_limit = limit * workers // n_workers

@@ -38,6 +38,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.array.core import normalize_chunks
 
 from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
 from npt_dask._scheduler import (
@@ -170,7 +171,7 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
     if not path.exists():
         raise InputError(f"{path} does not exist.")
     if path.suffix == ".npy":
-        return da.from_array(np.load(path, mmap_mode="r", allow_pickle=False))
+        return _open_npy(path)
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             name = key or "x"
@@ -179,6 +180,30 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
             x = data[name]
         return x.reshape(len(x), -1)
     return _open_zarr_data(path, var)
+
+
+class _NpyRows:
+    """A ``.npy`` file as an array-like that reads only the rows a chunk asks for.
+
+    ``da.from_array`` keeps this small object (path, shape, dtype) in the
+    graph, never the data: each task maps the file and copies its slice, so
+    on a cluster the workers read the file themselves (it must be on a
+    shared filesystem) and nothing of it passes through the scheduler.
+    """
+
+    def __init__(self, path: Path) -> None:
+        header = np.load(path, mmap_mode="r", allow_pickle=False)
+        self.path = str(path)
+        self.shape, self.dtype, self.ndim = header.shape, header.dtype, header.ndim
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        return np.array(np.load(self.path, mmap_mode="r", allow_pickle=False)[index])
+
+
+def _open_npy(path: Path) -> da.Array:
+    rows = _NpyRows(path)
+    chunks = normalize_chunks(("auto",) + (-1,) * (rows.ndim - 1), rows.shape, dtype=rows.dtype)
+    return da.from_array(rows, chunks=chunks, asarray=False)
 
 
 def _open_zarr_data(path: Path, var: str | None) -> Any:

@@ -10,7 +10,8 @@ from types import ModuleType
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
+
 LOOPBACK = "127.0.0.1"
 
 

@@ -8,6 +8,8 @@ under test.
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -483,6 +485,23 @@ def test_pcal1_dispersion_never_decreases(seed):
         assert np.all(steps >= -1e-10 * history[-1]), steps
     assert pca.n_iter_.shape == (3,)
     np.testing.assert_allclose(pca.dispersion_, [h[-1] for h in pca.dispersion_history_])
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_pcal1_a_row_at_the_mean_does_not_stall_it(center):
+    """A row that is zero after centring projects to zero on every direction;
+    it must not count as a zero projection (step 4b would nudge forever)."""
+    a = np.random.default_rng(5).integers(-9, 10, size=(20, 4)).astype(float)
+    shift = 3.0 if center else 0.0
+    data = np.vstack([a, -a]) + shift  # integers: the mean is exactly ``shift``
+    with_zero = np.vstack([data, np.full((1, 4), shift)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", npt.ConvergenceWarning)
+        plain = PCAL1(n_components=2, center=center, random_state=0, max_iter=50).fit(data)
+        zero = PCAL1(n_components=2, center=center, random_state=0, max_iter=50).fit(with_zero)
+    assert np.all(zero.n_iter_ < 50)
+    np.testing.assert_array_equal(zero.n_iter_, plain.n_iter_)
+    np.testing.assert_allclose(zero.components_, plain.components_, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

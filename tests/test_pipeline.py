@@ -12,8 +12,8 @@ from distributed import Client, LocalCluster
 from npt_dask.errors import InputError
 from npt_dask.pipeline import PipelineConfig, load_config, run
 from npt_dask.pipeline.config import MethodConfig
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "pipelines").glob("*.toml"))
 
 MOONS = {

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import dask
 import numpy as np
 import pytest
@@ -14,6 +11,7 @@ import zarr
 import npt_dask as npt
 from npt_dask import projection as project_module
 from npt_dask.projection import ProjectionError, project
+from tests._clusters import tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +22,6 @@ def fitted():
         x, "rbf", gamma=0.4, n_components=6, solver="krylov", chunk_size=100, random_state=0
     )
     return model, rng.normal(size=(1000, 5))
-
-
-def _tree_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(f.relative_to(path)).encode())
-        digest.update(f.read_bytes())
-    return digest.hexdigest()
 
 
 def test_chunked_projection_equals_in_memory_transform(fitted, tmp_path):
@@ -75,7 +65,7 @@ def test_resume_projects_only_missing_chunks_and_is_byte_identical(fitted, tmp_p
     again = {c[1] for c in calls if isinstance(c, tuple)}
     assert again == set(range(10)) - done_before
     assert 6 in again
-    assert _tree_digest(part) == _tree_digest(full)
+    assert tree_digest(part) == tree_digest(full)
 
 
 def test_resume_removes_torn_chunk_writes(fitted, tmp_path):
@@ -91,7 +81,7 @@ def test_resume_removes_torn_chunk_writes(fitted, tmp_path):
     chunk.unlink()
     project(model, z, part, chunk_size=100, progress=False)
     assert not torn.exists()
-    assert _tree_digest(part) == _tree_digest(tmp_path / "full.zarr")
+    assert tree_digest(part) == tree_digest(tmp_path / "full.zarr")
 
 
 def test_refuses_other_model_or_input(fitted, tmp_path):
@@ -136,6 +126,18 @@ def test_paths_as_input(fitted, tmp_path):
     np.testing.assert_array_equal(a["coordinates"].values, b["coordinates"].values)
     with pytest.raises(npt.InputError, match="no array 'x'"):
         project(model, tmp_path / "z.npz", tmp_path / "c.zarr", progress=False)
+
+
+def test_npy_input_is_read_by_the_tasks_not_shipped_in_the_graph(tmp_path):
+    """A ``.npy`` path opens as chunks that map the file: the graph holds no rows."""
+    import cloudpickle
+
+    z = np.random.default_rng(3).normal(size=(20_000, 50))  # 8 MB
+    np.save(tmp_path / "z.npy", z)
+    x = project_module.open_data(tmp_path / "z.npy")
+    assert len(cloudpickle.dumps(dict(x.__dask_graph__()))) < 10_000
+    np.testing.assert_array_equal(x.compute(), z)
+    np.testing.assert_array_equal(x.rechunk((3_000, 50))[5:17_000:3].compute(), z[5:17_000:3])
 
 
 def test_progress_bar(fitted, tmp_path, capsys):

@@ -114,10 +114,10 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def fit(self, Y: Any, y: Any) -> FisherDiscriminant:
         """Accumulate the scatters in one pass and solve the r x r eigenproblem."""
+        if not float(self.reg) >= 0:  # before any data are read
+            raise InputError(f"reg must be >= 0; got {self.reg!r}.")
         s = class_scatter(Y, y, chunk_size=self.chunk_size)
         k = self._n_directions(len(s["classes"]), s["within"].shape[0])
-        if not float(self.reg) >= 0:
-            raise InputError(f"reg must be >= 0; got {self.reg!r}.")
         r = s["within"].shape[0]
         self.ridge_ = float(self.reg) * max(np.trace(s["within"]), np.finfo(float).tiny) / r
         values, vectors = scipy.linalg.eigh(s["between"], s["within"] + self.ridge_ * np.eye(r))

@@ -31,7 +31,7 @@ from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
 
-__all__ = ["ChunkedLinearSVM", "kernel_svm"]
+__all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
 
 
 def kernel_svm(
@@ -68,14 +68,23 @@ def kernel_svm(
     """
     from npt_dask.estimator import NonlinearProjection
 
-    params = dict(svm_params or {})
-    if solver == "svc":
-        svm = SVC(kernel="linear", C=C, **params)
-    elif solver == "liblinear":
-        svm = LinearSVC(C=C, loss="hinge", dual=True, **{"max_iter": 10000, **params})
-    else:
-        raise InputError(f"solver must be 'svc' or 'liblinear'; got {solver!r}.")
+    svm = linear_svm(solver, C, **dict(svm_params or {}))
     return Pipeline([("npt", NonlinearProjection(**npt_params)), ("svm", svm)])
+
+
+def linear_svm(solver: str, C: float, **params: Any) -> Any:
+    """The in-memory linear SVM for NPT coordinates: the kernel SVM's own objective.
+
+    ``"svc"`` is libsvm's ``SVC(kernel="linear")`` (same dual, same bias as
+    the kernel SVC); ``"liblinear"`` is ``LinearSVC`` with the hinge loss
+    solved in the dual (scikit-learn's default squared hinge is another
+    objective), faster for large n.
+    """
+    if solver == "svc":
+        return SVC(kernel="linear", C=C, **params)
+    if solver == "liblinear":
+        return LinearSVC(C=C, loss="hinge", dual=True, **{"max_iter": 10000, **params})
+    raise InputError(f"solver must be 'svc' or 'liblinear'; got {solver!r}.")
 
 
 class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):

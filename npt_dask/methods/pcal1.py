@@ -53,7 +53,10 @@ def _polarity_step(
     x = _deflated(block, mean, basis)
     s = x @ w
     p = np.where(s < 0, -1.0, 1.0)
-    zeros = np.abs(s) <= _ZERO * np.maximum(np.linalg.norm(x, axis=1), np.finfo(float).tiny)
+    norm = np.linalg.norm(x, axis=1)
+    # a row that is itself zero (at the mean, or removed by deflation) projects to
+    # zero on every direction: no nudge can move it, so it is not a zero projection
+    zeros = (np.abs(s) <= _ZERO * norm) & (norm > 0)
     return (x.T @ p, np.array(np.abs(s).sum()), np.array(float(zeros.sum())))
 
 
@@ -214,7 +217,8 @@ class PCAL1(TransformerMixin, BaseEstimator):
             flipped, dispersion, zeros = chunk_sums(_polarity_step, [data], w, self.mean_, basis)
             history.append(float(dispersion))
             new = _unit(flipped - basis @ (basis.T @ flipped), rng, basis)
-            if np.allclose(new, w, rtol=0.0, atol=1e-14) and not zeros:
+            same = np.allclose(new, w, rtol=0.0, atol=1e-14)
+            if same and not zeros:
                 break  # step 4c: the polarities no longer change
             if it == self.max_iter:
                 warnings.warn(
@@ -224,7 +228,7 @@ class PCAL1(TransformerMixin, BaseEstimator):
                     stacklevel=4,
                 )
                 break
-            if np.allclose(new, w, rtol=0.0, atol=1e-14):  # step 4b: nudge off zero projections
+            if same:  # step 4b: nudge off zero projections
                 new = _unit(w + self.perturbation * rng.standard_normal(w.shape), rng, basis)
             w = new
         return w, np.array(history), it

@@ -59,9 +59,7 @@ def _npz(cfg: DataConfig) -> Split:
     path = Path(cfg.path)
     if not path.is_absolute() and not path.is_file():
         path = data_path(cfg.path, cfg.data_dir)
-    x, y = load_npz(path)
-    if cfg.scale is not None:
-        x /= cfg.scale
+    x, y = load_npz(path, scale=cfg.scale)
     if cfg.shift:
         x -= cfg.shift
     if cfg.train is None or cfg.test is None:

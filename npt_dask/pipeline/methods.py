@@ -32,9 +32,8 @@ def _accuracy(pred: Any, truth: np.ndarray) -> float:
 
 
 def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
-    from sklearn.svm import SVC, LinearSVC
-
     from npt_dask.methods import ChunkedLinearSVM
+    from npt_dask.methods.ksvm import linear_svm
 
     solver = params.pop("solver", "chunked")
     c = float(params.pop("C", 1.0))
@@ -43,11 +42,7 @@ def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) ->
         svm = ChunkedLinearSVM(C=c, random_state=0, **params).fit(train["coordinates"], y_tr)
         pred = svm.predict(test["coordinates"]).values
     elif solver in ("svc", "liblinear"):  # reads the coordinates into memory (n x r)
-        svm = (
-            SVC(kernel="linear", C=c, **params)
-            if solver == "svc"
-            else LinearSVC(C=c, **{"max_iter": 5000, **params})
-        )
+        svm = linear_svm(solver, c, **params)
         svm.fit(np.asarray(train["coordinates"].values), y_tr)
         pred = svm.predict(np.asarray(test["coordinates"].values))
     else:

@@ -51,7 +51,7 @@ def _fit_arguments(cfg: ModelConfig, x: np.ndarray) -> dict[str, Any]:
     return args
 
 
-def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
+def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray, rows: Any) -> bool:
     spec = make_kernel(
         args["kernel"], gamma=args["gamma"], degree=args["degree"], coef0=args["coef0"]
     ).resolve(x.shape[1])
@@ -63,8 +63,11 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray) -> bool:
     )
     if not same:
         return False
-    stored = model.x_train  # compared chunk by chunk: the stored rows are never gathered
-    given = da.from_array(x, chunks=stored.chunks).astype(model.precision)
+    # compared chunk by chunk, both sides read from zarr: neither is gathered or
+    # shipped inside the graph (``x`` itself only when no staged ``rows`` exist)
+    stored = model.x_train
+    given = da.from_array(x) if rows is None else getattr(rows, "data", rows)
+    given = given.rechunk(stored.chunks).astype(model.precision)
     return bool(compute((stored == given).all())[0])
 
 
@@ -80,7 +83,7 @@ def fit_or_reuse(
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
-            if _matches(model, args, x):
+            if _matches(model, args, x, rows):
                 return model, True
     model = fit(x if rows is None else rows, **args, progress=progress)
     model.save(path)
