@@ -24,6 +24,7 @@ __all__ = [
     "persist_blocks",
     "retry_on_lost_data",
     "ship_blocks",
+    "task_threads",
 ]
 
 LOST_DATA_ATTEMPTS = 4
@@ -40,6 +41,27 @@ def current_client() -> Any | None:
     if owner is not None and type(owner).__name__ == "Client":
         return owner
     return None
+
+
+def task_threads() -> int:
+    """How many tasks run at once: the cluster's worker threads, else the local pool's."""
+    client = current_client()
+    if client is not None:
+        info = (
+            client.scheduler_info(n_workers=-1)
+            if _takes_n_workers(client)
+            else (client.scheduler_info())
+        )
+        return max(1, sum(int(w.get("nthreads", 1)) for w in info["workers"].values()))
+    from dask.system import CPU_COUNT
+
+    return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
+
+
+def _takes_n_workers(client: Any) -> bool:
+    import inspect
+
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
 def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:

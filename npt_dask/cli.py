@@ -37,19 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="fit a model to DATA and save it to --out")
     fit.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
     fit.add_argument("--out", required=True, help="path of the model store to write (zarr)")
-    fit.add_argument(
-        "--kernel", default="rbf", help="rbf, laplacian, polynomial, sigmoid, linear or cosine"
-    )
-    fit.add_argument("--gamma", type=float, help="kernel gamma (default 1 / n_features)")
-    fit.add_argument("--degree", type=float, help="polynomial degree (default 3)")
-    fit.add_argument("--coef0", type=float, help="polynomial/sigmoid offset (default 1)")
-    fit.add_argument("--n-components", type=int, required=True, help="dimension r")
-    fit.add_argument("--no-center", action="store_true", help="uncentred explicit map")
-    fit.add_argument("--solver", default="auto", choices=["auto", "dense", "krylov"])
-    fit.add_argument("--tol", type=float, help="relative eigen-residual (default 1e-8)")
-    fit.add_argument("--chunk-size", type=int, default=4096, help="rows per kernel block")
-    fit.add_argument("--precision", choices=["float32", "float64"])
-    fit.add_argument("--seed", type=int, default=0, help="random_state of the solver")
+    _fit_options(fit)
     _data_options(fit)
     _cluster_options(fit)
 
@@ -73,6 +61,31 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress output")
     _cluster_options(run, default="the config's [cluster]")
     return parser
+
+
+_CLI_OWN = {"progress"}  # the command line's --quiet
+_REQUIRED = {"n_components"}  # a full-rank dense fit of a large file is never what one wants
+
+
+def _fit_options(parser: argparse.ArgumentParser) -> None:
+    """One option per fit parameter, from the parameter table (names, defaults, help)."""
+    from npt_dask.params import PARAMS
+
+    for param in PARAMS:
+        if param.name in _CLI_OWN:
+            continue
+        if param.default is True:
+            parser.add_argument(
+                f"--no-{param.name.replace('_', '-')}", dest=param.name, action="store_false",
+                help=f"do not {param.help}",
+            )  # fmt: skip
+            continue
+        extra = {"dest": param.name, "type": param.parse, "help": param.help}
+        names = [param.flag] + (["--seed"] if param.name == "random_state" else [])
+        if param.name in _REQUIRED:
+            parser.add_argument(*names, required=True, **extra)
+        else:
+            parser.add_argument(*names, default=param.default, **extra)
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -136,12 +149,11 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
-    return npt.fit(
-        data, args.kernel, gamma=args.gamma, degree=args.degree, coef0=args.coef0,
-        n_components=args.n_components, center=not args.no_center, solver=args.solver,
-        tol=args.tol, chunk_size=args.chunk_size, precision=args.precision,
-        random_state=args.seed, progress=not args.quiet,
-    )  # fmt: skip
+    from npt_dask.fitting import fit_params
+    from npt_dask.params import PARAMS, FitParams
+
+    values = {p.name: getattr(args, p.name) for p in PARAMS if p.name not in _CLI_OWN}
+    return fit_params(data, FitParams(**values, progress=not args.quiet))
 
 
 def _project(args: argparse.Namespace) -> dict[str, Any]:

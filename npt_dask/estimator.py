@@ -9,7 +9,6 @@ or DataArray goes to the out-of-core fit unchanged and comes back lazy.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import dask.array as da
@@ -17,51 +16,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask.errors import InputError, InputTypeError
-from npt_dask.fitting import fit
-from npt_dask.kernels import KERNELS
-from npt_dask.methods.kpca import explained_variance, explained_variance_ratio
-from npt_dask.model import NPTModel
+from npt_dask.errors import InputError
+from npt_dask.fitting import fit_params
+from npt_dask.params import FitParams, fit_defaults
 
 __all__ = ["NonlinearProjection"]
 
-_KERNELS = (*sorted(KERNELS), "poly")
+_D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
 
 
 def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
-
-
-def _fail(name: str, expected: str, value: Any, error: type = InputError) -> None:
-    raise error(
-        f"The '{name}' parameter of NonlinearProjection must be {expected}. Got {value!r} instead."
-    )
-
-
-def _real(name: str, value: Any, *, low: float, inclusive: bool, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    interval = f"{'[' if inclusive else '('}{low}, inf)"
-    expected = f"a float in the range {interval}" + (" or None" if allow_none else "")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        _fail(name, expected, value, InputTypeError)
-    if not np.isfinite(value) or value < low or (value == low and not inclusive):
-        _fail(name, expected, value)
-
-
-def _integer(name: str, value: Any, *, low: int, allow_none: bool) -> None:
-    if value is None and allow_none:
-        return
-    expected = f"an int in the range [{low}, inf)" + (" or None" if allow_none else "")
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        _fail(name, expected, value, InputTypeError)
-    if value < low:
-        _fail(name, expected, value)
-
-
-def _choice(name: str, value: Any, options: tuple[Any, ...]) -> None:
-    if value not in options:
-        _fail(name, f"a str among {set(options)}", value)
 
 
 class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -74,12 +39,13 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     Parameters
     ----------
     kernel : {"rbf", "laplacian", "polynomial", "poly", "sigmoid", "linear", "cosine"}
-    gamma : float, optional
-        Kernel coefficient (rbf, laplacian, polynomial, sigmoid); default ``1 / n_features``.
-    degree : float, default 3
-        Polynomial degree.
-    coef0 : float, default 1
-        Independent term of the polynomial and sigmoid kernels.
+    gamma : float, "scale" or None
+        Kernel coefficient (rbf, laplacian, polynomial, sigmoid); ``"scale"`` is
+        ``1 / (n_features * X.var())`` (scikit-learn's SVC), ``None`` ``1 / n_features``.
+    degree : float, optional
+        Polynomial degree (None: 3).
+    coef0 : float, optional
+        Independent term of the polynomial and sigmoid kernels (None: 1).
     n_components : int, optional
         Dimension r. ``None`` keeps the full effective rank (dense solver).
     center : bool, default True
@@ -104,6 +70,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     ----------
     model_ : NPTModel
         The fitted model (save it with ``model_.save(path)``).
+    gamma_ : float or None
+        The kernel coefficient used (``"scale"`` and ``None`` resolved from the data).
     eigenvalues_ : ndarray of shape (n_components_,)
         Eigenvalues of the centred kernel matrix, largest first (as
         ``KernelPCA.eigenvalues_``).
@@ -136,21 +104,21 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def __init__(
         self,
-        kernel: str = "rbf",
+        kernel: str = _D["kernel"],
         *,
-        gamma: float | None = None,
-        degree: float = 3,
-        coef0: float = 1,
-        n_components: int | None = None,
-        center: bool = True,
-        solver: str = "auto",
-        tol: float | None = None,
-        rtol: float | None = None,
-        chunk_size: int = 4096,
-        cache: str = "auto",
-        memory_budget: int | None = None,
-        precision: str | None = None,
-        random_state: int | np.random.Generator | None = None,
+        gamma: float | str | None = _D["gamma"],
+        degree: float | None = _D["degree"],
+        coef0: float | None = _D["coef0"],
+        n_components: int | None = _D["n_components"],
+        center: bool = _D["center"],
+        solver: str = _D["solver"],
+        tol: float | None = _D["tol"],
+        rtol: float | None = _D["rtol"],
+        chunk_size: int | None = _D["chunk_size"],
+        cache: str = _D["cache"],
+        memory_budget: int | None = _D["memory_budget"],
+        precision: str | None = _D["precision"],
+        random_state: int | np.random.Generator | None = _D["random_state"],
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -167,55 +135,30 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.precision = precision
         self.random_state = random_state
 
-    def _validate_params(self) -> None:
-        _choice("kernel", self.kernel, _KERNELS)
-        _real("gamma", self.gamma, low=0.0, inclusive=False, allow_none=True)
-        _real("degree", self.degree, low=1.0, inclusive=True, allow_none=False)
-        _real("coef0", self.coef0, low=-np.inf, inclusive=True, allow_none=False)
-        _integer("n_components", self.n_components, low=1, allow_none=True)
-        _choice("center", self.center, (True, False))
-        _choice("solver", self.solver, ("auto", "dense", "krylov"))
-        _real("tol", self.tol, low=0.0, inclusive=False, allow_none=True)
-        _real("rtol", self.rtol, low=0.0, inclusive=True, allow_none=True)
-        _integer("chunk_size", self.chunk_size, low=1, allow_none=False)
-        _choice("cache", self.cache, ("auto", "recompute", "memory"))
-        _integer("memory_budget", self.memory_budget, low=1, allow_none=True)
-        _choice("precision", self.precision, (None, "float32", "float64"))
+    def _fit_params(self) -> FitParams:
+        """The parameters, validated by the one table :mod:`npt_dask.params` (as npt.fit).
 
-    def _fit_model(self, X: Any) -> NPTModel:
-        return fit(
-            X,
-            self.kernel,
-            gamma=self.gamma,
-            degree=self.degree,
-            coef0=self.coef0,
-            n_components=self.n_components,
-            center=self.center,
-            solver=self.solver,
-            tol=self.tol,
-            rtol=self.rtol,
-            chunk_size=self.chunk_size,
-            cache=self.cache,
-            memory_budget=self.memory_budget,
-            precision=self.precision,
-            random_state=self.random_state,
-        )
+        The solver's finer options (``block_size``, ``max_basis``, ``max_passes``,
+        ``on_negative``) keep the table's defaults here; :func:`npt_dask.fit` takes them.
+        """
+        return FitParams(**self.get_params(deep=False))
 
     def fit(self, X: Any, y: Any = None) -> NonlinearProjection:
         """Fit the model on ``X`` (n_samples, n_features); ``y`` is ignored."""
-        self._validate_params()
+        params = self._fit_params()
         if _is_lazy(X):
             self.n_features_in_ = int(X.shape[1])
             self.__dict__.pop("feature_names_in_", None)
         else:
             X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
-        model = self._fit_model(X)
+        model = fit_params(X, params)
         self.model_ = model
+        self.gamma_ = model.kernel.gamma
         self.eigenvalues_ = model.eigenvalues
         self.eigenvectors_ = model.eigenvectors
         self.n_components_ = model.n_components
-        self.explained_variance_ = explained_variance(model)
-        self.explained_variance_ratio_ = explained_variance_ratio(model)
+        self.explained_variance_ = model.explained_variance()
+        self.explained_variance_ratio_ = model.explained_variance_ratio()
         return self
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:

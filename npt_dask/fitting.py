@@ -6,260 +6,98 @@ No I/O and no logging happen here.
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
-from npt_dask._scheduler import current_client
-from npt_dask.eigen import (
-    EigenResult,
-    block_krylov_eigh,
-    dense_eigh,
-    select_eigenpairs,
-)
-from npt_dask.errors import ConvergenceWarning, InputError, InputTypeError
-from npt_dask.gram import (
-    CacheMode,
-    KernelOperator,
-    center_columns,
-    drop_zero_features,
-    kernel_matrix,
-)
+from npt_dask._scheduler import current_client, task_threads
+from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
+from npt_dask.errors import ConvergenceWarning
+from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics
-from npt_dask.planning import basis_columns, cache_budget, choose_block_size, default_block_size
+from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
+from npt_dask.planning import FitPlan, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
 
-__all__ = ["DENSE_MAX_SAMPLES", "FitOptions", "default_memory_budget", "fit"]
+__all__ = ["fit", "fit_params", "plan_for"]
 
-DENSE_MAX_SAMPLES = 2000
-"""``solver="auto"`` uses the dense solver up to this many training rows."""
-
-Solver = Literal["auto", "dense", "krylov"]
+_D = fit_defaults()  # the signature's defaults come from the one parameter table
 
 
-def default_memory_budget() -> int:
-    """A sixth of this machine's physical memory, in bytes."""
-    import psutil
-
-    return int(psutil.virtual_memory().total // 6)
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """Validated, resolved solver options."""
-
-    n_components: int | None
-    center: bool
-    solver: str
-    tol: float
-    rtol: float | None
-    chunk_size: int | None
-    cache: CacheMode
-    memory_budget: int
-    precision: np.dtype | None
-    block_size: int | None
-    max_basis: int | None
-    max_passes: int
-    on_negative: str
-    random_state: Any
-    progress: bool = False
-
-
-def _check_int(name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputTypeError(f"The '{name}' parameter must be an int; got {value!r}.")
-    if value < minimum:
-        raise InputError(f"The '{name}' parameter must be >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise InputError(f"The '{name}' parameter must be one of {choices}; got {value!r}.")
-    return value
-
-
-def _check_fraction(name: str, value: Any, *, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputTypeError(f"The '{name}' parameter must be a real number; got {value!r}.")
-    if not low <= float(value) < high:
-        raise InputError(f"The '{name}' parameter must be in [{low}, {high}); got {value!r}.")
-    return float(value)
-
-
-def _precision(value: Any) -> np.dtype | None:
-    if value is None:
-        return None
-    dtype = np.dtype(value)
-    if dtype not in (np.float32, np.float64):
-        raise InputError(f"precision must be 'float32', 'float64' or None; got {value!r}.")
-    return dtype
-
-
-def validate_options(**kw: Any) -> FitOptions:
-    """Check every fit parameter before any data is touched."""
-    tol = 1e-8 if kw["tol"] is None else kw["tol"]
-    return FitOptions(
-        n_components=_check_int("n_components", kw["n_components"], 1, allow_none=True),
-        center=bool(kw["center"]),
-        solver=_check_choice("solver", kw["solver"], ("auto", "dense", "krylov")),
-        tol=_check_fraction("tol", tol, low=1e-15, high=1.0),
-        rtol=None if kw["rtol"] is None else _check_fraction("rtol", kw["rtol"], low=0.0, high=1.0),
-        chunk_size=_check_int("chunk_size", kw["chunk_size"], 1, allow_none=True),
-        cache=_check_choice("cache", kw["cache"], ("auto", "recompute", "memory")),
-        memory_budget=_check_int("memory_budget", kw["memory_budget"], 1, allow_none=True)
-        or default_memory_budget(),
-        precision=_precision(kw["precision"]),
-        block_size=_check_int("block_size", kw["block_size"], 1, allow_none=True),
-        max_basis=_check_int("max_basis", kw["max_basis"], 2, allow_none=True),
-        max_passes=_check_int("max_passes", kw["max_passes"], 1),
-        on_negative=_check_choice("on_negative", kw["on_negative"], ("warn", "raise")),
-        random_state=kw["random_state"],
-        progress=bool(kw.get("progress", False)),
+def plan_for(x: da.Array, params: FitParams) -> FitPlan:
+    """The :class:`~npt_dask.planning.FitPlan` of fitting the row-chunked ``x`` with ``params``."""
+    return plan_fit(
+        n=int(x.shape[0]),
+        d=int(x.shape[1]),
+        n_components=params.n_components,
+        row_chunks=x.chunks[0],
+        itemsize=x.dtype.itemsize,
+        center=params.center,
+        solver=params.solver,
+        cache=params.cache,
+        memory_budget=params.memory_budget or default_memory_budget(),
+        block_size=params.block_size,
+        max_basis=params.max_basis,
+        threads=task_threads(),
     )
 
 
-def choose_solver(n: int, opts: FitOptions) -> str:
-    """``"dense"`` or ``"krylov"``, checking what each can do for this n."""
-    r = opts.n_components
-    max_r = n - 1 if opts.center else n
-    if r is not None and r > max_r:
-        raise InputError(
-            f"n_components={r} is larger than possible: a {'centred ' if opts.center else ''}"
-            f"kernel matrix of {n} samples has rank at most {max_r}."
-        )
-    solver = opts.solver
-    if solver == "auto":
-        solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES else "krylov"
-    if solver == "krylov" and r is None:
-        raise InputError(
-            "n_components=None (the full effective rank) needs solver='dense'; "
-            "give n_components for the Krylov solver."
-        )
-    if solver == "krylov":
-        _check_krylov_memory(n, opts)
-    need = 4 * n * n * 8
-    if solver == "dense" and need > opts.memory_budget:
-        raise InputError(
-            f"solver='dense' needs about {need / 2**30:.1f} GiB for n={n} (the n x n kernel "
-            f"matrix and its eigendecomposition), above memory_budget="
-            f"{opts.memory_budget / 2**30:.1f} GiB. Use solver='krylov' with n_components."
-        )
-    return solver
-
-
-def _planned_width(n: int, opts: FitOptions) -> int:
-    """Block width for the up-front memory check: the user's, else the default."""
-    return min(n, opts.block_size or default_block_size(opts.n_components))
-
-
-def _planned_columns(n: int, opts: FitOptions) -> int:
-    if opts.max_basis is not None:
-        return min(n, opts.max_basis)
-    return basis_columns(n, opts.n_components, _planned_width(n, opts), opts.memory_budget)
-
-
-def _check_krylov_memory(n: int, opts: FitOptions) -> None:
-    b = _planned_width(n, opts)
-    least = opts.n_components + 2 * b
-    columns = _planned_columns(n, opts)
-    need = 2 * 8 * n * columns
-    if columns < min(n, least) or need > opts.memory_budget:
-        raise InputError(
-            f"The Krylov basis for n={n} needs {columns} columns ({need / 2**30:.2f} GiB for Q "
-            f"and K Q), which memory_budget={opts.memory_budget / 2**30:.2f} GiB or "
-            f"max_basis={opts.max_basis} does not allow (at least n_components + 2 * "
-            f"block_size = {least} "
-            "columns). Raise memory_budget or lower n_components / block_size."
-        )
-
-
-def _solve_dense(x: da.Array, kernel: KernelSpec, opts: FitOptions):
+def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
     gram = kernel_matrix(x, x, kernel).compute().astype(np.float64, copy=False)
-    m = gram.mean(axis=1) if opts.center else np.zeros(gram.shape[0])
+    m = gram.mean(axis=1) if params.center else np.zeros(gram.shape[0])
     g = float(m.mean())
-    if opts.center:
+    if params.center:
         gram -= m[:, None]
         gram -= m[None, :]
         gram += g
     gram += gram.T  # symmetrise in place: (G + G^T) / 2
     gram *= 0.5
-    return dense_eigh(gram, opts.n_components), m, g, None
+    return dense_eigh(gram, params.n_components), m, g
 
 
-def _plan_operator(x: da.Array, xs: da.Array, kernel: KernelSpec, opts: FitOptions):
-    """Block width, basis width and operator, planned together within the budget.
-
-    The cache share depends on the block width (the driver's arrays scale
-    with it) and the best width on the cache share, so every candidate width
-    is costed with its own plan.
-    """
-    n, r = int(x.shape[0]), opts.n_components
-    chunk = int(max(x.chunks[0]))
-
-    def plan(b: int):
-        columns = min(
-            n, max(opts.max_basis or basis_columns(n, r, b, opts.memory_budget), r + 2 * b)
-        )
-        budget = cache_budget(n, chunk, b, columns, opts.memory_budget)
-        op = KernelOperator(xs, kernel, center=opts.center, cache=opts.cache, cache_budget=budget)
-        return op, b, columns
-
-    if opts.block_size is not None:
-        return plan(min(n, opts.block_size))
-    best = choose_block_size(
-        n=n,
-        d=int(xs.shape[1]),
-        n_components=r,
-        chunk=chunk,
-        cached=lambda b: plan(b)[0].cached_fraction,
-        itemsize=x.dtype.itemsize,
-    )
-    return plan(best)
-
-
-def _solve_krylov(x: da.Array, kernel: KernelSpec, opts: FitOptions):
-    n, r = int(x.shape[0]), opts.n_components
-    op, b, columns = _plan_operator(x, drop_zero_features(x), kernel, opts)
-    rng = np.random.default_rng(opts.random_state)
-    start = rng.standard_normal((n, b))
-    if opts.center:
+def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
+    n, r = int(x.shape[0]), int(params.n_components or 0)
+    op = KernelOperator(drop_zero_features(x), kernel, center=params.center, kept=plan.kept)
+    rng = np.random.default_rng(params.random_state)
+    start = rng.standard_normal((n, plan.block_size))
+    if params.center:
         start = center_columns(start)
-    report = FitProgress(r, opts.tol, enabled=opts.progress)
+    tol = _tolerance(params, x.dtype)
+    report = FitProgress(r, tol, enabled=params.progress)
     try:
         result = block_krylov_eigh(
             op.matmat,
             n,
             r,
-            block_size=b,
-            tol=opts.tol,
-            max_passes=opts.max_passes,
-            max_basis=min(n, columns),
+            block_size=plan.block_size,
+            tol=tol,
+            max_passes=params.max_passes,
+            max_basis=plan.max_basis,
             start=start,
             random_state=rng,
             callback=report,
         )
-        m = op.row_means if opts.center else np.zeros(n)
+        m = op.row_means if params.center else np.zeros(n)
     finally:
         report.close()
         op.release()
-    return result, m, (float(m.mean()) if opts.center else 0.0), op
+    return result, m, (float(m.mean()) if params.center else 0.0)
 
 
-def _warn_unconverged(result: EigenResult, opts: FitOptions) -> None:
+def _tolerance(params: FitParams, dtype: np.dtype) -> float:
+    return params.tol if params.tol is not None else DEFAULT_TOL["float64"]
+
+
+def _warn_unconverged(result: EigenResult, tol: float) -> None:
     if not result.converged:
         warnings.warn(
             f"The Krylov solver stopped after {result.passes} passes with a relative residual "
-            f"of {float(result.residuals.max()):.3g} > tol={opts.tol:g}. Raise max_passes or "
+            f"of {float(result.residuals.max()):.3g} > tol={tol:g}. Raise max_passes or "
             "block_size, or loosen tol.",
             ConvergenceWarning,
             stacklevel=3,
@@ -268,26 +106,26 @@ def _warn_unconverged(result: EigenResult, opts: FitOptions) -> None:
 
 def fit(
     X: Any,
-    kernel: str | KernelSpec | dict = "rbf",
+    kernel: str | KernelSpec | dict = _D["kernel"],
     *,
-    gamma: float | None = None,
-    degree: float | None = None,
-    coef0: float | None = None,
-    n_components: int | None = None,
-    center: bool = True,
-    solver: Solver = "auto",
-    tol: float | None = None,
-    rtol: float | None = None,
-    chunk_size: int | None = 4096,
-    cache: CacheMode = "auto",
-    memory_budget: int | None = None,
-    precision: str | None = None,
-    block_size: int | None = None,
-    max_basis: int | None = None,
-    max_passes: int = 50,
-    on_negative: Literal["warn", "raise"] = "warn",
-    random_state: int | np.random.Generator | None = None,
-    progress: bool = False,
+    gamma: float | str | None = _D["gamma"],
+    degree: float | None = _D["degree"],
+    coef0: float | None = _D["coef0"],
+    n_components: int | None = _D["n_components"],
+    center: bool = _D["center"],
+    solver: str = _D["solver"],
+    tol: float | None = _D["tol"],
+    rtol: float | None = _D["rtol"],
+    chunk_size: int | None = _D["chunk_size"],
+    cache: str = _D["cache"],
+    memory_budget: int | None = _D["memory_budget"],
+    precision: str | None = _D["precision"],
+    block_size: int | None = _D["block_size"],
+    max_basis: int | None = _D["max_basis"],
+    max_passes: int = _D["max_passes"],
+    on_negative: str = _D["on_negative"],
+    random_state: int | np.random.Generator | None = _D["random_state"],
+    progress: bool = _D["progress"],
 ) -> NPTModel:
     """Fit the Nonlinear Projection Trick: top eigenpairs of the kernel matrix.
 
@@ -364,59 +202,55 @@ def fit(
     >>> bool(np.allclose(model.transform(X[:4]), model.train_coordinates()[:4]))
     True
     """
-    spec = make_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0)
-    opts = validate_options(
-        n_components=n_components,
-        center=center,
-        solver=solver,
-        tol=tol,
-        rtol=rtol,
-        chunk_size=chunk_size,
-        cache=cache,
-        memory_budget=memory_budget,
-        precision=precision,
-        block_size=block_size,
-        max_basis=max_basis,
-        max_passes=max_passes,
-        on_negative=on_negative,
-        random_state=random_state,
-        progress=progress,
-    )
+    params = FitParams(
+        kernel, gamma, degree, coef0, n_components, center, solver, tol, rtol, chunk_size,
+        cache, memory_budget, precision, block_size, max_basis, max_passes, on_negative,
+        random_state, progress,
+    )  # fmt: skip
+    return fit_params(X, params)
+
+
+def fit_params(X: Any, params: FitParams) -> NPTModel:
+    """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`."""
+    spec = make_kernel(params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0)
+    precision = None if params.precision is None else np.dtype(params.precision)
     x, info = as_row_chunked(
-        X, name="X", chunk_size=opts.chunk_size, min_samples=2, dtype=opts.precision
+        X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
     )
-    spec = spec.resolve(int(x.shape[1]))
-    solver_name = choose_solver(int(x.shape[0]), opts)
+    plan = plan_for(x, params)  # checks sizes and memory before any data is read
     if info.lazy:
         check_finite_eagerly(x, "X")
+    variance = float(da.var(x.astype(np.float64)).compute()) if spec.needs_variance else None
+    spec = spec.resolve(int(x.shape[1]), variance)
     if current_client() is not None:
         x = x.persist()
-    return _solve(x, spec, opts, solver_name, info)
+    return _solve(x, spec, params, plan, info)
 
 
-def _solve(x: da.Array, spec: KernelSpec, opts: FitOptions, solver: str, info: InputInfo):
+def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):
     start = time.perf_counter()
-    solve = _solve_dense if solver == "dense" else _solve_krylov
-    result, m, g, op = solve(x, spec, opts)
-    _warn_unconverged(result, opts)
-    rtol = opts.rtol if opts.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
+    solve = _solve_dense if plan.solver == "dense" else _solve_krylov
+    result, m, g = solve(x, spec, params, plan)
+    _warn_unconverged(result, _tolerance(params, x.dtype))
+    rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(
-        result, opts.n_components, rtol=rtol, on_negative=opts.on_negative
+        result, params.n_components, rtol=rtol, on_negative=params.on_negative
     )
-    if opts.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
+    if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors = vectors - vectors.mean(axis=0)
     # canonical C order: a saved and loaded model then computes bit for bit the same
     vectors, m = np.ascontiguousarray(vectors), np.ascontiguousarray(m)
     diagnostics = SolverDiagnostics(
         solver=result.solver,
         passes=result.passes,
-        tol=opts.tol,
+        tol=_tolerance(params, x.dtype),
         residuals=residuals,
         converged=result.converged,
         min_eigenvalue=result.min_eigenvalue,
-        cache="none" if op is None else op.cache,
+        cache=plan.cache,
         block_size=result.block_size,
         seconds=time.perf_counter() - start,
-        cached_fraction=0.0 if op is None else op.cached_fraction,
+        cached_fraction=plan.cached_fraction,
+        plan=plan.to_dict(),
     )
-    return NPTModel(spec, x, values, vectors, m, g, opts.center, diagnostics, info)
+    return NPTModel(spec, x, values, vectors, m, g, params.center, diagnostics, info)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable
 from typing import Literal
 
 import dask
@@ -41,6 +42,7 @@ from npt_dask._scheduler import (
 )
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.planning import cached_fraction, kept_pairs, upper_pairs
 
 __all__ = [
     "CacheMode",
@@ -252,6 +254,9 @@ class KernelOperator:
         ``"recompute"`` or ``"partial"``.
     cache_budget : int
         Bytes the kept blocks may take with ``cache="auto"``.
+    kept : iterable of (i, j), optional
+        The block pairs to keep, as the fit plan chose them
+        (:func:`npt_dask.planning.plan_fit`); overrides ``cache`` and ``cache_budget``.
 
     Notes
     -----
@@ -267,6 +272,7 @@ class KernelOperator:
         kernel: KernelSpec,
         *,
         center: bool = True,
+        kept: Iterable[BlockKey] | None = None,
         cache: CacheMode = "auto",
         cache_budget: int = 2 << 30,
     ) -> None:
@@ -279,7 +285,10 @@ class KernelOperator:
         self.row_chunks = tuple(int(c) for c in x.chunks[0])
         self.offsets = np.concatenate([[0], np.cumsum(self.row_chunks)])
         self.n = int(self.offsets[-1])
-        self.cached_pairs = self._choose_cached(cache, x.dtype.itemsize, cache_budget)
+        self.cached_pairs = (
+            frozenset(kept) if kept is not None
+            else self._choose_cached(cache, x.dtype.itemsize, cache_budget)
+        )  # fmt: skip
         self.cache = (
             "recompute" if not self.cached_pairs
             else "memory" if len(self.cached_pairs) == self.n_blocks else "partial"
@@ -291,30 +300,18 @@ class KernelOperator:
         self._row_sums: np.ndarray | None = None
         self._token = uuid.uuid4().hex[:12]
 
-    def _pairs(self) -> list[BlockKey]:
-        nb = len(self.row_chunks)
-        return [(i, j) for i in range(nb) for j in range(i, nb)]
-
     def _choose_cached(self, cache: str, itemsize: int, budget: int) -> frozenset[BlockKey]:
-        """Blocks kept between passes: all, none, or a prefix within ``budget``."""
+        """Blocks kept between passes: all, none, or the prefix within ``budget``."""
         if cache == "memory":
-            return frozenset(self._pairs())
+            return frozenset(upper_pairs(len(self.row_chunks)))
         if cache == "recompute":
             return frozenset()
-        kept, used = [], 0
-        for i, j in self._pairs():
-            used += self.row_chunks[i] * self.row_chunks[j] * itemsize
-            if used > budget:
-                break
-            kept.append((i, j))
-        return frozenset(kept)
+        return frozenset(kept_pairs(self.row_chunks, itemsize, budget))
 
     @property
     def cached_fraction(self) -> float:
         """Share of the kernel-block work (entries) kept between passes."""
-        sizes = self.row_chunks
-        total = sum(sizes[i] * sizes[j] for i, j in self._pairs())
-        return sum(sizes[i] * sizes[j] for i, j in self.cached_pairs) / total
+        return cached_fraction(self.row_chunks, sorted(self.cached_pairs))
 
     @property
     def n_blocks(self) -> int:

@@ -25,7 +25,6 @@ routes it to ``syrk``, which crashes multi-threaded on large blocks).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -35,8 +34,9 @@ from scipy.spatial.distance import cdist
 
 from npt_dask._parallel import map_row_slices
 from npt_dask.errors import InputError, KernelParameterError
+from npt_dask.params import KERNEL_ALIASES, KERNEL_NAMES, check_param
 
-__all__ = ["ALIASES", "KERNELS", "KernelSpec", "make_kernel"]
+__all__ = ["ALIASES", "GAMMA_SCALE", "KERNELS", "KernelSpec", "make_kernel"]
 
 _TILE_ELEMENTS = 1 << 15  # elements per tile of an elementwise pass (~256 KiB)
 
@@ -224,30 +224,19 @@ KERNELS: Mapping[str, _KernelDef] = {
     "linear": _KernelDef(_linear_block, _linear_diag, {}, True),
     "cosine": _KernelDef(_cosine_block, _cosine_diag, {}, True),
 }
+assert tuple(KERNELS) == KERNEL_NAMES, "the registry and the parameter table disagree"
 """Registry of kernel names to their block function, diagonal and defaults.
 
 ``psd`` records whether the kernel is positive semi-definite for every
 parameter value (a polynomial with a non-integer degree or negative ``coef0``
 may not be; sigmoid is not in general)."""
 
-ALIASES: Mapping[str, str] = {"poly": "polynomial"}
-"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
+GAMMA_SCALE = "scale"
+"""``gamma="scale"``: ``1 / (n_features * X.var())``, as scikit-learn's SVC."""
+
+ALIASES: Mapping[str, str] = KERNEL_ALIASES
 
 _PARAMS = ("gamma", "degree", "coef0")
-
-
-def _check_real(name: str, value: Any, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise KernelParameterError(
-            f"The '{name}' parameter must be a real number; got {value!r} "
-            f"of type {type(value).__name__}."
-        )
-    value = float(value)
-    if not math.isfinite(value):
-        raise KernelParameterError(f"The '{name}' parameter must be finite; got {value!r}.")
-    if minimum is not None and value < minimum:
-        raise KernelParameterError(f"The '{name}' parameter must be >= {minimum}; got {value!r}.")
-    return value
 
 
 @dataclass(frozen=True)
@@ -275,15 +264,14 @@ class KernelSpec:
     """
 
     name: str
-    gamma: float | None = None
+    gamma: float | str | None = None
     degree: float | None = None
     coef0: float | None = None
 
     def __post_init__(self) -> None:
         if self.name not in KERNELS:
-            raise KernelParameterError(
-                f"Unknown kernel {self.name!r}; choose one of {sorted(KERNELS)}."
-            )
+            check_param("kernel", self.name)  # "Unknown kernel ...; choose one of ..."
+            raise KernelParameterError(f"Unknown kernel {self.name!r}.")
         defaults = KERNELS[self.name].defaults
         for param in _PARAMS:
             value = getattr(self, param)
@@ -297,19 +285,17 @@ class KernelSpec:
             if value is None:
                 object.__setattr__(self, param, defaults[param])
                 continue
-            minimum = None if param == "coef0" else 0.0
-            value = _check_real(param, value, minimum=minimum)
-            if param == "degree" and value == 0.0:
-                raise KernelParameterError(
-                    "The 'degree' parameter must be > 0; got 0, which makes the kernel "
-                    "constant (a zero kernel matrix after centring). Use degree >= 1."
-                )
+            check_param(param, value)  # the one parameter table: same limits everywhere
+            if param == "gamma" and value == GAMMA_SCALE:
+                continue  # resolved from the data by resolve()
+            value = float(value)
             object.__setattr__(self, param, value)
 
     @property
     def is_resolved(self) -> bool:
         """True when every parameter has a value (``gamma`` is not pending)."""
-        return all(getattr(self, p) is not None for p in KERNELS[self.name].defaults)
+        values = [getattr(self, p) for p in KERNELS[self.name].defaults]
+        return all(v is not None and not isinstance(v, str) for v in values)
 
     @property
     def is_psd(self) -> bool:
@@ -318,10 +304,29 @@ class KernelSpec:
             return float(self.degree).is_integer() and self.coef0 >= 0.0
         return KERNELS[self.name].psd
 
-    def resolve(self, n_features: int) -> KernelSpec:
-        """Return the spec with ``gamma=None`` replaced by ``1 / n_features``."""
-        if "gamma" in KERNELS[self.name].defaults and self.gamma is None:
+    @property
+    def needs_variance(self) -> bool:
+        """True when ``gamma="scale"``: :meth:`resolve` needs the data's variance."""
+        return isinstance(self.gamma, str)
+
+    def resolve(self, n_features: int, variance: float | None = None) -> KernelSpec:
+        """The spec with ``gamma`` fixed from the data, the one place it is resolved.
+
+        ``gamma=None`` becomes ``1 / n_features`` (scikit-learn's KernelPCA);
+        ``gamma="scale"`` becomes ``1 / (n_features * variance)``, the variance
+        of all entries of X (scikit-learn's SVC; 1 when the variance is 0).
+
+        >>> KernelSpec("rbf", gamma="scale").resolve(4, variance=0.5).gamma
+        0.5
+        """
+        if "gamma" not in KERNELS[self.name].defaults:
+            return self
+        if self.gamma is None:
             return replace(self, gamma=1.0 / n_features)
+        if self.needs_variance:
+            if variance is None:
+                raise KernelParameterError("gamma='scale' needs the variance of the data.")
+            return replace(self, gamma=1.0 / (n_features * variance) if variance > 0 else 1.0)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -345,7 +350,8 @@ class KernelSpec:
     def _check_ready(self, *blocks: np.ndarray) -> None:
         if not self.is_resolved:
             raise KernelParameterError(
-                f"Kernel {self.name!r} has gamma=None; call spec.resolve(n_features) first."
+                f"Kernel {self.name!r} has gamma={self.gamma!r}; call spec.resolve(n_features) "
+                "first."
             )
         for block in blocks:
             if block.ndim != 2:
@@ -405,9 +411,8 @@ def make_kernel(
             f"kernel must be a name, a KernelSpec or a dict; got {type(kernel).__name__}. "
             f"Callable kernels are not supported (they cannot be stored without pickle)."
         )
+    check_param("kernel", kernel)
     kernel = ALIASES.get(kernel, kernel)
-    if kernel not in KERNELS:
-        raise KernelParameterError(f"Unknown kernel {kernel!r}; choose one of {sorted(KERNELS)}.")
     given = {"gamma": gamma, "degree": degree, "coef0": coef0}
     used = KERNELS[kernel].defaults
     return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})

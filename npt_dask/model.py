@@ -15,6 +15,7 @@ plus its inputs, whatever the number of rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +47,13 @@ class SolverDiagnostics:
     block_size: int
     seconds: float
     cached_fraction: float = 0.0
+    plan: Mapping[str, Any] = field(default_factory=dict)  # the FitPlan, as its dict
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["residuals"] = [float(v) for v in self.residuals]
+        out["plan"] = dict(self.plan)
         return out
 
 
@@ -298,6 +301,24 @@ class NPTModel:
             wrap_rows(both[:, :r], info, name="coordinates"),
             wrap_rows(both[:, r], info, name="residual"),
         )
+
+    def total_variance(self) -> float:
+        """``trace(K)``: the total scatter of the training data in feature space.
+
+        Centred: ``sum_i kappa(x_i, x_i) - n g`` (since ``sum_i m_i = n g``);
+        uncentred: ``sum_i kappa(x_i, x_i)``. One pass over the training rows,
+        ``O(n d)`` work, one row chunk per task.
+        """
+        diag_sum = float(compute(kernel_diagonal(self.x_train, self.kernel).sum())[0])
+        return diag_sum - self.n_samples * self.grand_mean if self.center else diag_sum
+
+    def explained_variance(self) -> np.ndarray:
+        """Variance along each component, ``lambda / (n - 1)`` (as scikit-learn's PCA)."""
+        return self.eigenvalues / (self.n_samples - 1)
+
+    def explained_variance_ratio(self) -> np.ndarray:
+        """Share of the total feature-space variance per component, ``lambda / trace(K)``."""
+        return self.eigenvalues / self.total_variance()
 
     def to_dataset(self) -> Any:
         """The model as an ``xarray.Dataset``: spectrum, eigenvectors, training coordinates.

@@ -1,25 +1,62 @@
-"""Planning a Krylov fit: memory shares and the block width, from small cost models.
+"""The fit plan: solver, block width, basis cap and kept blocks, within the memory budget.
 
-Pure arithmetic on sizes; no data, no dask. :mod:`npt_dask.fitting` asks
-these functions how wide the Krylov basis may grow, how many bytes the kernel
-block cache may use, and which block width makes the fit cheapest.
+Pure arithmetic on sizes; no data, no dask. :func:`plan_fit` is the one place
+that decides how a fit uses memory, and the one place that checks it:
+:mod:`npt_dask.fitting` follows the :class:`FitPlan` it returns
+(:class:`~npt_dask.gram.KernelOperator` receives the kept block pairs,
+:func:`~npt_dask.eigen.block_krylov_eigh` the width and the cap), and the
+plan is recorded in the model's diagnostics, its manifest and ``npt info``.
+
+The memory a fit holds beyond its input rows, all counted against
+``memory_budget``:
+
+* on the driver, the Krylov basis ``Q`` and its image ``K Q``
+  (:func:`basis_bytes`) and the solver's work arrays (:func:`work_bytes`);
+  for the dense solver the n x n matrix and its eigendecomposition
+  (:func:`dense_bytes`);
+* where the tasks run (the workers of a cluster, else this process), the
+  kernel blocks in flight (:func:`in_flight_bytes`) and the blocks kept
+  between passes (:func:`kept_pairs`).
+
+A fixed overhead (the interpreter, numpy/scipy/dask, BLAS and thread
+buffers: :data:`FIXED_OVERHEAD`) comes on top; the planning grid in
+``tests/test_planning.py`` measures peak RSS against input + budget + overhead.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from npt_dask.errors import InputError
 
 __all__ = [
+    "DENSE_MAX_SAMPLES",
+    "FIXED_OVERHEAD",
+    "FitPlan",
+    "basis_bytes",
     "basis_columns",
     "block_candidates",
-    "cache_budget",
-    "choose_block_size",
+    "cached_fraction",
     "default_block_size",
+    "default_memory_budget",
+    "dense_bytes",
     "estimated_passes",
     "fit_cost",
+    "in_flight_bytes",
+    "kept_pairs",
+    "plan_fit",
+    "upper_pairs",
+    "work_bytes",
 ]
+
+DENSE_MAX_SAMPLES = 2000
+"""``solver="auto"`` uses the dense solver up to this many training rows."""
+
+FIXED_OVERHEAD = 400 * 2**20
+"""Bytes a fit process holds whatever the plan: interpreter, libraries, BLAS buffers."""
 
 ELEMENTWISE_FLOPS = 60.0
 """Flop-equivalents of the elementwise work per kernel entry (exp, norms, casts).
@@ -30,40 +67,80 @@ product on one core (~1.5 ns an entry, ~70 flops at 49 GFLOP/s)."""
 PRODUCT_EFFICIENCY = 0.75
 """Block times a skinny (b ~ 100) panel runs at ~75% of the square-product rate."""
 
+BLOCKS_PER_TASK = 2
+"""Kernel blocks' worth of float64 a task holds at once: its block (in the
+kernel precision) and, for float32 blocks, a float64 copy or panels."""
+
+
+def default_memory_budget() -> int:
+    """A sixth of this machine's physical memory, in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total // 6)
+
 
 def default_block_size(n_components: int) -> int:
-    """``n_components + max(10, n_components // 5)``: the width used for memory planning."""
+    """``n_components + max(10, n_components // 5)``: the solver's width when none is planned."""
     return n_components + max(10, n_components // 5)
 
 
-def basis_columns(n: int, n_components: int, b: int, memory_budget: int) -> int:
-    """Krylov basis width: what the expected passes fill, with a quarter to spare.
+# --- what each part of a fit holds --------------------------------------------------------
 
-    ``1.25 * estimated_passes * b`` columns (past them the solver restarts
-    thickly, slower but correct), capped by half of ``memory_budget`` (the
-    basis Q and its image K Q take ``2 * 8 * n * columns`` bytes) and never
-    below ``n_components + 2 b`` (what a thick restart needs).
+
+def basis_bytes(n: int, columns: int) -> int:
+    """The Krylov basis ``Q`` and its image ``K Q``: two float64 ``n x columns`` arrays."""
+    return 2 * 8 * n * columns
+
+
+def work_bytes(n: int, b: int, n_components: int) -> int:
+    """The solver's n-row work arrays besides the basis.
+
+    About twelve ``n x (b + 1)`` arrays (the block V with its column of ones,
+    its centred copy, the pass result, the orthogonalisation temporaries)
+    and four ``n x r`` (Ritz vectors, their image, the residual terms).
     """
-    affordable = memory_budget // (2 * 2 * 8 * n)
-    least = n_components + 2 * b
-    wanted = math.ceil(1.25 * estimated_passes(b, n_components) * b)
-    return int(min(n, max(wanted, least), max(affordable, least)))
+    return 8 * n * (12 * (b + 1) + 4 * n_components)
 
 
-def cache_budget(n: int, chunk: int, b: int, columns: int, memory_budget: int) -> int:
-    """What ``memory_budget`` leaves for kept kernel blocks.
+def dense_bytes(n: int) -> int:
+    """The dense solver: the n x n matrix, its eigenvectors and LAPACK's work (4 n^2)."""
+    return 4 * 8 * n * n
 
-    The budget covers everything a fit holds beyond the input rows: the
-    Krylov basis and its image (``2 * 8 * n * columns``), the driver's n x b
-    work arrays (about twelve: V, its centred copy, the pass result, Ritz
-    vectors and residuals, the orthogonalisation temporaries), and the blocks
-    in flight (three ``chunk**2`` float64 arrays per worker thread). The rest
-    may hold blocks.
+
+def in_flight_bytes(chunk: int, threads: int) -> int:
+    """Kernel blocks being evaluated at once: :data:`BLOCKS_PER_TASK` per task thread."""
+    return threads * BLOCKS_PER_TASK * 8 * chunk * chunk
+
+
+def upper_pairs(n_chunks: int) -> list[tuple[int, int]]:
+    """Block pairs ``(i, j)``, ``i <= j``, of a pass, in the order they are kept."""
+    return [(i, j) for i in range(n_chunks) for j in range(i, n_chunks)]
+
+
+def kept_pairs(
+    row_chunks: Sequence[int], itemsize: int, budget: int
+) -> tuple[tuple[int, int], ...]:
+    """The longest prefix of :func:`upper_pairs` whose blocks fit in ``budget`` bytes.
+
+    >>> kept_pairs([100, 100, 50], 8, 3 * 100 * 100 * 8)
+    ((0, 0), (0, 1), (0, 2))
     """
-    basis = 2 * 8 * n * columns
-    driver = 12 * 8 * n * (b + 1)
-    in_flight = (os.cpu_count() or 1) * 3 * 8 * chunk * chunk
-    return max(0, memory_budget - basis - driver - in_flight)
+    kept, used = [], 0
+    for i, j in upper_pairs(len(row_chunks)):
+        used += row_chunks[i] * row_chunks[j] * itemsize
+        if used > budget:
+            break
+        kept.append((i, j))
+    return tuple(kept)
+
+
+def cached_fraction(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]]) -> float:
+    """Share of a pass's kernel entries that the kept blocks hold."""
+    total = sum(row_chunks[i] * row_chunks[j] for i, j in upper_pairs(len(row_chunks)))
+    return sum(row_chunks[i] * row_chunks[j] for i, j in kept) / max(total, 1)
+
+
+# --- the block width ----------------------------------------------------------------------
 
 
 def estimated_passes(b: int, n_components: int) -> float:
@@ -73,6 +150,20 @@ def estimated_passes(b: int, n_components: int) -> float:
     11, 9, 8, 7 passes); narrower blocks need more passes but fewer columns.
     """
     return max(2.0, 9.0 * (b / (1.2 * n_components)) ** -0.45, n_components / b + 1)
+
+
+def basis_columns(n: int, n_components: int, b: int, memory_budget: int) -> int:
+    """Krylov basis width: what the expected passes fill, with a quarter to spare.
+
+    ``1.25 * estimated_passes * b`` columns (past them the solver restarts
+    thickly, slower but correct), capped by half of ``memory_budget`` and
+    never below ``n_components + 2 b`` (what a thick restart needs; whether
+    that fits is :func:`plan_fit`'s check).
+    """
+    affordable = memory_budget // (2 * basis_bytes(n, 1))
+    least = n_components + 2 * b
+    wanted = math.ceil(1.25 * estimated_passes(b, n_components) * b)
+    return int(min(n, max(wanted, least), max(affordable, least)))
 
 
 def fit_cost(
@@ -95,32 +186,207 @@ def block_candidates(n: int, n_components: int) -> list[int]:
     return sorted({min(n, c) for c in candidates if c >= max(8, math.ceil(r / 5))})
 
 
-def choose_block_size(
+# --- the plan -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """How a fit will run and what it will hold; see :func:`plan_fit`.
+
+    ``driver_bytes`` is what the process calling ``fit`` holds (basis and
+    work arrays, or the dense matrix); ``worker_bytes`` what the tasks hold
+    (blocks in flight and kept blocks), on the workers of a cluster or in
+    the same process under the threaded scheduler. Their sum is within
+    ``memory_budget`` unless ``cache="memory"`` asked to keep every block.
+    """
+
+    solver: str
+    n: int
+    n_components: int | None
+    row_chunks: tuple[int, ...]
+    block_size: int
+    max_basis: int
+    kept: tuple[tuple[int, int], ...]
+    driver_bytes: int
+    worker_bytes: int
+    memory_budget: int
+    threads: int
+
+    @property
+    def n_pairs(self) -> int:
+        """Kernel blocks a pass evaluates (the upper triangle)."""
+        nb = len(self.row_chunks)
+        return nb * (nb + 1) // 2
+
+    @property
+    def cached_fraction(self) -> float:
+        """Share of the kernel work kept between passes."""
+        return cached_fraction(self.row_chunks, self.kept) if self.solver == "krylov" else 0.0
+
+    @property
+    def cache(self) -> str:
+        """``"memory"`` (every block kept), ``"partial"``, ``"recompute"`` or ``"none"``."""
+        if self.solver != "krylov":
+            return "none"
+        if not self.kept:
+            return "recompute"
+        return "memory" if len(self.kept) == self.n_pairs else "partial"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable summary (kept blocks as a count: they are a prefix)."""
+        return {
+            "solver": self.solver,
+            "n": self.n,
+            "n_components": self.n_components,
+            "chunk_size": max(self.row_chunks),
+            "n_chunks": len(self.row_chunks),
+            "block_size": self.block_size,
+            "max_basis": self.max_basis,
+            "kept_blocks": len(self.kept),
+            "n_blocks": self.n_pairs,
+            "cache": self.cache,
+            "cached_fraction": round(self.cached_fraction, 6),
+            "driver_bytes": self.driver_bytes,
+            "worker_bytes": self.worker_bytes,
+            "memory_budget": self.memory_budget,
+            "threads": self.threads,
+        }
+
+
+def _check_rank(n: int, r: int | None, center: bool) -> None:
+    max_r = n - 1 if center else n
+    if r is not None and r > max_r:
+        raise InputError(
+            f"n_components={r} is larger than possible: a {'centred ' if center else ''}"
+            f"kernel matrix of {n} samples has rank at most {max_r}."
+        )
+
+
+def _choose_solver(n: int, r: int | None, solver: str) -> str:
+    if solver == "auto":
+        solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES else "krylov"
+    if solver == "krylov" and r is None:
+        raise InputError(
+            "n_components=None (the full effective rank) needs solver='dense'; "
+            "give n_components for the Krylov solver."
+        )
+    return solver
+
+
+def _dense_plan(n: int, r: int | None, chunks: tuple[int, ...], budget: int, threads: int):
+    need = dense_bytes(n)
+    if need > budget:
+        raise InputError(
+            f"solver='dense' needs about {need / 2**30:.1f} GiB for n={n} (the n x n kernel "
+            f"matrix and its eigendecomposition), above memory_budget="
+            f"{budget / 2**30:.1f} GiB. Use solver='krylov' with n_components."
+        )
+    return FitPlan("dense", n, r, chunks, 0, 0, (), need, 0, budget, threads)
+
+
+def _krylov_candidate(
+    b: int, *, n: int, r: int, chunks: tuple[int, ...], itemsize: int, cache: str,
+    budget: int, max_basis: int | None, threads: int,
+) -> FitPlan:  # fmt: skip
+    columns = min(n, max_basis) if max_basis else basis_columns(n, r, b, budget)
+    driver = basis_bytes(n, columns) + work_bytes(n, b, r)
+    in_flight = in_flight_bytes(max(chunks), threads)
+    if cache == "memory":
+        kept = tuple(upper_pairs(len(chunks)))
+    elif cache == "recompute":
+        kept = ()
+    else:
+        kept = kept_pairs(chunks, itemsize, budget - driver - in_flight)
+    held = sum(chunks[i] * chunks[j] for i, j in kept) * itemsize
+    return FitPlan("krylov", n, r, chunks, b, columns, kept, driver, in_flight + held, budget,
+                   threads)  # fmt: skip
+
+
+def _fits(plan: FitPlan) -> bool:
+    least = min(plan.n, (plan.n_components or 0) + 2 * plan.block_size)
+    held = plan.driver_bytes + plan.worker_bytes
+    kept_all = len(plan.kept) == plan.n_pairs and plan.n_pairs > 0
+    if kept_all and held > plan.memory_budget:  # cache="memory": the blocks are the user's call
+        held -= sum(plan.row_chunks[i] * plan.row_chunks[j] for i, j in plan.kept)
+    return plan.max_basis >= least and held <= plan.memory_budget
+
+
+def _refuse(plan: FitPlan, max_basis: int | None) -> None:
+    n, b = plan.n, plan.block_size
+    least = (plan.n_components or 0) + 2 * b
+    in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
+    raise InputError(
+        f"The Krylov basis for n={n} needs {plan.max_basis} columns "
+        f"({basis_bytes(n, plan.max_basis) / 2**30:.2f} GiB for Q and K Q, plus "
+        f"{work_bytes(n, b, plan.n_components or 0) / 2**30:.2f} GiB of work arrays and "
+        f"{in_flight / 2**30:.2f} GiB of kernel blocks in flight), which memory_budget="
+        f"{plan.memory_budget / 2**30:.2f} GiB or max_basis={max_basis} does not allow (at "
+        f"least n_components + 2 * block_size = {least} columns). Raise memory_budget, lower "
+        "n_components, block_size or chunk_size."
+    )
+
+
+def plan_fit(
     *,
     n: int,
     d: int,
-    n_components: int,
-    chunk: int,
-    cached: Callable[[int], float],
+    n_components: int | None,
+    row_chunks: Sequence[int],
     itemsize: int,
-) -> int:
-    """The cheapest block width by :func:`fit_cost` among :func:`block_candidates`.
+    center: bool = True,
+    solver: str = "auto",
+    cache: str = "auto",
+    memory_budget: int,
+    block_size: int | None = None,
+    max_basis: int | None = None,
+    threads: int = 1,
+) -> FitPlan:
+    """The fit plan: the cheapest solver set-up that fits in ``memory_budget``.
 
-    ``cached(b)`` is the share of kernel work the cache can keep with block
-    width ``b`` (wider blocks leave less memory for it). Kept blocks make a
-    pass cost only its products, so narrow blocks win (more passes, fewer
-    columns); recomputed blocks make every pass pay the kernel, so wide
-    blocks win (fewer passes).
+    For the Krylov solver every candidate block width (the user's, else
+    :func:`block_candidates`) gets its own basis cap (:func:`basis_columns`,
+    or ``max_basis``) and kept blocks (what the budget leaves after the
+    driver's arrays and the blocks in flight); the cheapest by
+    :func:`fit_cost` among those that fit is chosen. Nothing that does not
+    fit is ever chosen: with no candidate left this raises an
+    :class:`~npt_dask.errors.InputError` naming the sizes.
+
+    Examples
+    --------
+    >>> from npt_dask.planning import plan_fit
+    >>> plan = plan_fit(n=60_000, d=784, n_components=100, row_chunks=[4096] * 14 + [2656],
+    ...                 itemsize=8, memory_budget=4 * 2**30, threads=2)
+    >>> plan.solver, plan.block_size, plan.cache
+    ('krylov', 160, 'partial')
+    >>> plan.driver_bytes + plan.worker_bytes <= plan.memory_budget
+    True
+    >>> plan_fit(n=60_000, d=784, n_components=100, row_chunks=[4096] * 14 + [2656],
+    ...          itemsize=8, memory_budget=400 * 2**20, threads=2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    npt_dask.errors.InputError: The Krylov basis for n=60000 needs ...
     """
+    chunks = tuple(int(c) for c in row_chunks)
+    _check_rank(n, n_components, center)
+    chosen = _choose_solver(n, n_components, solver)
+    if chosen == "dense":
+        return _dense_plan(n, n_components, chunks, memory_budget, threads)
+    r = int(n_components or 0)
+    widths = [min(n, block_size)] if block_size else block_candidates(n, r)
+    plans = [
+        _krylov_candidate(
+            b, n=n, r=r, chunks=chunks, itemsize=itemsize, cache=cache,
+            budget=memory_budget, max_basis=max_basis, threads=threads,
+        )
+        for b in widths
+    ]  # fmt: skip
+    feasible = [p for p in plans if _fits(p)]
+    if not feasible:
+        _refuse(min(plans, key=lambda p: p.driver_bytes), max_basis)
     return min(
-        block_candidates(n, n_components),
-        key=lambda b: fit_cost(
-            b,
-            n=n,
-            d=d,
-            n_components=n_components,
-            chunk=chunk,
-            cached=cached(b),
-            itemsize=itemsize,
+        feasible,
+        key=lambda p: fit_cost(
+            p.block_size, n=n, d=d, n_components=r, chunk=max(chunks),
+            cached=p.cached_fraction, itemsize=itemsize,
         ),
-    )
+    )  # fmt: skip

@@ -204,7 +204,7 @@ def test_fitted_attributes_match_dense_spectrum():
     [
         ({"gamma": -1.0}, ValueError, "gamma"),
         ({"gamma": 0.0}, ValueError, "gamma"),
-        ({"gamma": "scale"}, TypeError, "gamma"),
+        ({"gamma": "auto"}, ValueError, "gamma"),  # "scale" is valid (issue 11)
         ({"kernel": "nope"}, ValueError, "kernel"),
         ({"n_components": 0}, ValueError, "n_components"),
         ({"n_components": 151}, ValueError, "n_components"),

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from npt_dask._scheduler import compute
-from npt_dask.gram import kernel_diagonal
 from npt_dask.model import NPTModel
 
 __all__ = ["explained_variance", "explained_variance_ratio", "total_variance"]
@@ -22,12 +20,9 @@ __all__ = ["explained_variance", "explained_variance_ratio", "total_variance"]
 def total_variance(model: NPTModel) -> float:
     """``trace(K)``: the total scatter of the training data in feature space.
 
-    Centred: ``sum_i kappa(x_i, x_i) - n g`` (since ``sum_i m_i = n g``);
-    uncentred: ``sum_i kappa(x_i, x_i)``. One pass over the training rows,
-    ``O(n d)`` work, one row chunk per task.
+    See :meth:`npt_dask.NPTModel.total_variance` (one pass over the kernel diagonal).
     """
-    diag_sum = float(compute(kernel_diagonal(model.x_train, model.kernel).sum())[0])
-    return diag_sum - model.n_samples * model.grand_mean if model.center else diag_sum
+    return model.total_variance()
 
 
 def explained_variance(model: NPTModel) -> np.ndarray:
@@ -36,7 +31,7 @@ def explained_variance(model: NPTModel) -> np.ndarray:
     This is what ``sklearn.decomposition.PCA`` reports for the training
     coordinates (``ddof = 1``).
     """
-    return model.eigenvalues / (model.n_samples - 1)
+    return model.explained_variance()
 
 
 def explained_variance_ratio(model: NPTModel) -> np.ndarray:
@@ -56,4 +51,4 @@ def explained_variance_ratio(model: NPTModel) -> np.ndarray:
     >>> round(float(explained_variance_ratio(model).sum()), 6)
     1.0
     """
-    return model.eigenvalues / total_variance(model)
+    return model.explained_variance_ratio()

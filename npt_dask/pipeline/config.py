@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import InputError
+from npt_dask.params import FitParams
 
 __all__ = [
     "ClusterConfig",
@@ -42,6 +43,7 @@ __all__ = [
     "OutputConfig",
     "PipelineConfig",
     "load_config",
+    "model_config",
 ]
 
 CONFIG_VERSION = 1
@@ -103,26 +105,20 @@ class DataConfig:
             object.__setattr__(self, "classes", tuple(int(c) for c in self.classes))
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Arguments of :func:`npt_dask.fit` (``gamma="scale"`` is ``1 / (d var X)``)."""
+ModelConfig = FitParams
+"""The ``[model]`` table: the arguments of :func:`npt_dask.fit`, validated by its
+one parameter table (:mod:`npt_dask.params`); every fit option can be set here."""
 
-    kernel: str = "rbf"
-    gamma: float | str | None = None
-    degree: float | None = None
-    coef0: float | None = None
-    n_components: int | None = 100
-    center: bool = True
-    solver: str = "auto"
-    tol: float | None = None
-    chunk_size: int = 4096
-    precision: str | None = None
-    cache: str = "auto"
-    random_state: int = 0
+MODEL_DEFAULTS: Mapping[str, Any] = {"n_components": 100, "random_state": 0}
+"""Where a pipeline's ``[model]`` departs from ``npt.fit``'s defaults: a bounded
+rank (a pipeline is for large n) and a fixed seed (re-runs reuse the model)."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.gamma, str) and self.gamma != "scale":
-            raise InputError(f"[model] gamma must be a number or 'scale'; got {self.gamma!r}.")
+
+def model_config(values: Mapping[str, Any]) -> FitParams:
+    """The ``[model]`` table as :class:`~npt_dask.params.FitParams`."""
+    if not isinstance(values, Mapping):
+        raise InputError(f"[model] must be a table; got {type(values).__name__}.")
+    return FitParams.from_mapping({**MODEL_DEFAULTS, **values}, section="model")
 
 
 @dataclass(frozen=True)
@@ -186,7 +182,7 @@ class PipelineConfig:
 
     name: str
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: FitParams = field(default_factory=lambda: model_config({}))
     methods: tuple[MethodConfig, ...] = ()
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -215,7 +211,7 @@ class PipelineConfig:
         return cls(
             name=str(values["name"]),
             data=_build(DataConfig, "data", values.get("data", {})),
-            model=_build(ModelConfig, "model", values.get("model", {})),
+            model=model_config(values.get("model", {})),
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
             output=_build(OutputConfig, "output", values.get("output", {})),

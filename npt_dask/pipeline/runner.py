@@ -15,7 +15,7 @@ to the old model).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import math
 import resource
 import time
 from collections.abc import Callable, Iterator
@@ -27,10 +27,11 @@ import numpy as np
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.fitting import fit
+from npt_dask.fitting import fit_params
 from npt_dask.kernels import make_kernel
 from npt_dask.model import NPTModel
-from npt_dask.pipeline.config import ModelConfig, PipelineConfig
+from npt_dask.params import FitParams
+from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, load_split
 from npt_dask.pipeline.methods import check_params, run_method
 from npt_dask.pipeline.report import write_figures, write_report
@@ -44,21 +45,17 @@ def _peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _fit_arguments(cfg: ModelConfig, x: np.ndarray) -> dict[str, Any]:
-    args = dataclasses.asdict(cfg)
-    if args["gamma"] == "scale":
-        args["gamma"] = 1.0 / (x.shape[1] * float(x.var()))
-    return args
-
-
-def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray, rows: Any) -> bool:
-    spec = make_kernel(
-        args["kernel"], gamma=args["gamma"], degree=args["degree"], coef0=args["coef0"]
-    ).resolve(x.shape[1])
+def _matches(model: NPTModel, cfg: FitParams, x: np.ndarray, rows: Any) -> bool:
+    spec = make_kernel(cfg.kernel, gamma=cfg.gamma, degree=cfg.degree, coef0=cfg.coef0)
+    spec = spec.resolve(x.shape[1], float(x.var()) if spec.needs_variance else None)
     same = (
-        model.kernel == spec
-        and args["n_components"] in (None, model.n_components)
-        and model.center == args["center"]
+        model.kernel.name == spec.name
+        and all(  # gamma="scale" is resolved from a variance summed in another order
+            math.isclose(getattr(model.kernel, p) or 0.0, getattr(spec, p) or 0.0, rel_tol=1e-9)
+            for p in ("gamma", "degree", "coef0")
+        )
+        and cfg.n_components in (None, model.n_components)
+        and model.center == cfg.center
         and model.x_train.shape == x.shape
     )
     if not same:
@@ -72,20 +69,19 @@ def _matches(model: NPTModel, args: dict[str, Any], x: np.ndarray, rows: Any) ->
 
 
 def fit_or_reuse(
-    cfg: ModelConfig, x: np.ndarray, path: Path, progress: bool = False, rows: Any = None
+    cfg: FitParams, x: np.ndarray, path: Path, progress: bool = False, rows: Any = None
 ) -> tuple[NPTModel, bool]:
     """Load the model at ``path`` if it is this config's fit on ``x``, else fit and save.
 
     ``rows`` are the same rows lazily (staged in zarr); the fit reads them
     chunk by chunk instead of shipping ``x`` inside the task graph.
     """
-    args = _fit_arguments(cfg, x)
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
-            if _matches(model, args, x, rows):
+            if _matches(model, cfg, x, rows):
                 return model, True
-    model = fit(x if rows is None else rows, **args, progress=progress)
+    model = fit_params(x if rows is None else rows, cfg.replace(progress=progress))
     model.save(path)
     return load(path), False  # stream training blocks from the store when projecting
 

@@ -1,0 +1,440 @@
+"""The one table of fit parameters: constraints, defaults and help, declared as data.
+
+Every entry point of a fit -- :func:`npt_dask.fit`, the
+:class:`~npt_dask.NonlinearProjection` estimator, ``npt fit`` on the command
+line and a pipeline's ``[model]`` table -- validates its arguments here, with
+one wording, and takes its defaults from here (scikit-learn's
+``_parameter_constraints`` idea, as a small checker of our own)::
+
+    The 'tol' parameter must be a finite real number in the range (0, 1) or None. Got 2.0 instead.
+
+Nothing here touches data: :class:`FitParams` is the validated, frozen record
+of what the caller asked for; what is derived from the data and the machine
+(``gamma="scale"``, the memory budget, the block width) is resolved later,
+in one place each (:meth:`npt_dask.kernels.KernelSpec.resolve`,
+:func:`npt_dask.planning.plan_fit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from npt_dask.errors import InputError, InputTypeError, KernelParameterError
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_TOL",
+    "KERNEL_ALIASES",
+    "KERNEL_NAMES",
+    "PARAMS",
+    "FitParams",
+    "Interval",
+    "Options",
+    "Param",
+    "check_param",
+    "fit_defaults",
+]
+
+KERNEL_NAMES = ("rbf", "laplacian", "polynomial", "sigmoid", "linear", "cosine")
+"""The kernels :mod:`npt_dask.kernels` implements (its registry is checked against this)."""
+
+KERNEL_ALIASES: Mapping[str, str] = {"poly": "polynomial"}
+"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
+
+DEFAULT_CHUNK_SIZE = 4096
+"""Rows per kernel block (a 4096^2 float64 block is 128 MiB)."""
+
+DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-5}
+"""Krylov residual tolerance by kernel precision: float32 blocks carry about
+1e-7 relative rounding per entry, so a residual of 1e-8 is out of their reach."""
+
+
+# --- constraints -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A real or integer range; ``closed`` is "both", "left", "right" or "neither"."""
+
+    kind: type
+    low: float | None
+    high: float | None
+    closed: str = "both"
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, self.kind):
+            return False
+        if isinstance(value, numbers.Real) and not math.isfinite(float(value)):
+            return False
+        low_ok = self.low is None or (
+            value >= self.low if self.closed in ("both", "left") else value > self.low
+        )
+        high_ok = self.high is None or (
+            value <= self.high if self.closed in ("both", "right") else value < self.high
+        )
+        return bool(low_ok and high_ok)
+
+    def type_ok(self, value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, self.kind)
+
+    def describe(self) -> str:
+        name = "an int" if self.kind is numbers.Integral else "a finite real number"
+        left = "[" if self.closed in ("both", "left") and self.low is not None else "("
+        right = "]" if self.closed in ("both", "right") and self.high is not None else ")"
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"{name} in the range {left}{low}, {high}{right}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values (strings, booleans, None)."""
+
+    values: tuple[Any, ...]
+
+    def accepts(self, value: Any) -> bool:
+        return any(value is v or (type(value) is type(v) and value == v) for v in self.values)
+
+    def type_ok(self, value: Any) -> bool:
+        return self.accepts(value)
+
+    def describe(self) -> str:
+        if len(self.values) == 1:
+            return repr(self.values[0])
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class InstanceOf:
+    """Any instance of the given types (a kernel spec, a random generator)."""
+
+    types: tuple[type, ...]
+    label: str
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, self.types) and not isinstance(value, bool)
+
+    def type_ok(self, value: Any) -> bool:
+        return self.accepts(value)
+
+    def describe(self) -> str:
+        return self.label
+
+
+Constraint = Interval | Options | InstanceOf
+
+
+@dataclass(frozen=True)
+class Param:
+    """One fit parameter: its constraints, default, help and command-line spelling.
+
+    ``error`` is the exception class of a value outside the constraints
+    (kernel parameters raise :class:`~npt_dask.errors.KernelParameterError`);
+    a value of the wrong type raises :class:`~npt_dask.errors.InputTypeError`.
+    ``parse`` turns a command-line string into a value (``None`` for a
+    parameter the command line does not take).
+    """
+
+    name: str
+    constraints: tuple[Constraint, ...]
+    default: Any
+    help: str
+    error: type[Exception] = InputError
+    parse: Callable[[str], Any] | None = None
+    message: str | None = None  # a wording of its own (the kernel name: "Unknown kernel")
+
+    @property
+    def flag(self) -> str:
+        """The command-line option: ``--chunk-size`` for ``chunk_size``."""
+        return "--" + self.name.replace("_", "-")
+
+    def describe(self) -> str:
+        parts = [c.describe() for c in self.constraints]
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+    def check(self, value: Any) -> Any:
+        """``value`` if the constraints accept it, else one clear error."""
+        if any(c.accepts(value) for c in self.constraints):
+            return value
+        typed = any(
+            isinstance(c, Interval) and c.type_ok(value) for c in self.constraints
+        )  # right type, wrong range: a value error; otherwise a type error
+        options = all(isinstance(c, Options) for c in self.constraints)
+        error = self.error if typed or options or isinstance(value, str) else InputTypeError
+        if self.message is not None:
+            choices = self.describe().removeprefix("one of ")
+            raise error(self.message.format(value=value, choices=choices))
+        raise error(
+            f"The '{self.name}' parameter must be {self.describe()}. Got {value!r} instead."
+        )
+
+
+def _optional(text: str) -> Any:
+    return None if text.lower() in ("none", "null", "") else text
+
+
+def _number_or(kind: Callable[[str], Any], *words: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = _optional(text)
+        if value is None or value in words:
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            return text  # left for check() to refuse with the common message
+
+    return parse
+
+
+def _bool(text: str) -> Any:
+    low = text.lower()
+    return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(
+        low, text
+    )
+
+
+_REAL = numbers.Real
+_INT = numbers.Integral
+_NONE = Options((None,))
+_SEED = InstanceOf((np.random.Generator,), "a numpy Generator")
+
+PARAMS: tuple[Param, ...] = (
+    Param(
+        "kernel",
+        (Options((*KERNEL_NAMES, *KERNEL_ALIASES)),),
+        "rbf",
+        "kernel name (scikit-learn's definitions)",
+        KernelParameterError,
+        str,
+        "Unknown kernel {value!r}; choose one of {choices}.",
+    ),
+    Param(
+        "gamma",
+        (Interval(_REAL, 0, None, "neither"), Options(("scale",)), _NONE),
+        None,
+        "kernel coefficient; 'scale' is 1 / (d var X) as scikit-learn's SVC, None is 1 / d",
+        KernelParameterError,
+        _number_or(float, "scale"),
+    ),
+    Param(
+        "degree",
+        (Interval(_REAL, 0, None, "neither"), _NONE),
+        None,
+        "polynomial degree (None: the kernel's default, 3)",
+        KernelParameterError,
+        _number_or(float),
+    ),
+    Param(
+        "coef0",
+        (Interval(_REAL, None, None), _NONE),
+        None,
+        "polynomial/sigmoid offset (None: the kernel's default, 1)",
+        KernelParameterError,
+        _number_or(float),
+    ),
+    Param(
+        "n_components",
+        (Interval(_INT, 1, None), _NONE),
+        None,
+        "dimension r (None: the full effective rank, dense solver)",
+        parse=_number_or(int),
+    ),
+    Param("center", (Options((True, False)),), True, "centre in feature space", parse=_bool),
+    Param(
+        "solver",
+        (Options(("auto", "dense", "krylov")),),
+        "auto",
+        "eigensolver: dense (small n), krylov (streamed blocks) or auto",
+        parse=str,
+    ),
+    Param(
+        "tol",
+        (Interval(_REAL, 0, 1, "neither"), _NONE),
+        None,
+        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: 1e-8)",
+        parse=_number_or(float),
+    ),
+    Param(
+        "rtol",
+        (Interval(_REAL, 0, 1, "left"), _NONE),
+        None,
+        "drop eigenvalues <= rtol * lambda_1 (None: 1e-10, float32 1e-6)",
+        parse=_number_or(float),
+    ),
+    Param(
+        "chunk_size",
+        (Interval(_INT, 1, None), _NONE),
+        DEFAULT_CHUNK_SIZE,
+        "rows per kernel block (None keeps a dask input's row chunks)",
+        parse=_number_or(int),
+    ),
+    Param(
+        "cache",
+        (Options(("auto", "recompute", "memory")),),
+        "auto",
+        "keep kernel blocks between Krylov passes, recompute them, or as many as fit",
+        parse=str,
+    ),
+    Param(
+        "memory_budget",
+        (Interval(_INT, 1, None), _NONE),
+        None,
+        "bytes the fit may hold beyond the input rows (None: a sixth of physical memory)",
+        parse=_number_or(int),
+    ),
+    Param(
+        "precision",
+        (Options(("float32", "float64")), _NONE),
+        None,
+        "kernel block dtype (None: float32 for float32 input, else float64)",
+        parse=_optional,
+    ),
+    Param(
+        "block_size",
+        (Interval(_INT, 1, None), _NONE),
+        None,
+        "Krylov block width (None: chosen by the fit plan)",
+        parse=_number_or(int),
+    ),
+    Param(
+        "max_basis",
+        (Interval(_INT, 2, None), _NONE),
+        None,
+        "most Krylov basis columns before a thick restart (None: the fit plan's)",
+        parse=_number_or(int),
+    ),
+    Param(
+        "max_passes",
+        (Interval(_INT, 1, None),),
+        50,
+        "most Krylov passes over the kernel",
+        parse=_number_or(int),
+    ),
+    Param(
+        "on_negative",
+        (Options(("warn", "raise")),),
+        "warn",
+        "what a significantly negative eigenvalue (non-PSD kernel) does",
+        parse=str,
+    ),
+    Param(
+        "random_state",
+        (Interval(_INT, 0, None), _SEED, _NONE),
+        None,
+        "seed of the Krylov start block",
+        parse=_number_or(int),
+    ),
+    Param("progress", (Options((True, False)),), False, "report each Krylov pass on stderr"),
+)
+"""Every fit parameter, in signature order."""
+
+_BY_NAME = {p.name: p for p in PARAMS}
+
+
+def fit_defaults() -> dict[str, Any]:
+    """``{name: default}`` of every fit parameter."""
+    return {p.name: p.default for p in PARAMS}
+
+
+def check_param(name: str, value: Any) -> Any:
+    """Validate one parameter by the table; returns the value unchanged."""
+    return _BY_NAME[name].check(value)
+
+
+@dataclass(frozen=True)
+class FitParams:
+    """A validated set of fit parameters (defaults from :data:`PARAMS`).
+
+    ``kernel`` may also be a :class:`~npt_dask.kernels.KernelSpec` or its
+    dict.
+
+    Examples
+    --------
+    >>> from npt_dask.params import FitParams
+    >>> FitParams.from_kwargs(n_components=5, gamma="scale").gamma
+    'scale'
+    >>> FitParams.from_kwargs(tol=2.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    npt_dask.errors.InputError: The 'tol' parameter must be a finite real number in the ...
+    """
+
+    kernel: Any = "rbf"
+    gamma: float | str | None = None
+    degree: float | None = None
+    coef0: float | None = None
+    n_components: int | None = None
+    center: bool = True
+    solver: str = "auto"
+    tol: float | None = None
+    rtol: float | None = None
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE
+    cache: str = "auto"
+    memory_budget: int | None = None
+    precision: str | None = None
+    block_size: int | None = None
+    max_basis: int | None = None
+    max_passes: int = 50
+    on_negative: str = "warn"
+    random_state: Any = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "kernel" and not isinstance(value, str):
+                continue  # a KernelSpec or its dict: validated by the kernel module
+            if f.name == "precision" and value is not None and not isinstance(value, str):
+                value = _precision_name(value)
+                object.__setattr__(self, "precision", value)
+            check_param(f.name, value)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> FitParams:
+        """Build from keyword arguments; unknown names are an error."""
+        unknown = sorted(set(kwargs) - set(_BY_NAME))
+        if unknown:
+            raise InputTypeError(f"Unknown fit parameter(s) {unknown}; known: {sorted(_BY_NAME)}.")
+        return cls(**kwargs)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, section: str) -> FitParams:
+        """Build from a config table, naming ``section`` for unknown keys."""
+        unknown = sorted(set(values) - set(_BY_NAME))
+        if unknown:
+            raise InputError(
+                f"Unknown key(s) {unknown} in [{section}]; allowed: {sorted(_BY_NAME)}."
+            )
+        return cls(**dict(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (a kernel spec as its dict, a generator as its repr)."""
+        out = dataclasses.asdict(self)
+        if not isinstance(self.kernel, str | Mapping):
+            out["kernel"] = self.kernel.to_dict()
+        if not isinstance(self.random_state, int | type(None)):
+            out["random_state"] = repr(self.random_state)
+        return out
+
+    def replace(self, **changes: Any) -> FitParams:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _precision_name(value: Any) -> Any:
+    try:
+        return str(np.dtype(value))
+    except TypeError:
+        return value
+
+
+def names() -> Iterable[str]:
+    """Parameter names in signature order."""
+    return (p.name for p in PARAMS)
