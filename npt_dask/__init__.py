@@ -24,14 +24,16 @@ from npt_dask.errors import (
     NegativeEigenvalueWarning,
     NotFittedError,
     NPTError,
+    ProjectionError,
     RankWarning,
+    StoreError,
 )
 from npt_dask.estimator import NonlinearProjection
 from npt_dask.fitting import fit
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
-from npt_dask.model import NPTModel, SolverDiagnostics
-from npt_dask.projection import ProjectionError, project
-from npt_dask.store import ModelManifest, StoreError, load
+from npt_dask.model import NPTModel, SolverDiagnostics, load
+from npt_dask.projection import project
+from npt_dask.store import ModelManifest
 
 try:
     __version__ = version("npt-dask")

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from npt_dask.errors import InputError
+
 __all__ = ["elementwise_threads", "map_row_slices", "set_elementwise_threads"]
 
 _MIN_ELEMENTS_PER_THREAD = 1 << 16
@@ -37,7 +39,7 @@ def set_elementwise_threads(n_threads: int) -> None:
     """Set the number of threads for elementwise passes (1 disables threading)."""
     global _pool, _n_threads
     if int(n_threads) < 1:
-        raise ValueError(f"n_threads must be >= 1, got {n_threads!r}")
+        raise InputError(f"n_threads must be an int >= 1; got {n_threads!r}.")
     with _lock:
         _n_threads = int(n_threads)
         if _pool is not None:

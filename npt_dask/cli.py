@@ -182,9 +182,9 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
     from pathlib import Path
 
     import npt_dask as npt
-    from npt_dask.store import _open_manifest, manifest_checksum
+    from npt_dask.store import manifest_checksum, read_manifest
 
-    _, manifest = _open_manifest(Path(args.model))
+    manifest = read_manifest(Path(args.model))
     model = npt.load(args.model, verify=False)
     lam = model.eigenvalues
     return {
@@ -195,6 +195,7 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
             "lambda_r": float(lam[-1]),
             "sum_of_r_eigenvalues": float(lam.sum()),
         },
+        "plan": dict(model.diagnostics.plan),
     }
 
 

@@ -19,7 +19,9 @@ __all__ = [
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
     "NotFittedError",
+    "ProjectionError",
     "RankWarning",
+    "StoreError",
 ]
 
 
@@ -41,6 +43,14 @@ class KernelParameterError(InputError):
 
 class ClusterError(NPTError, ValueError):
     """A dask scheduler could not be reached or used (wrong address, down, TLS refused)."""
+
+
+class StoreError(NPTError, ValueError):
+    """A path is not a loadable npt model (missing, corrupt, newer or foreign)."""
+
+
+class ProjectionError(NPTError, ValueError):
+    """An output store cannot be used for this projection (another model or input)."""
 
 
 class NegativeEigenvalueError(NPTError, ValueError):

@@ -32,7 +32,7 @@ import numpy as np
 from dask import delayed
 from dask.delayed import Delayed
 
-from npt_dask._buffers import clear_scratch, populated_empty, scratch
+from npt_dask._buffers import clear_scratch
 from npt_dask._scheduler import (
     blas_threads_for_tasks,
     compute,
@@ -40,7 +40,9 @@ from npt_dask._scheduler import (
     retry_on_lost_data,
     ship_blocks,
 )
+from npt_dask.blocks import FAN_IN, add_arrays, block_products, kept_block, pair_products, sum_parts
 from npt_dask.errors import InputError
+from npt_dask.graph import tree_reduce
 from npt_dask.kernels import KernelSpec
 from npt_dask.planning import cached_fraction, kept_pairs, upper_pairs
 
@@ -55,7 +57,6 @@ __all__ = [
 
 CacheMode = Literal["auto", "recompute", "memory"]
 BlockKey = tuple[int, int]
-_SPLIT_EVERY = 8
 
 
 def _check_row_chunked(x: da.Array, what: str) -> None:
@@ -126,106 +127,16 @@ def center_columns(v: np.ndarray) -> np.ndarray:
     return v - v.mean(axis=0, keepdims=True)
 
 
-# --- numeric task bodies (numpy only) -------------------------------------------------
-
-
-def as_float64_block(block: np.ndarray) -> np.ndarray:
-    """The block in float64 (a float32 block is converted into thread scratch)."""
-    if block.dtype == np.float64:
-        return block
-    out = scratch("block-f64", block.shape, np.float64)
-    np.copyto(out, block)
-    return out
-
-
-def _kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
-    out = populated_empty((x_i.shape[0], x_j.shape[0]), dtype)
-    return kernel(x_i, x_j, out=out)
-
-
-def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    """``kappa(x_i, x_j)`` in this thread's reusable buffer (valid until its next use)."""
-    dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
-    return kernel(x_i, x_j, out=scratch("block", (x_i.shape[0], x_j.shape[0]), dtype))
-
-
-_PANEL_ROWS = 128
-"""Rows of a kernel block per step of the fused product (128 x 4096 float64 = 4 MiB)."""
-
-
-def _panel(block: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` of the block in float64 (float32 rows converted in scratch)."""
-    rows = block[start:stop]
-    if rows.dtype == np.float64:
-        return rows
-    out = scratch("panel-f64", rows.shape, np.float64)
-    np.copyto(out, rows)
-    return out
-
-
-def _block_products(
-    block: np.ndarray, v_i: np.ndarray, v_j: np.ndarray, diagonal: bool
-) -> tuple[np.ndarray, ...]:
-    """``B V_j`` (and, off the diagonal, ``B^T V_i``) in one sweep over B.
-
-    The block is read a panel of rows at a time and each panel serves both
-    products while it is still in cache, so B leaves memory once per pass,
-    not twice (measured 15-27% faster on 4096^2 blocks, two tasks at once).
-    The narrow products themselves run at 45-72% of BLAS's square-product
-    rate for b = 20-160 (``benchmarks/blas.py``): that, not memory traffic,
-    bounds a kept-block pass. ``(V_i^T P)`` reads the panel row-major, like
-    ``P V_j``. A float32 block is converted panel by panel, never copied
-    whole.
-    """
-    rows = block.shape[0]
-    right = v_i if diagonal else v_j
-    out_i = np.empty((rows, right.shape[1]))
-    out_j = None if diagonal else np.zeros((v_i.shape[1], block.shape[1]))
-    for start in range(0, rows, _PANEL_ROWS):
-        stop = min(start + _PANEL_ROWS, rows)
-        panel = _panel(block, start, stop)
-        np.matmul(panel, right, out=out_i[start:stop])
-        if out_j is not None:
-            out_j += v_i[start:stop].T @ panel
-    return (out_i,) if diagonal else (out_i, out_j.T)
-
-
-def _pair_products(
-    x_i: np.ndarray,
-    x_j: np.ndarray,
-    v_i: np.ndarray,
-    v_j: np.ndarray,
-    kernel: KernelSpec,
-    diagonal: bool,
-) -> tuple[np.ndarray, ...]:
-    return _block_products(scratch_block(x_i, x_j, kernel), v_i, v_j, diagonal)
-
-
-def _sum_parts(parts: list, which: list[int | None]) -> np.ndarray:
-    out = None
-    for part, w in zip(parts, which, strict=True):
-        term = part if w is None else part[w]
-        out = term.copy() if out is None else out.__iadd__(term)
-    return out
-
-
 def _tree_sum(items: list[tuple[Delayed, int | None]], key: str) -> Delayed:
-    """Sum Delayed contributions with fan-in ``_SPLIT_EVERY`` (bounded memory)."""
-    level = 0
-    while len(items) > 1 or items[0][1] is not None:
-        groups = [items[k : k + _SPLIT_EVERY] for k in range(0, len(items), _SPLIT_EVERY)]
-        items = [
-            (
-                delayed(_sum_parts, pure=True)(
-                    [p for p, _ in g], [w for _, w in g], dask_key_name=f"{key}-l{level}-{n}"
-                ),
-                None,
-            )
-            for n, g in enumerate(groups)
-        ]
-        level += 1
-    return items[0][0]
+    """Sum Delayed contributions (``part[which]``) with a tree of fan-in ``FAN_IN``."""
+    groups = [items[k : k + FAN_IN] for k in range(0, len(items), FAN_IN)]
+    level = [
+        delayed(sum_parts, pure=True)(
+            [p for p, _ in g], [w for _, w in g], dask_key_name=f"{key}-l0-{n}"
+        )
+        for n, g in enumerate(groups)
+    ]
+    return tree_reduce(level, add_arrays, key=key)
 
 
 class KernelOperator:
@@ -322,7 +233,7 @@ class KernelOperator:
     def _cached_blocks(self) -> dict[BlockKey, Delayed]:
         if self._blocks is None:
             lazy = {
-                (i, j): delayed(_kept_block, pure=True)(
+                (i, j): delayed(kept_block, pure=True)(
                     self._x_parts[i],
                     self._x_parts[j],
                     self.kernel,
@@ -347,11 +258,11 @@ class KernelOperator:
             for j in range(i, nb):
                 key = f"npt-pair-{tag}-{i}-{j}"
                 if (i, j) in blocks:
-                    pair = delayed(_block_products, pure=True)(
+                    pair = delayed(block_products, pure=True)(
                         blocks[i, j], v_parts[i], v_parts[j], i == j, dask_key_name=key
                     )
                 else:
-                    pair = delayed(_pair_products, pure=True)(
+                    pair = delayed(pair_products, pure=True)(
                         self._x_parts[i],
                         self._x_parts[j],
                         v_parts[i],

@@ -15,6 +15,8 @@ plus its inputs, whatever the number of rows.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,15 +24,21 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask import store
 from npt_dask._inputs import InputInfo, as_row_chunked, wrap_rows
 from npt_dask._scheduler import compute
+from npt_dask.blocks import (
+    FAN_IN,
+    finish_rows,
+    kernel_times,
+    projection_terms,
+    projection_weights,
+)
 from npt_dask.errors import InputError
-from npt_dask.gram import as_float64_block, kernel_diagonal, scratch_block
+from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 
-__all__ = ["NPTModel", "SolverDiagnostics"]
-
-_SPLIT_EVERY = 8
+__all__ = ["NPTModel", "SolverDiagnostics", "load"]
 
 
 @dataclass(frozen=True)
@@ -58,31 +66,7 @@ class SolverDiagnostics:
 
 
 def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    block = as_float64_block(scratch_block(z, x, kernel))
-    return (block @ w)[:, None, :]
-
-
-def _finish_block(
-    p: np.ndarray,
-    diag: np.ndarray,
-    offset: np.ndarray,
-    ones: np.ndarray,
-    grand_mean: float,
-    center: bool,
-) -> np.ndarray:
-    """``[y | residual]`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``.
-
-    ``y = A^T (kappa - m) - (mean(kappa) - g) A^T 1``: the last term is zero in
-    exact arithmetic (``U^T 1 = 0``) and is kept so rounding in U is not
-    amplified by a large constant part of the kernel.
-    """
-    r = offset.shape[0]
-    y = p[:, :r] - offset
-    if center:
-        y -= (p[:, r] - grand_mean)[:, None] * ones
-    kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
-    res = np.sqrt(np.maximum(kzz - np.einsum("ij,ij->i", y, y), 0.0))
-    return np.hstack([y, res[:, None]])
+    return kernel_times(z, x, w, kernel)[:, None, :]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -220,9 +204,14 @@ class NPTModel:
         return x, info
 
     def _weights(self) -> da.Array:
-        n = self.n_samples
-        w = np.hstack([self.projection_matrix, np.full((n, 1), 1.0 / n)])
+        w = projection_weights(self.eigenvectors, self.eigenvalues, self.n_samples)
         return da.from_array(w, chunks=(self.x_train.chunks[0], -1))
+
+    def projection_terms(self) -> dict[str, Any]:
+        """The constants that finish a projection (:func:`npt_dask.blocks.finish_rows`)."""
+        return projection_terms(
+            self.projection_matrix, self.row_means, self.grand_mean, self.center
+        )
 
     def _project(self, z: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
@@ -242,20 +231,16 @@ class NPTModel:
             concatenate=True,
             kernel=self.kernel,
         )
-        p = partial.sum(axis=1, split_every=_SPLIT_EVERY) if nb > 1 else partial[:, 0, :]
+        p = partial.sum(axis=1, split_every=FAN_IN) if nb > 1 else partial[:, 0, :]
         diag = kernel_diagonal(z, self.kernel)
-        a = self.projection_matrix
         return da.blockwise(
-            _finish_block,
+            finish_rows,
             "ij",
             p,
             "ij",
             diag,
             "i",
-            offset=self.row_means @ a,
-            ones=a.sum(axis=0),
-            grand_mean=self.grand_mean,
-            center=self.center,
+            **self.projection_terms(),
             dtype=np.float64,
             adjust_chunks={"j": self.n_components + 1},
         )
@@ -359,9 +344,16 @@ class NPTModel:
 
     def save(self, path: Any) -> Any:
         """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`)."""
-        from npt_dask.store import save
+        return store.save(self, path)
 
-        return save(self, path)
+    @functools.cached_property
+    def identity(self) -> str:
+        """The model's one identity: the checksum of its manifest (see
+        :func:`npt_dask.store.manifest_checksum`); read from the store for a loaded
+        model, else computed once (every array hashed once)."""
+        if self.store_path is not None:
+            return store.manifest_checksum(store.read_manifest(self.store_path))
+        return store.model_identity(self)
 
     def __repr__(self) -> str:
         from npt_dask._display import model_text
@@ -372,3 +364,26 @@ class NPTModel:
         from npt_dask._display import model_html
 
         return model_html(self)
+
+
+def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
+    """Load a model saved by :meth:`NPTModel.save` (see :func:`npt_dask.store.read`).
+
+    ``verify`` re-computes the SHA-256 of every array against the manifest
+    (reads the training rows once, chunk by chunk). CRC32C checks of each
+    chunk happen on every read regardless.
+    """
+    stored = store.read(path, verify=verify)
+    manifest, small = stored.manifest, stored.arrays
+    diagnostics = SolverDiagnostics(residuals=small["residuals"], **dict(manifest.diagnostics))
+    return NPTModel(
+        KernelSpec.from_dict(manifest.kernel),
+        stored.x_train,
+        small["eigenvalues"],
+        small["eigenvectors"],
+        small["row_means"],
+        float(manifest.grand_mean),
+        bool(manifest.center),
+        diagnostics,
+        store_path=str(stored.path),
+    )

@@ -149,6 +149,7 @@ class Param:
     error: type[Exception] = InputError
     parse: Callable[[str], Any] | None = None
     message: str | None = None  # a wording of its own (the kernel name: "Unknown kernel")
+    hint: str = ""  # the fix, appended to the common wording
 
     @property
     def flag(self) -> str:
@@ -173,6 +174,7 @@ class Param:
             raise error(self.message.format(value=value, choices=choices))
         raise error(
             f"The '{self.name}' parameter must be {self.describe()}. Got {value!r} instead."
+            + (f" {self.hint}" if self.hint else "")
         )
 
 
@@ -222,6 +224,7 @@ PARAMS: tuple[Param, ...] = (
         "kernel coefficient; 'scale' is 1 / (d var X) as scikit-learn's SVC, None is 1 / d",
         KernelParameterError,
         _number_or(float, "scale"),
+        hint="gamma = 0 makes the kernel constant; use gamma='scale' for data of any scale.",
     ),
     Param(
         "degree",
@@ -230,6 +233,8 @@ PARAMS: tuple[Param, ...] = (
         "polynomial degree (None: the kernel's default, 3)",
         KernelParameterError,
         _number_or(float),
+        hint="A degree of 0 makes the kernel constant (a zero kernel matrix after "
+        "centring); use degree >= 1.",
     ),
     Param(
         "coef0",

@@ -29,7 +29,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,31 +48,15 @@ from npt_dask._scheduler import (
     retry_on_lost_data,
     ship_blocks,
 )
-from npt_dask.errors import InputError, InputTypeError, NPTError
-from npt_dask.gram import as_float64_block, scratch_block
+from npt_dask.blocks import ProjectionTerms, project_rows, projection_weights
+from npt_dask.errors import InputError, InputTypeError, ProjectionError
 from npt_dask.kernels import KernelSpec
-from npt_dask.model import NPTModel, _finish_block
+from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
 
-__all__ = ["ProjectionError", "model_fingerprint", "open_data", "project"]
+__all__ = ["ProjectionError", "open_data", "project"]
 
 FORMAT_VERSION = 1
-
-
-class ProjectionError(NPTError, ValueError):
-    """An output store cannot be used for this projection (another model or input)."""
-
-
-def model_fingerprint(model: NPTModel) -> str:
-    """SHA-256 identifying the model's numbers (kernel, spectrum, vectors, centring)."""
-    digest = hashlib.sha256()
-    digest.update(repr(sorted(model.kernel.to_dict().items())).encode())
-    for part in (model.eigenvalues, model.eigenvectors, model.row_means):
-        digest.update(np.ascontiguousarray(part).tobytes())
-    digest.update(np.float64(model.grand_mean).tobytes())
-    digest.update(bytes([model.center]))
-    digest.update(str(model.precision).encode())
-    return digest.hexdigest()
 
 
 def _digest(block: np.ndarray) -> np.uint64:
@@ -101,24 +85,8 @@ class StoredTraining:
         group = zarr.open_group(self.path, mode="r")
         x, u = group["x_train"], group["eigenvectors"]
         n = self.offsets[-1]
-        root = np.sqrt(self.eigenvalues)  # as NPTModel.projection_matrix, bit for bit
         for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
-            w = np.hstack([u[lo:hi] / root, np.full((hi - lo, 1), 1.0 / n)])
-            yield np.asarray(x[lo:hi]), w
-
-
-def _project_rows(
-    z: np.ndarray,
-    training: Iterable[tuple[np.ndarray, np.ndarray]],
-    kernel: KernelSpec,
-    finish: dict[str, Any],
-) -> np.ndarray:
-    """``[y | residual]`` of rows ``z``, streaming over the training blocks."""
-    acc = None
-    for x_j, w_j in training:
-        term = as_float64_block(scratch_block(z, x_j, kernel)) @ w_j
-        acc = term if acc is None else acc.__iadd__(term)
-    return _finish_block(acc, kernel.diag(z), **finish)
+            yield np.asarray(x[lo:hi]), projection_weights(u[lo:hi], self.eigenvalues, n)
 
 
 def _write_chunk(
@@ -127,7 +95,7 @@ def _write_chunk(
     start: int,
     training: Any,
     kernel: KernelSpec,
-    finish: dict[str, Any],
+    finish: ProjectionTerms,
     out: str,
     dtype: str,
 ) -> int:
@@ -137,7 +105,7 @@ def _write_chunk(
         raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
     if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
         training = zip(*training, strict=True)
-    both = _project_rows(z, training, kernel, finish).astype(dtype)
+    both = project_rows(z, training, kernel, finish).astype(dtype)
     group = zarr.open_group(out, mode="r+")
     stop = start + z.shape[0]
     group["coordinates"][start:stop] = both[:, :-1]
@@ -233,7 +201,7 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
 def _identity(model: NPTModel, x: da.Array) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
-        "model_checksum": model_fingerprint(model),
+        "model_checksum": model.identity,
         "kernel": model.kernel.to_dict(),
         "n_components": model.n_components,
         "n_rows": int(x.shape[0]),
@@ -459,24 +427,17 @@ def project(
 
 
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any]:
-    a = model.projection_matrix
-    n = model.n_samples
     offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
     if model.store_path is not None:  # tasks stream training blocks from the store
         training: Any = StoredTraining(
             model.store_path, tuple(int(o) for o in offsets), model.eigenvalues
         )
     else:  # persisted where the tasks run (workers' memory under distributed), once
-        w = np.hstack([a, np.full((n, 1), 1.0 / n)])
+        w = projection_weights(model.eigenvectors, model.eigenvalues, model.n_samples)
         x_blocks = persist_blocks(model.x_train.to_delayed().ravel())
         w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
         training = (x_blocks, w_blocks)
-    finish = {
-        "offset": model.row_means @ a,
-        "ones": a.sum(axis=0),
-        "grand_mean": model.grand_mean,
-        "center": model.center,
-    }
+    finish = model.projection_terms()
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
     parts = x.to_delayed().ravel()
     tasks = []

@@ -32,31 +32,31 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
 
-from npt_dask.errors import NPTError
-from npt_dask.kernels import KernelSpec
-from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.errors import StoreError
+
+if TYPE_CHECKING:  # the model imports this module; this one never imports the model
+    from npt_dask.model import NPTModel
 
 __all__ = [
     "FORMAT_VERSION",
     "ModelManifest",
     "StoreError",
-    "load",
+    "StoredModel",
     "manifest_checksum",
+    "model_identity",
+    "read",
+    "read_manifest",
     "save",
 ]
 
 FORMAT_VERSION = 1
 KIND = "npt-model"
 _ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "x_train")
-
-
-class StoreError(NPTError, ValueError):
-    """A path is not a loadable npt model (missing, corrupt, newer or foreign)."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,27 @@ class ModelManifest:
         return cls(**{k: data[k] for k in names if k in data})
 
 
+_NOT_IDENTITY = ("created", "package_version")
+
+
 def manifest_checksum(manifest: ModelManifest) -> str:
-    """SHA-256 of the manifest's canonical JSON: identifies a stored model."""
-    text = json.dumps(manifest.to_dict(), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the manifest's canonical JSON: the one identity of a model.
+
+    Everything but when and by which version it was written: kernel, shapes,
+    centring, diagnostics and every array's SHA-256. A model saved and loaded
+    keeps its identity; projection stores record it (:mod:`npt_dask.projection`).
+    """
+    data = {k: v for k, v in manifest.to_dict().items() if k not in _NOT_IDENTITY}
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def model_identity(model: NPTModel) -> str:
+    """:func:`manifest_checksum` of the manifest ``model`` would be saved with.
+
+    Hashes every array once (the training rows chunk by chunk).
+    """
+    return manifest_checksum(_manifest(model, _arrays_of(model)))
 
 
 def _array_digest(values: np.ndarray | da.Array) -> str:
@@ -248,6 +265,11 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def read_manifest(path: str | os.PathLike) -> ModelManifest:
+    """The manifest of the model store at ``path`` (no array is read)."""
+    return _open_manifest(Path(path))[1]
+
+
 def _open_manifest(path: Path) -> tuple[Any, ModelManifest]:
     import zarr
 
@@ -287,8 +309,18 @@ def _read(array: Any, name: str, path: Path) -> np.ndarray:
         raise StoreError(f"{path}/{name} failed its integrity check: {exc}") from exc
 
 
-def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
-    """Load a model saved by :func:`save`.
+@dataclass(frozen=True)
+class StoredModel:
+    """What :func:`read` returns: the manifest, the small arrays, the training rows (lazy)."""
+
+    path: Path
+    manifest: ModelManifest
+    arrays: Mapping[str, np.ndarray]
+    x_train: da.Array
+
+
+def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
+    """Read a model store written by :func:`save` (use :func:`npt_dask.load` for a model).
 
     ``verify`` re-computes the SHA-256 of every array against the manifest
     (reads the training rows once, chunk by chunk). CRC32C checks of each
@@ -308,16 +340,4 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
                 raise StoreError(f"{path}/{name} failed its integrity check: {exc}") from exc
             if manifest.checksums and digest != manifest.checksums.get(name):
                 raise StoreError(f"{path}/{name} does not match its checksum; it was altered.")
-    diag = dict(manifest.diagnostics)
-    diagnostics = SolverDiagnostics(residuals=small["residuals"], **diag)
-    return NPTModel(
-        KernelSpec.from_dict(manifest.kernel),
-        x_train,
-        small["eigenvalues"],
-        small["eigenvectors"],
-        small["row_means"],
-        float(manifest.grand_mean),
-        bool(manifest.center),
-        diagnostics,
-        store_path=str(path.resolve()),
-    )
+    return StoredModel(path.resolve(), manifest, small, x_train)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from npt_dask import InputError, KernelSpec
-from npt_dask import gram as gram_module
+from npt_dask.blocks import FAN_IN
 from npt_dask.gram import KernelOperator, kernel_diagonal, kernel_matrix
 from tests.conftest import centered_gram
 
@@ -112,7 +112,7 @@ def test_auto_cache_follows_budget(x, spec, rng, monkeypatch):
 
 def test_operator_tree_sum_many_blocks(rng, spec):
     x = rng.normal(size=(610, 4))
-    monkey_split = gram_module._SPLIT_EVERY
+    monkey_split = FAN_IN  # the fan-in of every summation tree (npt_dask.blocks)
     op = KernelOperator(da.from_array(x, chunks=(30, -1)), spec, center=True)  # 21 blocks
     v = rng.normal(size=(610, 2))
     np.testing.assert_allclose(op.matmat(v), centered_gram(spec(x, x)) @ v, atol=1e-11)

@@ -16,11 +16,12 @@ from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_row_chunked
 from npt_dask._scheduler import compute
+from npt_dask.blocks import add_tuples
 from npt_dask.errors import InputError
+from npt_dask.graph import tree_reduce
 
 __all__ = ["PERSIST_AUTO_BYTES", "as_coordinates", "as_labels", "chunk_sums", "maybe_persist"]
 
-_FAN_IN = 8
 PERSIST_AUTO_BYTES = 512 * 2**20
 """``persist=None`` keeps iterated data in (cluster) memory up to this size."""
 
@@ -67,14 +68,6 @@ def as_labels(y: Any, rows: da.Array) -> da.Array:
     return da.from_array(y, chunks=(rows.chunks[0],))
 
 
-def _add(parts: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-    total = [np.array(p, copy=True) for p in parts[0]]
-    for part in parts[1:]:
-        for acc, term in zip(total, part, strict=True):
-            acc += term
-    return tuple(total)
-
-
 def chunk_sums(
     func: Callable[..., tuple[np.ndarray, ...]],
     arrays: Sequence[da.Array],
@@ -89,10 +82,7 @@ def chunk_sums(
     """
     blocks = [list(a.to_delayed().ravel()) for a in arrays]
     parts = [delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)]
-    while len(parts) > 1:
-        parts = [
-            delayed(_add, pure=True)(parts[k : k + _FAN_IN]) for k in range(0, len(parts), _FAN_IN)
-        ]
+    total = tree_reduce(parts, add_tuples)
     if not compute_now:
-        return parts[0]
-    return compute(parts[0])[0]
+        return total
+    return compute(total)[0]

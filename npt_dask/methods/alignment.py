@@ -28,14 +28,14 @@ from dask import delayed
 
 from npt_dask._inputs import as_row_chunked
 from npt_dask._scheduler import compute
+from npt_dask.blocks import FAN_IN, add_tuples, as_float64_block, scratch_block
 from npt_dask.errors import InputError
-from npt_dask.gram import as_float64_block, scratch_block
+from npt_dask.graph import tree_reduce
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.methods._passes import as_labels
+from npt_dask.planning import upper_pairs
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
-
-_FAN_IN = 8
 
 
 def _pair_terms(
@@ -66,16 +66,12 @@ def _add_pairs(parts: list[tuple], starts_i: list[int], starts_j: list[int], n: 
     return cross, fro, rows
 
 
-def _merge(parts: list[tuple]) -> tuple:
-    return (sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts))
-
-
 def _one_pass(x: Any, onehot: Any, kernel: KernelSpec) -> tuple[np.ndarray, float, np.ndarray]:
     xs, os_ = list(x.to_delayed().ravel()), list(onehot.to_delayed().ravel())
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(int)
     n, nb = int(starts[-1]), len(xs)
-    pairs = [(i, j) for i in range(nb) for j in range(i, nb)]
-    groups = [pairs[k : k + _FAN_IN] for k in range(0, len(pairs), _FAN_IN)]
+    pairs = upper_pairs(nb)
+    groups = [pairs[k : k + FAN_IN] for k in range(0, len(pairs), FAN_IN)]
     level = [
         delayed(_add_pairs, pure=True)(
             [delayed(_pair_terms, pure=True)(xs[i], xs[j], os_[i], os_[j], kernel, i == j)
@@ -84,12 +80,7 @@ def _one_pass(x: Any, onehot: Any, kernel: KernelSpec) -> tuple[np.ndarray, floa
         )
         for g in groups
     ]  # fmt: skip
-    while len(level) > 1:
-        level = [
-            delayed(_merge, pure=True)(level[k : k + _FAN_IN])
-            for k in range(0, len(level), _FAN_IN)
-        ]
-    cross, fro, rows = compute(level[0], release_scratch=True)[0]
+    cross, fro, rows = compute(tree_reduce(level, add_tuples), release_scratch=True)[0]
     return cross, float(fro), rows
 
 

@@ -26,17 +26,16 @@ import dask.array as da
 import numpy as np
 
 from npt_dask._scheduler import compute
-from npt_dask.errors import InputError
+from npt_dask.errors import InputError, StoreError
 from npt_dask.fitting import fit_params
 from npt_dask.kernels import make_kernel
-from npt_dask.model import NPTModel
+from npt_dask.model import NPTModel, load
 from npt_dask.params import FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, load_split
 from npt_dask.pipeline.methods import check_params, run_method
 from npt_dask.pipeline.report import write_figures, write_report
 from npt_dask.projection import project
-from npt_dask.store import StoreError, load
 
 __all__ = ["run"]
 
