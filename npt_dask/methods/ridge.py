@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import _check_finite_block, float_dtype, wrap_rows
+from npt_dask._inputs import _check_finite_block, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import as_coordinates, as_labels, chunk_sums
@@ -207,15 +207,12 @@ def _is_lazy(X: Any) -> bool:
 
 
 def _check_numeric_ndarray(X: Any, name: str) -> None:
-    """Our message for string or complex numpy data (sklearn's is about float conversion)."""
-    if isinstance(X, np.ndarray):
-        if X.dtype.kind in "USV":
-            raise InputTypeError(
-                f"{name} must be numeric; got dtype {X.dtype}. Convert it with "
-                f"{name}.astype(float), or encode categories first."
-            )
-        if X.dtype.kind == "c":
-            float_dtype(X.dtype)  # raises: complex is not supported
+    """Our message for string numpy data (sklearn's is about a failed float conversion)."""
+    if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
+        raise InputTypeError(
+            f"{name} must be numeric; got dtype {X.dtype}. Convert it with "
+            f"{name}.astype(float), or encode categories first."
+        )
 
 
 _NON_NUMERIC_Y = (
