@@ -138,10 +138,13 @@ def test_linear_kernel_is_sklearn_ridge_on_the_inputs(fit_intercept):
 def test_ridge_equals_sklearn_ridge_on_the_same_coordinates(data, centred, fit_intercept):
     _, t, _ = data
     _, coords, coords_z = centred
+    # shifted columns (and target offsets) exercise the centring by sums
+    shift = np.linspace(-2.0, 3.0, coords.shape[1])
+    coords, coords_z, t = coords + shift, coords_z + shift, t + np.array([5.0, -1.0])
     sk = SkRidge(alpha=0.3, fit_intercept=fit_intercept, solver="cholesky").fit(coords, t)
     reg = Ridge(0.3, fit_intercept=fit_intercept, chunk_size=37).fit(coords, t)
     np.testing.assert_allclose(reg.coef_, sk.coef_, rtol=0, atol=1e-10 * np.abs(sk.coef_).max())
-    np.testing.assert_allclose(reg.intercept_, sk.intercept_, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(reg.intercept_, sk.intercept_, rtol=1e-9)  # observed 1e-10
     assert _rel(reg.predict(coords_z), sk.predict(coords_z)) < 1e-10
 
 
@@ -209,12 +212,13 @@ def test_gcv_scores_match_the_dense_hat_matrix(data, centred, fit_intercept, tar
     _, t, _ = data
     t = t[:, 0] if targets == "1d" else t
     _, coords, _ = centred
-    reg = Ridge(ALPHAS, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t)
-    ref = _dense_gcv(coords, t if t.ndim == 2 else t[:, None], ALPHAS, fit_intercept)
+    coords = coords + np.linspace(-1.0, 2.0, coords.shape[1])  # not centred
+    reg = Ridge(ALPHAS, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t + 1.0)
+    ref = _dense_gcv(coords, (t if t.ndim == 2 else t[:, None]) + 1.0, ALPHAS, fit_intercept)
     np.testing.assert_allclose(reg.alpha_scores_, ref, rtol=1e-8)
     assert reg.alpha_ == ALPHAS[int(np.argmin(ref))]
-    np.testing.assert_allclose(reg.coef_, Ridge(reg.alpha_, fit_intercept=fit_intercept)
-                               .fit(coords, t).coef_, rtol=0, atol=1e-12)  # fmt: skip
+    single = Ridge(reg.alpha_, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t + 1.0)
+    np.testing.assert_allclose(reg.coef_, single.coef_, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
