@@ -268,8 +268,11 @@ _SHARED_DOC = """
         cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the eigenvalues
         of the r x r Gram and ``||T||^2``, so it needs no pass beyond the fit's
         one. ``"loo"``: exact leave-one-out, which needs every row's leverage
-        and hence a second pass (what scikit-learn's ``RidgeCV`` computes).
-        Unused for a single alpha.
+        ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
+        (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
+        choice. GCV replaces each ``h_ii`` by their mean ``tr(H)/n``: close to
+        leave-one-out when n >> r, but near full rank (r ~ n) the two may
+        pick different alphas. Unused for a single alpha.
     chunk_size : int, default 8192
         Rows per chunk for numpy input; dask and xarray input keep their chunks.
 """
@@ -315,17 +318,18 @@ class _RidgeBase(BaseEstimator):
         data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
         return data, y
 
-    def _fit_pass(self, func: Any, arrays: list, *args: Any, alphas: np.ndarray) -> np.ndarray:
+    def _fit_pass(
+        self, moments_of: Any, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
+    ) -> np.ndarray:
         """The one pass, the solve, and the choice of alpha; returns coef (r, k)."""
-        moments = chunk_sums(func, arrays, *args)
+        moments = chunk_sums(moments_of, arrays, *args)
         sol = _solve(moments, bool(self.fit_intercept), alphas)
         if len(alphas) == 1:
             scores = np.full(1, np.nan)
         elif self.criterion == "gcv":
             scores = sol.gcv()
         else:  # second pass: each row's leverage and residual, for every alpha
-            loo = _loo_label_errors if func is _label_moments else _loo_errors
-            scores = chunk_sums(loo, arrays, *args, sol)[0].mean(axis=1) / sol.n
+            scores = chunk_sums(loo_of, arrays, *args, sol)[0].mean(axis=1) / sol.n
         best = 0 if len(alphas) == 1 else int(np.argmin(np.nan_to_num(scores, nan=np.inf)))
         self.alpha_ = float(alphas[best])
         self.alpha_scores_ = scores
@@ -415,7 +419,7 @@ class Ridge(RegressorMixin, _RidgeBase):
         data, y = self._rows_for_fit(X, y, multi_output=True, y_numeric=True)
         targets = _as_targets(y, data, "Ridge")
         ndim = 1 if getattr(y, "ndim", 1) == 1 else 2
-        coef = self._fit_pass(_target_moments, [data, targets], alphas=alphas)
+        coef = self._fit_pass(_target_moments, _loo_errors, [data, targets], alphas=alphas)
         if ndim == 1:
             self.coef_, self.intercept_ = coef[:, 0], float(self.intercept_[0])
         else:
@@ -495,7 +499,9 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
                 f"({classes.tolist()}). Pass labels of two or more classes."
             )
         self.classes_ = classes
-        coef = self._fit_pass(_label_moments, [data, labels], classes, alphas=alphas)
+        coef = self._fit_pass(
+            _label_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
+        )
         self.coef_ = coef.T
         return self
 
