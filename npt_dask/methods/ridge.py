@@ -283,7 +283,9 @@ _SHARED_NOTES = """
     a tree; the driver solves the r x r eigenproblem of the centred Gram, so
     every candidate alpha costs O(r^2 k) more. Memory: each task holds one
     row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
-    whatever n. Y is never gathered. Centring uses the sums
+    whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
+    second time, each task holding its chunk rotated into the eigenbasis
+    (chunk x r) and returning n_alphas x k error sums. Centring uses the sums
     (``Y^T Y - n m m^T``), accurate when the column means are not much
     larger than their spread (NPT coordinates are centred at training).
     ``predict`` and ``decision_function`` are lazy for dask and chunked
