@@ -4,6 +4,7 @@
 * :mod:`~npt_dask.methods.ksvm` -- kernel SVM = linear SVM on the coordinates.
 * :mod:`~npt_dask.methods.kfd` -- kernel Fisher discriminant = LDA on them.
 * :mod:`~npt_dask.methods.pcal1` -- kernel PCA-L1, beyond the kernel trick.
+* :mod:`~npt_dask.methods.ridge` -- kernel ridge regression/classification = ridge on them.
 * :mod:`~npt_dask.methods.alignment` -- kernel-target alignment, to choose kernels.
 
 Every method takes numpy, dask or xarray coordinates and streams over their
@@ -17,11 +18,14 @@ from npt_dask.methods.kfd import FisherDiscriminant, class_scatter
 from npt_dask.methods.kpca import explained_variance, explained_variance_ratio, total_variance
 from npt_dask.methods.ksvm import ChunkedLinearSVM, kernel_svm
 from npt_dask.methods.pcal1 import PCAL1, l1_dispersion
+from npt_dask.methods.ridge import Ridge, RidgeClassifier, ridge_moments
 
 __all__ = [
     "PCAL1",
     "ChunkedLinearSVM",
     "FisherDiscriminant",
+    "Ridge",
+    "RidgeClassifier",
     "alignment_scores",
     "class_scatter",
     "explained_variance",
@@ -29,5 +33,6 @@ __all__ = [
     "kernel_svm",
     "kernel_target_alignment",
     "l1_dispersion",
+    "ridge_moments",
     "total_variance",
 ]

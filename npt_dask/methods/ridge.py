@@ -1,0 +1,527 @@
+"""Kernel ridge regression and classification as ridge on NPT coordinates, in one pass.
+
+On NPT coordinates Y, with ``<y_i, y(z)> = k(x_i, z)`` at full rank, ridge
+regression ``min ||T - Y w - b||^2 + alpha ||w||^2`` *is* kernel ridge
+regression: ``w = Y^T c`` with ``c = (K + alpha I)^{-1} T`` gives the
+predictions ``y(z)^T w = k(z)^T (K + alpha I)^{-1} T``. With an (unpenalised)
+intercept, ridge is blind to a shift of the features, so centred and
+uncentred NPT models give the same machine: kernel ridge with the centred
+kernel plus the target mean.
+
+The fit needs only ``Y^T Y``, ``Y^T T``, the column sums of Y and T, the
+row count and ``||T||^2`` (all r x r or smaller), accumulated in float64 in
+one streaming pass over the row chunks; the driver then solves an r x r
+eigenproblem. Candidate alphas are scored by generalised cross-validation
+(GCV) from the same pass, or by exact leave-one-out with a second pass.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import scipy.linalg
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from npt_dask._inputs import _check_finite_block, wrap_rows
+from npt_dask._scheduler import compute
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.methods._passes import as_coordinates, as_labels, chunk_sums
+
+__all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
+
+_CRITERIA = ("gcv", "loo")
+
+
+# ------------------------------------------------------------------ chunk maths
+
+
+def _target_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
+    x = np.asarray(block, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    return (
+        np.array(float(len(x))),
+        x.sum(axis=0),
+        t.sum(axis=0),
+        x.T @ x,
+        x.T @ t,
+        np.einsum("ij,ij->j", t, t),
+    )
+
+
+def _pm_one(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """One-vs-all targets: +1 for the row's class, -1 elsewhere; one column for 2 classes."""
+    index = np.searchsorted(classes, labels)
+    t = -np.ones((len(labels), len(classes)))
+    t[np.arange(len(labels)), index] = 1.0
+    return t[:, 1:] if len(classes) == 2 else t
+
+
+def _label_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
+    return _target_moments(block, _pm_one(labels, classes))
+
+
+def _loo_errors(block: np.ndarray, targets: np.ndarray, s: _Solution) -> tuple:
+    """Sum over the chunk's rows of squared leave-one-out residuals, per alpha and output."""
+    x = np.asarray(block, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64)
+    z = (x - s.x_mean) @ s.vectors  # rows in the eigenbasis of the (centred) Gram
+    out = np.empty((len(s.alphas), t.shape[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for a, alpha in enumerate(s.alphas):
+            shrink = 1.0 / (s.values + alpha)
+            fitted = s.t_mean + z @ (shrink[:, None] * s.projected)
+            leverage = s.h0 + (z * z) @ shrink
+            out[a] = (((t - fitted) / (1.0 - leverage)[:, None]) ** 2).sum(axis=0)
+    return (out,)
+
+
+def _loo_label_errors(block: np.ndarray, labels: np.ndarray, classes: np.ndarray, s) -> tuple:
+    return _loo_errors(block, _pm_one(labels, classes), s)
+
+
+# ------------------------------------------------------------------ the r x r solve
+
+
+@dataclass(frozen=True)
+class _Solution:
+    """The eigen-solution of the (centred) normal equations, valid for every alpha."""
+
+    n: float
+    x_mean: np.ndarray  # (r,), zeros without intercept
+    t_mean: np.ndarray  # (k,), zeros without intercept
+    values: np.ndarray  # (r,) eigenvalues of the centred Gram, clipped at 0
+    vectors: np.ndarray  # (r, r)
+    projected: np.ndarray  # (r, k) = V^T (centred Y^T T)
+    t_norm2: np.ndarray  # (k,) centred ||T||^2
+    h0: float  # leverage of the intercept: 1/n, or 0
+    alphas: np.ndarray
+
+    def coef(self, alpha: float) -> np.ndarray:
+        return self.vectors @ (self.projected / (self.values + alpha)[:, None])
+
+    def gcv(self) -> np.ndarray:
+        """Mean GCV error per alpha: ``(RSS / n) / (1 - tr(H) / n)^2``, averaged over outputs."""
+        d = self.values[:, None]
+        p2 = self.projected**2
+        scores = np.empty(len(self.alphas))
+        for a, alpha in enumerate(self.alphas):
+            # RSS = ||T||^2 - 2 tr(W^T B) + tr(W^T G W), in the eigenbasis
+            rss = self.t_norm2 - (p2 * (d + 2 * alpha) / (d + alpha) ** 2).sum(axis=0)
+            trace = self.n * self.h0 + np.sum(self.values / (self.values + alpha))
+            scores[a] = np.mean(np.maximum(rss, 0.0)) / self.n / (1.0 - trace / self.n) ** 2
+        return scores
+
+
+def _solve(moments: tuple, fit_intercept: bool, alphas: np.ndarray) -> _Solution:
+    n, x_sum, t_sum, gram, cross, t2 = moments
+    n = float(n)
+    if fit_intercept:
+        x_mean, t_mean = x_sum / n, t_sum / n
+        gram = gram - np.outer(x_sum, x_mean)
+        cross = cross - np.outer(x_sum, t_mean)
+        t2 = t2 - t_sum * t_mean
+    else:
+        x_mean, t_mean = np.zeros_like(x_sum), np.zeros_like(t_sum)
+    values, vectors = scipy.linalg.eigh((gram + gram.T) / 2)
+    return _Solution(
+        n=n,
+        x_mean=x_mean,
+        t_mean=t_mean,
+        values=np.maximum(values, 0.0),
+        vectors=vectors,
+        projected=vectors.T @ cross,
+        t_norm2=np.maximum(t2, 0.0),
+        h0=1.0 / n if fit_intercept else 0.0,
+        alphas=alphas,
+    )
+
+
+def ridge_moments(Y: Any, T: Any, *, chunk_size: int = 8192) -> dict[str, np.ndarray]:
+    """The sufficient statistics of ridge regression, in one pass over the chunks of Y.
+
+    Returns a dict with ``n``, ``y_sum`` (r,), ``t_sum`` (k,), ``gram``
+    ``Y^T Y`` (r, r), ``cross`` ``Y^T T`` (r, k) and ``t_norm2`` (k,) (the
+    squared norm of each target column), all float64. ``T`` is 1-D or 2-D.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask.methods import ridge_moments
+    >>> m = ridge_moments(np.ones((10, 2)), np.arange(10.0), chunk_size=4)
+    >>> float(m["n"]), m["gram"].tolist(), m["cross"].ravel().tolist()
+    (10.0, [[10.0, 10.0], [10.0, 10.0]], [45.0, 45.0])
+    """
+    data, _ = as_coordinates(Y, chunk_size=chunk_size)
+    targets = _as_targets(T, data, "Ridge")
+    keys = ("n", "y_sum", "t_sum", "gram", "cross", "t_norm2")
+    return dict(zip(keys, chunk_sums(_target_moments, [data, targets]), strict=True))
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _fail(owner: str, name: str, expected: str, value: Any, error: type = InputError) -> None:
+    raise error(f"The '{name}' parameter of {owner} must be {expected}. Got {value!r} instead.")
+
+
+def _check_alphas(owner: str, alpha: Any) -> np.ndarray:
+    expected = "a float > 0 or a 1-D array of candidate floats > 0"
+    if isinstance(alpha, bool | str | bytes) or alpha is None:
+        _fail(owner, "alpha", expected, alpha, InputTypeError)
+    if isinstance(alpha, numbers.Real):
+        values = np.array([float(alpha)])
+    else:
+        try:
+            values = np.asarray(alpha)
+        except Exception:  # pragma: no cover - exotic objects
+            values = np.array([object()])
+        if values.dtype.kind not in "iuf" or values.ndim != 1 or values.size == 0:
+            _fail(owner, "alpha", expected, alpha, InputTypeError)
+        values = values.astype(np.float64)
+    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
+        _fail(owner, "alpha", expected, alpha)
+    return values
+
+
+def _check_params(est: Any) -> np.ndarray:
+    owner = type(est).__name__
+    alphas = _check_alphas(owner, est.alpha)
+    if est.fit_intercept not in (True, False):
+        _fail(owner, "fit_intercept", "True or False", est.fit_intercept, InputTypeError)
+    if est.criterion not in _CRITERIA:
+        _fail(owner, "criterion", f"one of {_CRITERIA}", est.criterion)
+    size = est.chunk_size
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
+        _fail(owner, "chunk_size", "an int >= 1", size)
+    return alphas
+
+
+def _is_lazy(X: Any) -> bool:
+    return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
+
+
+def _check_numeric_ndarray(X: Any, name: str) -> None:
+    """Our message for string numpy data (sklearn's is about a failed float conversion)."""
+    if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
+        raise InputTypeError(
+            f"{name} must be numeric; got dtype {X.dtype}. Convert it with "
+            f"{name}.astype(float), or encode categories first."
+        )
+
+
+_NON_NUMERIC_Y = (
+    "y must be numeric for {owner}; got dtype {dtype}. For class labels use "
+    "RidgeClassifier; otherwise convert y with y.astype(float)."
+)
+
+
+def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
+    """Numeric targets (1-D or 2-D) as a 2-D float dask array chunked like ``rows``."""
+    if y is None:
+        raise InputError(f"{owner} requires y to be passed, but the target y is None.")
+    if type(y).__name__ == "DataArray":
+        if y.ndim == 2 and "sample" in y.dims:
+            y = y.transpose("sample", ...)
+        y = y.data
+    if not isinstance(y, da.Array):
+        y = np.asarray(y)
+    if y.ndim not in (1, 2):
+        raise InputError(f"y must be 1-D or 2-D (n_samples, n_targets); got shape {y.shape}.")
+    if y.dtype.kind not in "biuf":
+        raise InputTypeError(_NON_NUMERIC_Y.format(owner=owner, dtype=y.dtype))
+    if y.shape[0] != rows.shape[0]:
+        raise InputError(
+            f"y has {y.shape[0]} rows but the data have {rows.shape[0]} samples; "
+            "pass one target (row) per sample."
+        )
+    if y.ndim == 1:
+        y = y[:, None]
+    if isinstance(y, da.Array):
+        y = y.rechunk((rows.chunks[0], -1))
+        return y.map_blocks(_check_finite_block, dtype=y.dtype) if y.dtype.kind == "f" else y
+    if y.dtype.kind == "f":
+        _check_finite_block(y)
+    return da.from_array(y, chunks=(rows.chunks[0], -1))
+
+
+# ------------------------------------------------------------------ estimators
+
+
+_SHARED_DOC = """
+    Parameters
+    ----------
+    alpha : float or array-like of floats, default 1.0
+        The ridge ``alpha ||w||^2`` (> 0), the same as kernel ridge's alpha.
+        Several candidates (like scikit-learn's ``RidgeCV``): the one with
+        the smallest ``criterion`` error is used (first one on ties).
+    fit_intercept : bool, default True
+        Fit an unpenalised intercept (the statistics are then centred). With
+        ``False`` the model goes through the origin, like ``KernelRidge``.
+    criterion : {"gcv", "loo"}, default "gcv"
+        How candidate alphas are scored. ``"gcv"``: generalised
+        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the eigenvalues
+        of the r x r Gram and ``||T||^2``, so it needs no pass beyond the fit's
+        one. ``"loo"``: exact leave-one-out, which needs every row's leverage
+        ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
+        (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
+        choice. GCV replaces each ``h_ii`` by their mean ``tr(H)/n``: close to
+        leave-one-out when n >> r, but near full rank (r ~ n) the two may
+        pick different alphas. Unused for a single alpha.
+    chunk_size : int, default 8192
+        Rows per chunk for numpy input; dask and xarray input keep their chunks.
+"""
+
+_SHARED_NOTES = """
+    One pass over the row chunks accumulates, in float64, the counts, column
+    sums, ``Y^T Y`` (r x r), ``Y^T T`` (r x k) and ``||T||^2`` (k), summed in
+    a tree; the driver solves the r x r eigenproblem of the centred Gram, so
+    every candidate alpha costs O(r^2 k) more. Memory: each task holds one
+    row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
+    whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
+    second time, each task holding its chunk rotated into the eigenbasis
+    (chunk x r) and returning n_alphas x k error sums. Centring uses the sums
+    (``Y^T Y - n m m^T``), accurate when the column means are not much
+    larger than their spread (NPT coordinates are centred at training).
+    ``predict`` and ``decision_function`` are lazy for dask and chunked
+    xarray input and return the caller's container type.
+"""
+
+
+class _RidgeBase(BaseEstimator):
+    def __init__(
+        self,
+        alpha: Any = 1.0,
+        *,
+        fit_intercept: bool = True,
+        criterion: str = "gcv",
+        chunk_size: int = 8192,
+    ) -> None:
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.criterion = criterion
+        self.chunk_size = chunk_size
+
+    # --- fitting
+
+    def _rows_for_fit(self, X: Any, y: Any, **validate: Any) -> tuple[da.Array, Any]:
+        if _is_lazy(X):
+            data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
+            self.n_features_in_ = int(data.shape[1])
+            self.__dict__.pop("feature_names_in_", None)
+            return data, y
+        _check_numeric_ndarray(X, "X")
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], **validate)
+        data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
+        return data, y
+
+    def _fit_pass(
+        self, moments_of: Any, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
+    ) -> np.ndarray:
+        """The one pass, the solve, and the choice of alpha; returns coef (r, k)."""
+        moments = chunk_sums(moments_of, arrays, *args)
+        sol = _solve(moments, bool(self.fit_intercept), alphas)
+        if len(alphas) == 1:
+            scores = np.full(1, np.nan)
+        elif self.criterion == "gcv":
+            scores = sol.gcv()
+        else:  # second pass: each row's leverage and residual, for every alpha
+            scores = chunk_sums(loo_of, arrays, *args, sol)[0].mean(axis=1) / sol.n
+        best = 0 if len(alphas) == 1 else int(np.argmin(np.nan_to_num(scores, nan=np.inf)))
+        self.alpha_ = float(alphas[best])
+        self.alpha_scores_ = scores
+        coef = sol.coef(self.alpha_)
+        self.intercept_ = sol.t_mean - sol.x_mean @ coef
+        return coef
+
+    # --- prediction
+
+    def _scores(self, X: Any) -> tuple[Any, Any]:
+        check_is_fitted(self, "coef_")
+        coef = np.atleast_2d(self.coef_)
+        if not _is_lazy(X):
+            _check_numeric_ndarray(X, "X")
+            X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+            return np.asarray(X, dtype=np.float64) @ coef.T + self.intercept_, None
+        data, info = as_coordinates(X, name="X", chunk_size=self.chunk_size)
+        if data.shape[1] != self.n_features_in_:
+            raise InputError(
+                f"X has {data.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return data.astype(np.float64) @ coef.T + self.intercept_, info
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+def _wrap(scores: Any, info: Any, name: str, column_dim: str) -> Any:
+    if info is None:
+        return scores
+    return wrap_rows(scores, info, column_dim=column_dim, name=name)
+
+
+class Ridge(RegressorMixin, _RidgeBase):
+    __doc__ = (
+        """Ridge regression on NPT coordinates = kernel ridge regression, out of core.
+"""
+        + _SHARED_DOC
+        + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (r,) or (n_targets, r)
+        Weights ``w`` on the coordinates (float64).
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 without ``fit_intercept``.
+    alpha_ : float
+        The alpha used (the chosen candidate).
+    alpha_scores_ : ndarray of shape (n_alphas,)
+        Mean ``criterion`` error per candidate (NaN for a single alpha).
+    n_features_in_ : int
+        r, the number of coordinates.
+
+    Notes
+    -----"""
+        + _SHARED_NOTES
+        + """
+    With ``npt.fit(X, kernel, n_components=None, center=False)`` (the exact
+    uncentred feature map), ``Ridge(alpha, fit_intercept=False)`` predicts
+    what ``sklearn.kernel_ridge.KernelRidge(alpha, kernel=...)`` predicts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import npt_dask as npt
+    >>> from npt_dask.methods import Ridge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, (200, 1))
+    >>> t = np.sin(X[:, 0]) + rng.normal(0, 0.1, 200)
+    >>> model = npt.fit(X, "rbf", gamma=0.5, n_components=None)
+    >>> reg = Ridge(alpha=[1e-3, 1e-2, 0.1, 1.0, 10.0]).fit(model.train_coordinates(), t)
+    >>> reg.alpha_
+    0.1
+    >>> Z = np.array([[0.5], [1.5]])  # sin: 0.48, 1.0
+    >>> np.round(reg.predict(model.transform(Z)), 1)
+    array([0.5, 1. ])
+    """
+    )
+
+    def fit(self, X: Any, y: Any) -> Ridge:
+        """Fit on coordinates X (numpy, dask, DataArray) and targets y (1-D or 2-D), one pass."""
+        alphas = _check_params(self)
+        if isinstance(y, np.ndarray) and y.dtype.kind in "USV":
+            raise InputTypeError(_NON_NUMERIC_Y.format(owner="Ridge", dtype=y.dtype))
+        data, y = self._rows_for_fit(X, y, multi_output=True, y_numeric=True)
+        targets = _as_targets(y, data, "Ridge")
+        ndim = 1 if getattr(y, "ndim", 1) == 1 else 2
+        coef = self._fit_pass(_target_moments, _loo_errors, [data, targets], alphas=alphas)
+        if ndim == 1:
+            self.coef_, self.intercept_ = coef[:, 0], float(self.intercept_[0])
+        else:
+            self.coef_ = coef.T
+        return self
+
+    def predict(self, X: Any) -> Any:
+        """``X @ coef_.T + intercept_``; numpy in -> numpy out, lazy in -> lazy out."""
+        scores, info = self._scores(X)
+        if np.ndim(self.coef_) == 1:
+            scores = scores[:, 0]
+        return _wrap(scores, info, "prediction", "target")
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class RidgeClassifier(ClassifierMixin, _RidgeBase):
+    __doc__ = (
+        """One-vs-all ridge on ±1 targets on NPT coordinates = kernel ridge classification.
+
+    Like scikit-learn's ``RidgeClassifier``: the targets are +1 for a row's
+    class and -1 for the others (a single column, for ``classes_[1]``, with
+    two classes); ``predict`` takes the largest decision value.
+"""
+        + _SHARED_DOC
+        + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, r) for two classes, else (n_classes, r)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray
+        The sorted class labels.
+    alpha_, alpha_scores_, n_features_in_
+        As in :class:`Ridge` (scores are on the ±1 targets).
+
+    Notes
+    -----"""
+        + _SHARED_NOTES
+        + """
+    Lazy labels are read once beforehand to find the classes (labels only,
+    not the coordinates).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import npt_dask as npt
+    >>> from sklearn.datasets import make_moons
+    >>> from npt_dask.methods import RidgeClassifier
+    >>> X, y = make_moons(200, noise=0.1, random_state=0)
+    >>> model = npt.fit(X, "rbf", gamma=2.0, n_components=None)
+    >>> clf = RidgeClassifier(alpha=0.1).fit(model.train_coordinates(), y)
+    >>> round(clf.score(model.train_coordinates(), y), 3)
+    0.995
+    >>> clf.predict(model.transform(np.array([[0.0, 1.0], [1.0, -0.5]])))
+    array([0, 1])
+    """
+    )
+
+    def fit(self, X: Any, y: Any) -> RidgeClassifier:
+        """Fit on coordinates X and class labels y (numpy, dask, DataArray), one pass."""
+        alphas = _check_params(self)
+        data, y = self._rows_for_fit(X, y)
+        if y is None:
+            raise InputError("RidgeClassifier requires y to be passed, but the target y is None.")
+        labels = as_labels(y, data)
+        if isinstance(y, np.ndarray):
+            check_classification_targets(y)
+            classes = np.unique(y)
+        else:  # one read of the labels only
+            classes = np.unique(np.asarray(compute(labels)[0]))
+        if len(classes) < 2:
+            raise InputError(
+                f"RidgeClassifier needs at least 2 classes; got {len(classes)} class "
+                f"({classes.tolist()}). Pass labels of two or more classes."
+            )
+        self.classes_ = classes
+        coef = self._fit_pass(
+            _label_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
+        )
+        self.coef_ = coef.T
+        return self
+
+    def decision_function(self, X: Any) -> Any:
+        """Decision values: shape (m,) for two classes (> 0 means ``classes_[1]``), else (m, C)."""
+        scores, info = self._scores(X)
+        if scores.shape[1] == 1:
+            return _wrap(scores[:, 0], info, "decision", "class")
+        return _wrap(scores, info, "decision", "class")
+
+    def predict(self, X: Any) -> Any:
+        """Class labels (lazy for lazy input)."""
+        scores, info = self._scores(X)
+        if scores.shape[1] == 1:
+            index = (scores[:, 0] > 0).astype(np.intp)
+        else:
+            index = scores.argmax(axis=1)
+        if info is None:
+            return self.classes_.take(index)
+        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        return wrap_rows(labels, info, name="label")
