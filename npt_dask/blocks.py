@@ -109,7 +109,9 @@ def block_products(
         np.matmul(panel, right, out=out_i[start:stop])
         if out_j is not None:
             out_j += v_i[start:stop].T @ panel
-    return (out_i,) if diagonal else (out_i, out_j.T)
+    if out_j is None:
+        return (out_i,)
+    return (out_i, out_j.T)
 
 
 def pair_products(
@@ -215,4 +217,5 @@ def project_rows(
     for x_j, w_j in training:
         term = kernel_times(z, x_j, w_j, kernel)
         acc = term if acc is None else acc.__iadd__(term)
+    assert acc is not None, "a model has at least one training block"
     return finish_rows(acc, kernel.diag(z), **terms)

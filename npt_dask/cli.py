@@ -80,7 +80,7 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
                 help=f"do not {param.help}",
             )  # fmt: skip
             continue
-        extra = {"dest": param.name, "type": param.parse, "help": param.help}
+        extra: dict[str, Any] = {"dest": param.name, "type": param.parse, "help": param.help}
         names = [param.flag] + (["--seed"] if param.name == "random_state" else [])
         if param.name in _REQUIRED:
             parser.add_argument(*names, required=True, **extra)

@@ -234,7 +234,10 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
     _warn_unconverged(result, _tolerance(params, x.dtype))
     rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(
-        result, params.n_components, rtol=rtol, on_negative=params.on_negative
+        result,
+        params.n_components,
+        rtol=rtol,
+        on_negative=params.on_negative,  # type: ignore[arg-type]
     )
     if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors = vectors - vectors.mean(axis=0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import dask
@@ -104,7 +104,8 @@ def _diag_block(z: np.ndarray, kernel: KernelSpec) -> np.ndarray:
 def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
     """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows)."""
     _check_row_chunked(z, "z")
-    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)
+    # dask's stubs type map_blocks as a decorator; the call is the documented one
+    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)  # type: ignore[call-arg, arg-type]
 
 
 def drop_zero_features(x: da.Array) -> da.Array:
@@ -127,7 +128,7 @@ def center_columns(v: np.ndarray) -> np.ndarray:
     return v - v.mean(axis=0, keepdims=True)
 
 
-def _tree_sum(items: list[tuple[Delayed, int | None]], key: str) -> Delayed:
+def _tree_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed:
     """Sum Delayed contributions (``part[which]``) with a tree of fan-in ``FAN_IN``."""
     groups = [items[k : k + FAN_IN] for k in range(0, len(items), FAN_IN)]
     level = [
@@ -303,7 +304,8 @@ class KernelOperator:
         """Row means ``m = calK 1 / n`` of the uncentred matrix (costs a pass if none ran)."""
         if self._row_sums is None:
             self.uncentered_matmat(np.zeros((self.n, 0)))
-        return self._row_sums / self.n
+        assert self._row_sums is not None
+        return np.asarray(self._row_sums / self.n)
 
     @property
     def grand_mean(self) -> float:

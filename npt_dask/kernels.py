@@ -41,6 +41,12 @@ __all__ = ["ALIASES", "GAMMA_SCALE", "KERNELS", "KernelSpec", "make_kernel"]
 _TILE_ELEMENTS = 1 << 15  # elements per tile of an elementwise pass (~256 KiB)
 
 
+def _real(value: float | str | None) -> float:
+    """A resolved kernel parameter (the spec was validated and resolved before use)."""
+    assert isinstance(value, int | float), f"unresolved kernel parameter {value!r}"
+    return float(value)
+
+
 def _tiled(n_rows: int, n_cols: int, step: Callable[[slice], None]) -> None:
     """Run ``step`` on cache-sized row tiles, the tiles spread over threads."""
     tile = max(1, _TILE_ELEMENTS // max(n_cols, 1))
@@ -101,7 +107,7 @@ def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.n
     out = _cross_product(a, b, dtype, out)
     aa = _sq_norms(a).astype(dtype)
     bb = _sq_norms(b).astype(dtype)
-    neg_gamma = dtype.type(-spec.gamma)
+    neg_gamma = dtype.type(-_real(spec.gamma))
 
     def step(rows: slice) -> None:
         g = out[rows]
@@ -125,7 +131,7 @@ def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -
 
     def run(rows: slice) -> None:
         d = cdist(a64[rows], b64, metric="cityblock")
-        d *= -spec.gamma
+        d *= -_real(spec.gamma)
         np.exp(d, out=d)
         out[rows] = d
 
@@ -153,8 +159,8 @@ def _affine_dot_block(
 
     def step(rows: slice) -> None:
         g = out[rows]
-        g *= spec.gamma
-        g += spec.coef0
+        g *= _real(spec.gamma)
+        g += _real(spec.coef0)
         finish(g)
 
     _tiled(out.shape[0], out.shape[1], step)
@@ -162,7 +168,7 @@ def _affine_dot_block(
 
 
 def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
-    return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, spec.degree), out)
+    return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, _real(spec.degree)), out)
 
 
 def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
@@ -189,13 +195,13 @@ def _ones_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
 
 
 def _polynomial_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    d = spec.gamma * _sq_norms(a) + spec.coef0
-    _power_inplace(d, spec.degree)
+    d = _real(spec.gamma) * _sq_norms(a) + _real(spec.coef0)
+    _power_inplace(d, _real(spec.degree))
     return d
 
 
 def _sigmoid_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
-    return np.tanh(spec.gamma * _sq_norms(a) + spec.coef0)
+    return np.tanh(_real(spec.gamma) * _sq_norms(a) + _real(spec.coef0))
 
 
 def _linear_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
@@ -301,7 +307,7 @@ class KernelSpec:
     def is_psd(self) -> bool:
         """True when the kernel is positive semi-definite for these parameters."""
         if self.name == "polynomial":
-            return float(self.degree).is_integer() and self.coef0 >= 0.0
+            return _real(self.degree).is_integer() and _real(self.coef0) >= 0.0
         return KERNELS[self.name].psd
 
     @property
@@ -390,7 +396,7 @@ class KernelSpec:
 def make_kernel(
     kernel: str | KernelSpec | Mapping[str, Any],
     *,
-    gamma: float | None = None,
+    gamma: float | str | None = None,
     degree: float | None = None,
     coef0: float | None = None,
 ) -> KernelSpec:
@@ -413,6 +419,6 @@ def make_kernel(
         )
     check_param("kernel", kernel)
     kernel = ALIASES.get(kernel, kernel)
-    given = {"gamma": gamma, "degree": degree, "coef0": coef0}
+    given: dict[str, Any] = {"gamma": gamma, "degree": degree, "coef0": coef0}
     used = KERNELS[kernel].defaults
     return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})

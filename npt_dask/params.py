@@ -73,11 +73,12 @@ class Interval:
             return False
         if isinstance(value, numbers.Real) and not math.isfinite(float(value)):
             return False
+        x = float(value)  # type: ignore[arg-type]  # a numbers.Real, checked above
         low_ok = self.low is None or (
-            value >= self.low if self.closed in ("both", "left") else value > self.low
+            x >= self.low if self.closed in ("both", "left") else x > self.low
         )
         high_ok = self.high is None or (
-            value <= self.high if self.closed in ("both", "right") else value < self.high
+            x <= self.high if self.closed in ("both", "right") else x < self.high
         )
         return bool(low_ok and high_ok)
 

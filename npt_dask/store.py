@@ -281,7 +281,10 @@ def _open_manifest(path: Path) -> tuple[Any, ModelManifest]:
         raise StoreError(f"{path} could not be opened as a zarr group: {exc}") from exc
     if "npt" not in group.attrs:
         raise StoreError(f"{path} is a zarr group but not an npt model (no 'npt' attribute).")
-    return group, ModelManifest.from_dict(group.attrs["npt"])
+    meta = group.attrs["npt"]
+    if not isinstance(meta, Mapping):
+        raise StoreError(f"{path}: the 'npt' attribute is not a manifest; the store is damaged.")
+    return group, ModelManifest.from_dict(meta)
 
 
 def _checked_array(group: Any, name: str, manifest: ModelManifest, path: Path) -> Any:

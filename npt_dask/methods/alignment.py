@@ -112,7 +112,7 @@ def alignment_scores(
     classes, counts = np.unique(values, return_counts=True)
     if len(classes) < 2:
         raise InputError(f"Alignment needs at least 2 classes in y; got {len(classes)}.")
-    onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,
+    onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,  # type: ignore[arg-type]
                                chunks=(labels.chunks[0], (len(classes),)))  # fmt: skip
     cross, fro, rows = _one_pass(x, onehot, spec)
     n = x.shape[0]

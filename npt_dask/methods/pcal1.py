@@ -246,11 +246,11 @@ class PCAL1(TransformerMixin, BaseEstimator):
 
 
 def _unit(w: np.ndarray, rng: np.random.Generator, basis: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(w)
+    norm = float(np.linalg.norm(w))
     while not norm > 0:  # a zero sum of flipped rows: restart from a random direction
-        w = rng.standard_normal(basis.shape[0])
+        w = np.asarray(rng.standard_normal(basis.shape[0]))
         w -= basis @ (basis.T @ w)
-        norm = np.linalg.norm(w)
+        norm = float(np.linalg.norm(w))
     return w / norm
 
 

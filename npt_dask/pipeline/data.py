@@ -56,6 +56,7 @@ def _keep(x: np.ndarray, y: np.ndarray, classes: tuple[int, ...] | None, per_cla
 def _npz(cfg: DataConfig) -> Split:
     from pathlib import Path
 
+    assert cfg.path is not None  # DataConfig requires it for source="npz"
     path = Path(cfg.path)
     if not path.is_absolute() and not path.is_file():
         path = data_path(cfg.path, cfg.data_dir)

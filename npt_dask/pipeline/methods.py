@@ -9,7 +9,7 @@ metrics dict plus the figures it wants saved. Nothing here writes files.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -155,7 +155,7 @@ PARAMS = {
 }  # fmt: skip
 
 
-def check_params(name: str, params: dict) -> None:
+def check_params(name: str, params: Mapping[str, Any]) -> None:
     """Refuse unknown method parameters before any work starts."""
     unknown = sorted(set(params) - PARAMS[name])
     if unknown:
@@ -165,7 +165,7 @@ def check_params(name: str, params: dict) -> None:
 
 
 def run_method(
-    name: str, params: dict, train: Any, test: Any, split: Split, model: NPTModel
+    name: str, params: Mapping[str, Any], train: Any, test: Any, split: Split, model: NPTModel
 ) -> tuple[dict[str, Any], Figures]:
     """Run one stage; the metrics carry its wall time in ``seconds``."""
     t0 = time.perf_counter()

@@ -6,6 +6,7 @@ interrupted run never leaves a truncated report that reads as valid.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -62,9 +63,17 @@ def _kernel(spec: Mapping[str, Any]) -> str:
 def write_report(out: Path, report: Mapping[str, Any]) -> None:
     """``report.json`` and ``summary.txt`` in ``out``."""
     text = json.dumps(report, indent=2, default=float)
-    _atomic_write(out / "report.json", lambda p: p.write_text(text))
+    _atomic_write(out / "report.json", lambda p: _write_text(p, text))
     summary = summary_text(report)
-    _atomic_write(out / "summary.txt", lambda p: p.write_text(summary))
+    _atomic_write(out / "summary.txt", lambda p: _write_text(p, summary))
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _save_png(fig: Any, path: Path) -> None:
+    fig.savefig(path, format="png", dpi=110)
 
 
 def write_figures(out: Path, figures: Mapping[str, Callable[[], Any]]) -> list[str]:
@@ -72,6 +81,6 @@ def write_figures(out: Path, figures: Mapping[str, Callable[[], Any]]) -> list[s
     written = []
     for name, make in figures.items():
         fig = make()
-        _atomic_write(out / name, lambda p, fig=fig: fig.savefig(p, format="png", dpi=110))
+        _atomic_write(out / name, functools.partial(_save_png, fig))
         written.append(name)
     return written

@@ -127,7 +127,10 @@ def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
         "memory_limit": c.memory_limit,
     }  # fmt: skip
     with connect(
-        c.address or None, scheduler_file=c.scheduler_file, tls=_tls(c), **embedded
+        c.address or None,
+        scheduler_file=c.scheduler_file,
+        tls=_tls(c),
+        **embedded,  # type: ignore[arg-type]
     ) as connected:
         yield connected
 
