@@ -1,0 +1,82 @@
+"""What a new user meets in the first hour (project issue 14), one regression test per item.
+
+Each test replays what a user with only the README ran into: an unguarded
+script, a plot of the model, opening a projection, a data file by name, the
+model's repr, progress in a log, an interrupted projection.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import npt_dask as npt
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.default_rng(14)
+    x = np.vstack([rng.normal(0, 1, (40, 3)), rng.normal(3, 1, (40, 3))])
+    labels = np.repeat([2, 7], 40)
+    data = xr.DataArray(x, dims=("sample", "feature"), coords={"label": ("sample", labels)})
+    model = npt.fit(data, "rbf", gamma=0.3, n_components=4)
+    return model, data
+
+
+# --- item 2: an unguarded script gets one clear error ----------------------------------
+
+
+def _run_script(tmp_path, source, timeout=60):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout,
+        cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_connect_without_main_guard_is_one_clear_error(tmp_path):
+    done = _run_script(
+        tmp_path,
+        """
+        import npt_dask as npt
+
+        with npt.connect(n_workers=2, threads_per_worker=1) as client:
+            print("computed", client.submit(sum, [1, 2]).result())
+        """,
+    )
+    assert done.returncode == 1
+    assert "computed" not in done.stdout
+    err = done.stderr
+    assert err.count("Traceback") == 1, err
+    assert "bootstrapping" not in err
+    last = err.strip().splitlines()
+    assert any(line.startswith("npt_dask.errors.ClusterError: npt.connect() is called at the "
+                               "top level of") for line in last), err  # fmt: skip
+    assert "(line 4) without an if __name__ == '__main__' guard" in err
+    assert 'if __name__ == "__main__":' in err
+
+
+def test_guard_detection_accepts_guarded_and_function_calls(tmp_path):
+    done = _run_script(
+        tmp_path,
+        """
+        from npt_dask.cluster import _unguarded_main_call
+
+        def main():
+            return _unguarded_main_call()
+
+        print(main())  # unguarded, through a function
+        if __name__ == "__main__":
+            print(main())
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == f"('{tmp_path / 'script.py'}', 7)"
+    assert second == "None"
