@@ -51,7 +51,7 @@ def test_spectrum_figure(fitted, tmp_path):
     assert cumulative[-1] <= 1.0
     fig.savefig(tmp_path / "s.png")
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
-    with pytest.raises(InputError, match="no variable 'eigenvalues'"):
+    with pytest.raises(InputError, match=r"takes an NPTModel .* got a Dataset with variables"):
         plot.spectrum(xr.Dataset({"x": ("a", [1.0])}))
 
 

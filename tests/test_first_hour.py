@@ -16,6 +16,7 @@ import pytest
 import xarray as xr
 
 import npt_dask as npt
+from npt_dask.errors import InputError, InputTypeError
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +81,31 @@ def test_guard_detection_accepts_guarded_and_function_calls(tmp_path):
     first, second = done.stdout.splitlines()
     assert first == f"('{tmp_path / 'script.py'}', 7)"
     assert second == "None"
+
+
+# --- item 4: plot functions take the model, its dataset, a projection ------------------
+
+
+def test_plot_functions_take_what_users_hold(fitted, tmp_path):
+    plot = pytest.importorskip("npt_dask.plot")
+    model, data = fitted
+    ds = npt.project(model, data, tmp_path / "p.zarr", chunk_size=40, progress=False)
+    for obj in (model, model.to_dataset(), model.eigenvalues):
+        lines = plot.spectrum(obj).axes[0].lines
+        np.testing.assert_allclose(lines[0].get_ydata(), model.eigenvalues)
+    for obj, n in ((ds, 80), (model, 80), (model.to_dataset(), 80), (ds["coordinates"], 80)):
+        groups = plot.coordinate_scatter(obj, "label").axes[0].collections
+        assert sum(len(g.get_offsets()) for g in groups) == n
+        assert len(groups) == 2
+    for obj in (ds, ds["residual"]):
+        assert len(plot.residual_histogram(obj, "label").axes[0].patches) == 2
+    with pytest.raises(InputError, match="a projection has coordinates, not eigenvalues"):
+        plot.spectrum(ds)
+    with pytest.raises(InputError, match="a model has no residuals"):
+        plot.residual_histogram(model)
+    with pytest.raises(InputTypeError, match=r"open it first: npt\.load\(path\)"):
+        plot.spectrum(str(tmp_path / "p.zarr"))
+    with pytest.raises(InputError, match="labels='digit' names no coordinate"):
+        plot.coordinate_scatter(ds, "digit")
+    with pytest.raises(InputError, match="variables"):
+        plot.histogram_by_label(ds)
