@@ -10,12 +10,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 
 import npt_dask as npt
+from npt_dask import projection
 from npt_dask.errors import InputError, InputTypeError
 
 
@@ -109,3 +112,36 @@ def test_plot_functions_take_what_users_hold(fitted, tmp_path):
         plot.coordinate_scatter(ds, "digit")
     with pytest.raises(InputError, match="variables"):
         plot.histogram_by_label(ds)
+
+
+# --- item 5: a projection store opens silently -------------------------------------------
+
+
+def test_projection_store_opens_without_consolidation_warning(fitted, tmp_path):
+    model, data = fitted
+    out = tmp_path / "p.zarr"
+    npt.project(model, data, out, chunk_size=30, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = xr.open_zarr(out)
+        ds.load()
+    assert [str(w.message) for w in caught] == []
+    assert "npt_projection" in ds.attrs
+    # a store written before consolidation resumes, and comes back consolidated
+    group = zarr.open_group(str(out), mode="r+", use_consolidated=False)
+    meta = out / "zarr.json"
+    text = meta.read_text()
+    import json
+
+    plain = json.loads(text)
+    plain.pop("consolidated_metadata")
+    meta.write_text(json.dumps(plain))
+    group["npt_done"][1] = 0
+    again = npt.project(model, data, out, chunk_size=30, progress=False)
+    np.testing.assert_array_equal(again["coordinates"].values, ds["coordinates"].values)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xr.open_zarr(out)
+    assert [str(w.message) for w in caught] == []
+    with pytest.raises(projection.ProjectionError, match="another"):  # identity still read
+        npt.project(model, data, out, chunk_size=20, progress=False)
