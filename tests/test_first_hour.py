@@ -19,6 +19,7 @@ import zarr
 
 import npt_dask as npt
 from npt_dask import projection
+from npt_dask.datasets import DATA_DIR_ENV, load_npz
 from npt_dask.errors import InputError, InputTypeError
 
 
@@ -145,3 +146,28 @@ def test_projection_store_opens_without_consolidation_warning(fitted, tmp_path):
     assert [str(w.message) for w in caught] == []
     with pytest.raises(projection.ProjectionError, match="another"):  # identity still read
         npt.project(model, data, out, chunk_size=20, progress=False)
+
+
+# --- item 7: load_npz finds a bare name in $NPT_DATA_DIR ---------------------------------
+
+
+def test_load_npz_looks_in_npt_data_dir(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    np.savez(data / "tiny.npz", x=np.arange(12.0).reshape(3, 2, 2), y=np.array([0, 1, 0]))
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    with pytest.raises(InputError, match=f"looked for {elsewhere / 'tiny.npz'}; set NPT_DATA"):
+        load_npz("tiny.npz")
+    monkeypatch.setenv(DATA_DIR_ENV, str(data))
+    x, y = load_npz("tiny.npz")
+    assert x.shape == (3, 4)
+    np.testing.assert_array_equal(y, [0, 1, 0])
+    with pytest.raises(InputError) as missing:
+        load_npz("mnist.npz")
+    assert str(elsewhere / "mnist.npz") in str(missing.value)
+    assert str(data / "mnist.npz") in str(missing.value)
+    np.savez(elsewhere / "tiny.npz", x=np.zeros((1, 2)), y=np.array([5]))
+    assert load_npz("tiny.npz")[1].tolist() == [5]  # the current directory comes first
