@@ -7,6 +7,7 @@ model's repr, progress in a log, an interrupted projection.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ import zarr
 import npt_dask as npt
 from npt_dask import projection
 from npt_dask.datasets import DATA_DIR_ENV, load_npz
+from npt_dask.eigen import NEGATIVE_RATIO
 from npt_dask.errors import InputError, InputTypeError
 
 
@@ -171,3 +173,19 @@ def test_load_npz_looks_in_npt_data_dir(tmp_path, monkeypatch):
     assert str(data / "mnist.npz") in str(missing.value)
     np.savez(elsewhere / "tiny.npz", x=np.zeros((1, 2)), y=np.array([5]))
     assert load_npz("tiny.npz")[1].tolist() == [5]  # the current directory comes first
+
+
+# --- item 8: rounding is not "kernel not PSD" --------------------------------------------
+
+
+def test_repr_calls_only_significant_negative_eigenvalues_not_psd(fitted):
+    model, _ = fitted
+    lam1 = float(model.eigenvalues[0])
+
+    def with_min(value):
+        diagnostics = dataclasses.replace(model.diagnostics, min_eigenvalue=value)
+        return repr(dataclasses.replace(model, diagnostics=diagnostics))
+
+    assert "not PSD" not in with_min(-9.7e-15)
+    assert "not PSD" not in with_min(-0.5 * NEGATIVE_RATIO * lam1)
+    assert "most negative eigenvalue -0.5 (kernel not PSD)" in with_min(-0.5)
