@@ -8,6 +8,8 @@ model's repr, progress in a log, an interrupted projection.
 from __future__ import annotations
 
 import dataclasses
+import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,7 +21,7 @@ import xarray as xr
 import zarr
 
 import npt_dask as npt
-from npt_dask import projection
+from npt_dask import progress, projection
 from npt_dask.datasets import DATA_DIR_ENV, load_npz
 from npt_dask.eigen import NEGATIVE_RATIO
 from npt_dask.errors import InputError, InputTypeError
@@ -189,3 +191,63 @@ def test_repr_calls_only_significant_negative_eigenvalues_not_psd(fitted):
     assert "not PSD" not in with_min(-9.7e-15)
     assert "not PSD" not in with_min(-0.5 * NEGATIVE_RATIO * lam1)
     assert "most negative eigenvalue -0.5 (kernel not PSD)" in with_min(-0.5)
+
+
+# --- item 10: progress in logs and pipes -------------------------------------------------
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_is_line_oriented_off_a_terminal(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(progress, "_clock", clock)
+    log = _Stream(tty=False)
+    bar = progress.ProgressBar("npt project", 20, "chunks", stream=log)
+    for _ in range(20):
+        clock.now += 1.0  # one chunk a second: a line every LOG_EVERY seconds
+        bar.step()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().endswith("\n")
+    shown = [int(re.search(r"(\d+)/20 chunks", line)[1]) for line in lines]
+    assert shown == [1, 6, 11, 16, 20]
+    assert len(set(lines)) == len(lines)
+    fit = progress.FitProgress(3, 1e-8, stream=log)
+    log.seek(0)
+    log.truncate()
+    fit(1, np.ones(3), np.array([1e-3, 1e-3, 1e-3]))
+    clock.now += 0.1
+    fit(2, np.ones(3), np.array([1e-9, 1e-9, 1e-9]))  # throttled, then shown by close
+    fit.close()
+    clock.now += 1.0
+    fit.stage("dense solver: done")
+    fit.close()  # the last line once, not twice
+    lines = log.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "npt fit: pass   1",
+        "npt fit: pass   2",
+        "npt fit: dense solver: done    1.1s",
+    ]
+    tty = _Stream(tty=True)
+    bar = progress.ProgressBar("npt project", 3, "chunks", stream=tty)
+    for _ in range(3):
+        clock.now += 1.0
+        bar.step()
+    assert tty.getvalue() == "".join(
+        f"\rnpt project [{'#' * (10 * k):<30}] {k}/3 chunks {float(k):6.1f}s" for k in (1, 2, 3)
+    ) + "\n"  # fmt: skip
