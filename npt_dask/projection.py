@@ -372,13 +372,26 @@ def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
 
 
 def _run(tasks: list[Any], bar: ProgressBar) -> None:
+    """Compute the chunk tasks, one ``bar.step()`` each.
+
+    Interrupting it (Ctrl-C: ``KeyboardInterrupt``) cancels what is queued on a
+    cluster and propagates: chunks already flagged done stay done, and the
+    same call resumes.
+    """
+    bar.resuming(sum(str(t.key).startswith(f"{_check_chunk.__name__}-") for t in tasks))
     client = current_client()
     if client is not None:
         from distributed import as_completed
 
-        for future in as_completed(client.compute(tasks)):
-            future.result()
-            bar.step()
+        futures = client.compute(tasks)
+        try:
+            for future in as_completed(futures):
+                future.result()
+                bar.step()
+        except BaseException:  # KeyboardInterrupt included: stop the cluster's work, re-raise
+            with contextlib.suppress(Exception):  # the original error matters, not this one
+                client.cancel(futures)
+            raise
         return
     from dask.callbacks import Callback
 

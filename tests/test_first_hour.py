@@ -15,6 +15,7 @@ import sys
 import textwrap
 import warnings
 
+import dask
 import numpy as np
 import pytest
 import xarray as xr
@@ -251,3 +252,33 @@ def test_progress_is_line_oriented_off_a_terminal(monkeypatch):
     assert tty.getvalue() == "".join(
         f"\rnpt project [{'#' * (10 * k):<30}] {k}/3 chunks {float(k):6.1f}s" for k in (1, 2, 3)
     ) + "\n"  # fmt: skip
+
+
+# --- item 6: an interrupted projection says it resumes ----------------------------------
+
+
+def test_interrupted_projection_propagates_and_resume_says_so(fitted, tmp_path, capsys):
+    model, data = fitted
+    clean = npt.project(model, data, tmp_path / "clean.zarr", chunk_size=10, progress=False)
+    step = projection.ProgressBar.step
+
+    def interrupt_after_three(bar):
+        step(bar)
+        if bar.done == 3:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "p.zarr"
+    with dask.config.set(scheduler="synchronous"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(projection.ProgressBar, "step", interrupt_after_three)
+        with pytest.raises(KeyboardInterrupt):
+            npt.project(model, data, out, chunk_size=10, progress=False)
+    assert zarr.open_group(str(out))["npt_done"][:].sum() == 3
+    capsys.readouterr()
+    resumed = npt.project(model, data, out, chunk_size=10, progress=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "npt project: resuming: 3 of 8 chunks already done (their input rows are checked, "
+        "not projected again)"
+    )
+    assert "8/8 chunks" in err[-1]
+    np.testing.assert_array_equal(resumed["coordinates"].values, clean["coordinates"].values)
