@@ -388,8 +388,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             for future in as_completed(futures):
                 future.result()
                 bar.step()
-        except BaseException:  # KeyboardInterrupt included: stop the cluster's work, re-raise
-            with contextlib.suppress(Exception):  # the original error matters, not this one
+        except KeyboardInterrupt:  # Ctrl-C: stop the cluster's queued work, then re-raise
+            with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
             raise
         return
