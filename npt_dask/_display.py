@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["model_html", "model_rows", "model_text"]
+from npt_dask.eigen import NEGATIVE_RATIO
+
+__all__ = ["model_html", "model_rows", "model_text", "not_psd"]
 
 
 def _kernel(kernel: Any) -> str:
@@ -19,6 +21,20 @@ def _kernel(kernel: Any) -> str:
     inner = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in
                       params.items())  # fmt: skip
     return f"{kernel.name}({inner})"
+
+
+def not_psd(min_eigenvalue: float, eigenvalues: np.ndarray) -> bool:
+    """Whether ``min_eigenvalue`` is significantly negative, by the solver's own rule.
+
+    Negative eigenvalues down to ``NEGATIVE_RATIO * λ₁`` in magnitude are
+    rounding (a PSD kernel's zero eigenvalues come out as ±1e-15 or so), not a
+    property of the kernel: the solver neither warns about nor excludes them.
+
+    >>> not_psd(-9.7e-15, np.array([42.0])), not_psd(-0.5, np.array([42.0]))
+    (False, True)
+    """
+    lam1 = float(eigenvalues[0]) if eigenvalues.size else 0.0
+    return bool(min_eigenvalue < -NEGATIVE_RATIO * max(lam1, 0.0))
 
 
 def model_rows(model: Any) -> list[tuple[str, str]]:
@@ -38,7 +54,7 @@ def model_rows(model: Any) -> list[tuple[str, str]]:
     )
     if d.solver == "krylov":
         solver += f", block {d.block_size}, cache {d.cache} ({d.cached_fraction:.0%} kept)"
-    if d.min_eigenvalue < 0:
+    if not_psd(d.min_eigenvalue, lam):
         solver += f"; most negative eigenvalue {d.min_eigenvalue:.3g} (kernel not PSD)"
     return [
         ("kernel", _kernel(model.kernel)),

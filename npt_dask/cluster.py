@@ -305,7 +305,83 @@ def connect(
             "tls applies to an existing tls:// scheduler (give its address); the embedded "
             "LocalCluster listens on 127.0.0.1 only."
         )
+    _check_main_guard()
     return _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
+
+
+_GUARD_HINT = """\
+Put the code that starts the cluster under the guard, e.g.
+
+    if __name__ == "__main__":
+        with npt.connect() as client:
+            ...
+
+(see "Safe importing of main module" in Python's multiprocessing docs)."""
+
+
+def _check_main_guard() -> None:
+    """Refuse to start an embedded cluster from a script's unguarded top level.
+
+    The embedded workers are *spawned* processes, which import the main script
+    again (as ``__mp_main__``): an unguarded ``npt.connect()`` there would start
+    a cluster in every worker, and multiprocessing stops each with a bootstrapping
+    ``RuntimeError``. Checked in the script's process before any worker exists
+    (one clear error instead of a traceback per worker), and in a worker that
+    imports the script all the same (then that worker stops with this error).
+    """
+    import multiprocessing
+
+    # multiprocessing's own test (spawn._check_not_importing_main): a spawned child
+    # is still unpickling its parent's state, which includes importing the script
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise ClusterError(
+            "npt.connect() ran while a worker process was importing the main script: the "
+            f"script starts the embedded cluster without an if __name__ == '__main__' guard. "
+            f"{_GUARD_HINT}"
+        )
+    where = _unguarded_main_call()
+    if where is not None:
+        script, line = where
+        raise ClusterError(
+            f"npt.connect() is called at the top level of {script} (line {line}) without an "
+            "if __name__ == '__main__' guard: the embedded cluster's worker processes import "
+            f"{Path(script).name} again and would each start a cluster. {_GUARD_HINT}"
+        )
+
+
+def _unguarded_main_call() -> tuple[str, int] | None:
+    """``(script, line)`` if the call stack runs through an unguarded top-level
+    statement of a main script that spawned processes re-import; else None."""
+    import ast
+    import sys
+
+    import dask
+
+    if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
+        return None
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if not script or not str(script).endswith(".py") or name.rpartition(".")[2] == "__main__":
+        return None  # interactive, -c, or a package's __main__: spawn does not re-run it
+    frame, line = sys._getframe(), None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(script).read_text(), filename=script)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for stmt in tree.body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            guarded = isinstance(stmt, ast.If) and any(
+                isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(stmt.test)
+            )
+            return None if guarded else (str(script), line)
+    return None
 
 
 def _embedded(

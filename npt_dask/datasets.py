@@ -34,6 +34,27 @@ def data_path(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def _find(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a file, else ``$NPT_DATA_DIR/path`` for a relative one."""
+    given = Path(path)
+    tried = [given.absolute()]
+    if given.is_file():
+        return given
+    base = os.environ.get(DATA_DIR_ENV)
+    if base and not given.is_absolute():
+        candidate = Path(base) / given
+        if candidate.is_file():
+            return candidate
+        tried.append(candidate.absolute())
+    where = " or ".join(str(t) for t in tried)
+    hint = (
+        ""
+        if base or given.is_absolute()
+        else f"; set {DATA_DIR_ENV} to the folder holding it, or give its full path"
+    )
+    raise InputError(f"No file {os.fspath(path)!r}: looked for {where}{hint}.")
+
+
 def load_npz(
     path: str | os.PathLike,
     *,
@@ -53,7 +74,11 @@ def load_npz(
         Divide ``x`` by this (``255`` maps pixels to [0, 1]).
     dtype : dtype, default float64
         dtype of the returned ``x``.
+
+    A relative ``path`` not found from the current directory is looked up in
+    ``$NPT_DATA_DIR``: ``load_npz("mnist.npz")`` reads ``$NPT_DATA_DIR/mnist.npz``.
     """
+    path = _find(path)
     with np.load(path, allow_pickle=False) as data:
         missing = {"x", "y"} - set(data.files)
         if missing:

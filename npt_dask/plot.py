@@ -1,11 +1,13 @@
 """Figures of NPT results from xarray objects (needs matplotlib: ``pip install npt-dask[plot]``).
 
-Each function takes the xarray objects users already hold -- the model's
-``to_dataset()`` or a projection opened with ``xarray.open_zarr`` -- and
-returns a ``matplotlib.figure.Figure`` built without pyplot, so it works the
-same in a script and a headless pipeline (``fig.savefig(path)``) and leaves
-pyplot's global state alone. In Jupyter, run ``%matplotlib inline`` once so a
-figure left as a cell's value (or passed to ``display``) renders as an image.
+Each function takes what users already hold -- an ``NPTModel`` (from
+``npt.fit`` or ``npt.load``), its ``to_dataset()``, a projection Dataset
+(returned by ``npt.project`` or opened with ``xarray.open_zarr``), or one of
+their variables -- and says plainly what it needs otherwise. It returns a
+``matplotlib.figure.Figure`` built without pyplot, so it works the same in a
+script and a headless pipeline (``fig.savefig(path)``) and leaves pyplot's
+global state alone. In Jupyter, run ``%matplotlib inline`` once so a figure
+left as a cell's value (or passed to ``display``) renders as an image.
 Lazy (dask-backed) inputs are reduced before plotting: a scatter draws at
 most ``max_points`` rows, a histogram reads only the residual column.
 """
@@ -39,18 +41,77 @@ def _values(obj: Any, name: str) -> np.ndarray:
     return np.asarray(obj.values if hasattr(obj, "values") else obj)
 
 
+_MODEL = "an NPTModel (npt.fit, npt.load(path)) or its to_dataset()"
+_PROJECTION = "a projection Dataset (npt.project(...), xr.open_zarr(path))"
+
+
+def _kind(obj: Any) -> str:
+    """``model``, ``model_dataset``, ``projection``, ``dataset``, ``array`` or ``other``."""
+    from npt_dask.model import NPTModel
+
+    if isinstance(obj, NPTModel):
+        return "model"
+    if type(obj).__name__ == "Dataset" and hasattr(obj, "data_vars"):
+        if "eigenvalues" in obj:
+            return "model_dataset"
+        if "coordinates" in obj or "residual" in obj or "npt_projection" in obj.attrs:
+            return "projection"
+        return "dataset"
+    if isinstance(obj, str | bytes | dict | set) or obj is None:
+        return "other"
+    if hasattr(obj, "shape") or isinstance(obj, list | tuple):
+        return "array"
+    return "other"
+
+
+def _refuse(function: str, accepted: str, obj: Any) -> Exception:
+    """The error for an object ``function`` cannot use, saying what it takes."""
+    if type(obj).__name__ == "Dataset" and hasattr(obj, "data_vars"):
+        got = f"a Dataset with variables {sorted(map(str, obj.data_vars))}"
+        return InputError(f"plot.{function} takes {accepted}; got {got}.")
+    got = f"a {type(obj).__name__}"
+    if isinstance(obj, str):
+        got = f"the string {obj!r} (open it first: npt.load(path) or xr.open_zarr(path))"
+    return InputTypeError(f"plot.{function} takes {accepted}; got {got}.")
+
+
+def _with_labels(labels: Any, source: Any) -> Any:
+    """``labels``, or the coordinate/variable of ``source`` it names."""
+    if not isinstance(labels, str):
+        return labels
+    try:
+        return source[labels]
+    except (KeyError, IndexError, TypeError, ValueError):
+        names = sorted(map(str, getattr(source, "coords", {})))
+        raise InputError(
+            f"labels={labels!r} names no coordinate of the data (it has {names}); pass the "
+            "labels themselves (an array with one per sample) or an existing name."
+        ) from None
+
+
 def spectrum(model: Any, *, total_variance: float | None = None, title: str | None = None) -> Any:
     """Eigenvalues (log scale) with the cumulative explained variance.
 
     Parameters
     ----------
-    model : xarray.Dataset with ``eigenvalues`` (``model.to_dataset()``), or a DataArray/array
+    model : NPTModel, its ``to_dataset()``, or the eigenvalues (DataArray or array)
     total_variance : float, optional
         ``trace(K)`` (:func:`npt_dask.methods.total_variance`); without it the
         cumulative curve is relative to the kept components only.
     """
-    lam = _values(model, "eigenvalues")
-    centred = bool(getattr(model, "attrs", {}).get("center", 1))
+    kind = _kind(model)
+    if kind == "model":
+        lam, centred = np.asarray(model.eigenvalues), bool(model.center)
+    elif kind in ("model_dataset", "array"):
+        lam = _values(model, "eigenvalues").ravel()
+        centred = bool(getattr(model, "attrs", {}).get("center", 1))
+    elif kind == "projection":
+        raise InputError(
+            "plot.spectrum needs the model; a projection has coordinates, not eigenvalues. "
+            f"Pass {_MODEL}."
+        )
+    else:
+        raise _refuse("spectrum", f"{_MODEL}, or an array of eigenvalues", model)
     fig = _figure()
     ax = fig.subplots()
     k = np.arange(1, len(lam) + 1)
@@ -83,13 +144,27 @@ def coordinate_scatter(
 
     Parameters
     ----------
-    coordinates : DataArray (sample, component), or an array (n, r)
+    coordinates : a projection Dataset (its ``coordinates``), an NPTModel or its
+        ``to_dataset()`` (the training rows' coordinates), a DataArray (sample,
+        component), or an array (n, r)
     labels : array-like (n,) or the name of a sample coordinate of ``coordinates``
     components : the two columns to draw
     max_points : draw a random subset of at most this many rows
     """
-    if isinstance(labels, str):
-        labels = coordinates[labels]
+    source, kind = coordinates, _kind(coordinates)
+    if kind == "model":
+        source = coordinates = coordinates.to_dataset()
+        kind = "model_dataset"
+    if kind == "model_dataset":
+        coordinates = source["train_coordinates"]
+    elif kind == "projection" and "coordinates" in source:
+        coordinates = source["coordinates"]
+    elif kind != "array":
+        raise _refuse(
+            "coordinate_scatter", f"{_PROJECTION}, {_MODEL}, or a (sample, component) array",
+            coordinates,
+        )  # fmt: skip
+    labels = _with_labels(labels, source)
     n = coordinates.shape[0]
     keep = np.sort(np.random.default_rng(seed).permutation(n)[: min(n, max_points)])
     i, j = components
@@ -120,8 +195,12 @@ def histogram_by_label(
     title: str | None = None,
 ) -> Any:
     """Histogram of one value per sample (a DataArray or array), one outline per label."""
-    if isinstance(labels, str):
-        labels = values[labels]
+    if _kind(values) != "array":
+        raise _refuse(
+            "histogram_by_label", "one value per sample (a DataArray such as ds['residual'], "
+            "or an array)", values,
+        )  # fmt: skip
+    labels = _with_labels(labels, values)
     data = np.asarray(values.values if hasattr(values, "values") else values).ravel()
     fig = _figure()
     ax = fig.subplots()
@@ -144,11 +223,21 @@ def residual_histogram(
 ) -> Any:
     """Histogram of the Lemma-5 residual (distance from the fitted subspace), per label.
 
-    ``residual`` is a DataArray (e.g. ``ds["residual"]`` of a projection) or
-    a Dataset holding one.
+    ``residual`` is a projection Dataset (``npt.project(...)`` or
+    ``xr.open_zarr(path)``), its ``ds["residual"]``, or an array
+    (``model.transform_with_residual(X)[1]``).
     """
-    if type(residual).__name__ == "Dataset":
-        residual = residual["residual"]
+    source, kind = residual, _kind(residual)
+    if kind in ("model", "model_dataset"):
+        raise InputError(
+            "plot.residual_histogram needs projected rows: a model has no residuals. Pass "
+            f"{_PROJECTION}, or model.transform_with_residual(X)[1]."
+        )
+    if kind == "projection" and "residual" in source:
+        residual = source["residual"]
+    elif kind != "array":
+        raise _refuse("residual_histogram", f"{_PROJECTION} or its ds['residual']", residual)
+    labels = _with_labels(labels, source)
     return histogram_by_label(
         residual, labels, bins=bins, xlabel="residual ||phi(x) - P phi(x)||",
         title=title or "Distance from the fitted subspace",

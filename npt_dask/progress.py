@@ -1,9 +1,12 @@
 """Progress on stderr for long operations: projection chunks and Krylov passes.
 
-One line, rewritten in place with a carriage return: that works in a
-terminal, in Jupyter (which honours ``\\r`` in stream output) and under any
-dask scheduler, because the driver -- not the workers -- reports. Nothing is
-printed when disabled, so ``--quiet`` and ``progress=False`` are free.
+In a terminal (and in Jupyter, which honours ``\\r`` in stream output) the
+report is one line, rewritten in place at most twice a second. Anywhere else
+-- a log file, a pipe, a batch job's output -- it is line-oriented: one full
+line per update, at most every :data:`LOG_EVERY` seconds, and the final line
+once. The driver, not the workers, reports, so this works under any dask
+scheduler. Nothing is printed when disabled, so ``--quiet`` and
+``progress=False`` are free.
 """
 
 from __future__ import annotations
@@ -14,40 +17,91 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["FitProgress", "ProgressBar"]
+__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar"]
+
+LOG_EVERY = 5.0
+"""Seconds between progress lines when the stream is not a terminal."""
+
+_clock = time.perf_counter
+
+
+def _rewrites_in_place(stream: TextIO) -> bool:
+    """Whether ``\\r`` rewrites the line: a terminal, or a Jupyter kernel's stream."""
+    if type(stream).__module__.startswith("ipykernel"):
+        return True  # its OutStream says isatty() False but renders \r in place
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 class _Line:
     def __init__(self, enabled: bool, stream: TextIO | None = None, every: float = 0.5) -> None:
         self.enabled = enabled
         self.stream = stream or sys.stderr
-        self.start = time.perf_counter()
-        self.every, self._last = every, -float("inf")
+        self.in_place = _rewrites_in_place(self.stream)
+        self.start = _clock()
+        self.every = every if self.in_place else max(every, LOG_EVERY)
+        self._last = -float("inf")
+        self._shown = ""  # text currently on the line (in place) or last line written
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return _clock() - self.start
 
-    def write(self, text: str, *, final: bool = False) -> None:
-        """Rewrite the line; at most once per ``every`` seconds unless ``final``.
+    def write(self, text: str, *, final: bool = False, force: bool = False) -> None:
+        """Show ``text``; at most once per ``every`` seconds unless ``final`` or ``force``.
 
-        The throttle keeps a saved notebook's output short (each write is a
-        stream message there) and costs nothing in a terminal.
+        The throttle keeps a saved notebook's output and a log file short (each
+        write is a stream message or a line there). ``final`` ends the report:
+        in place it ends the line; in a log it writes ``text`` unless that very
+        line was the last one written.
         """
-        now = time.perf_counter()
-        if not self.enabled or (not final and now - self._last < self.every):
+        now = _clock()
+        if not self.enabled or (not (final or force) and now - self._last < self.every):
             return
         self._last = now
-        self.stream.write(f"\r{text}" + ("\n" if final else ""))
+        if self.in_place:
+            pad = max(0, len(self._shown) - len(text))  # blank out a longer previous text
+            self.stream.write(f"\r{text}{' ' * pad}" + ("\n" if final else ""))
+            self._shown = "" if final else text
+        elif text != self._shown or not final:
+            self.stream.write(text + "\n")
+            self._shown = text
         self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """A line of its own (before the report starts, or between its updates)."""
+        if not self.enabled:
+            return
+        if self.in_place and self._shown:
+            self.stream.write("\n")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self._shown = ""
 
 
 class ProgressBar(_Line):
     """``label [#####     ] done/total unit  12.3s``, one ``step()`` per finished item."""
 
-    def __init__(self, label: str, total: int, unit: str, enabled: bool = True) -> None:
-        super().__init__(enabled and total > 0)
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        unit: str,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+    ) -> None:
+        super().__init__(enabled and total > 0, stream)
         self.label, self.total, self.unit, self.done = label, total, unit, 0
+
+    def resuming(self, already: int) -> None:
+        """Say, first, that ``already`` of the items were done by an earlier run."""
+        if already:
+            self.note(
+                f"{self.label}: resuming: {already} of {self.total} {self.unit} already done "
+                "(their input rows are checked, not projected again)"
+            )
 
     def step(self) -> None:
         """One more item finished."""
@@ -60,14 +114,19 @@ class ProgressBar(_Line):
 
 
 class FitProgress(_Line):
-    """Krylov-pass reporter: ``callback(passes, ritz_values, residuals)`` of the solver.
+    """Fit reporter.
 
-    Shows the pass count, how many of the r wanted pairs meet ``tol`` and the
-    largest relative residual.
+    For the Krylov solver it is the ``callback(passes, ritz_values, residuals)``,
+    showing the pass count, how many of the r wanted pairs meet ``tol`` and the
+    largest relative residual. Any solver can report a stage with
+    :meth:`stage` (the dense solver: building the kernel matrix, then the
+    eigendecomposition). :meth:`close` ends the report.
     """
 
-    def __init__(self, n_components: int, tol: float, enabled: bool = True) -> None:
-        super().__init__(enabled)
+    def __init__(
+        self, n_components: int, tol: float, enabled: bool = True, stream: TextIO | None = None
+    ) -> None:
+        super().__init__(enabled, stream)
         self.r, self.tol, self.last = n_components, tol, ""
 
     def __call__(self, passes: int, values: np.ndarray, residuals: np.ndarray) -> None:
@@ -81,7 +140,12 @@ class FitProgress(_Line):
         )
         self.write(self.last)
 
+    def stage(self, text: str) -> None:
+        """Report a stage now (not throttled): ``npt fit: <text>  12.3s``."""
+        self.last = f"npt fit: {text} {self.elapsed:6.1f}s"
+        self.write(self.last, force=True)
+
     def close(self) -> None:
-        """Show the last pass (however recent) and end the line."""
+        """Show the last report (however recent) and end the line."""
         if self.last:
             self.write(self.last, final=True)

@@ -25,6 +25,7 @@ numpy task functions below, which see numpy blocks only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -233,11 +234,37 @@ def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> No
     }
     ds = xr.Dataset(lazy, coords=coords)
     ds.attrs["npt_projection"] = json.dumps(_identity(model, x), sort_keys=True)
-    ds.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=False)
+    # consolidated metadata (all of it in the root zarr.json): a plain xr.open_zarr(out)
+    # finds it and does not warn; writing chunks later leaves the metadata unchanged
+    with _quiet_v3_consolidation():
+        ds.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=True)
     # the flags must start at 0 in the store itself, not only as a fill value
     import zarr
 
     zarr.open_group(out, mode="r+")["npt_done"][:] = 0
+
+
+@contextlib.contextmanager
+def _quiet_v3_consolidation() -> Iterator[None]:
+    """Silence zarr's note that v3 consolidated metadata is not in the spec yet.
+
+    zarr-python reads and writes it (zarr-specs#309) and xarray looks for it
+    first; readers that do not know it read each array's own zarr.json.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Consolidated metadata is currently not part")
+        yield
+
+
+def _consolidated(out: str) -> str:
+    """Consolidate ``out``'s metadata again (a store resumed from before it was done)."""
+    import zarr
+
+    with _quiet_v3_consolidation():
+        zarr.consolidate_metadata(out)
+    return out
 
 
 def _is_projection_store(path: Path) -> bool:
@@ -313,13 +340,26 @@ def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
 
 
 def _run(tasks: list[Any], bar: ProgressBar) -> None:
+    """Compute the chunk tasks, one ``bar.step()`` each.
+
+    Interrupting it (Ctrl-C: ``KeyboardInterrupt``) cancels what is queued on a
+    cluster and propagates: chunks already flagged done stay done, and the
+    same call resumes.
+    """
+    bar.resuming(sum(str(t.key).startswith(f"{_check_chunk.__name__}-") for t in tasks))
     client = current_client()
     if client is not None:
         from distributed import as_completed
 
-        for future in as_completed(client.compute(tasks)):
-            future.result()
-            bar.step()
+        futures = client.compute(tasks)
+        try:
+            for future in as_completed(futures):
+                future.result()
+                bar.step()
+        except KeyboardInterrupt:  # Ctrl-C: stop the cluster's queued work, then re-raise
+            with contextlib.suppress(Exception):  # the interrupt matters, not this one
+                client.cancel(futures)
+            raise
         return
     from dask.callbacks import Callback
 
@@ -423,7 +463,7 @@ def project(
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
     retry_on_lost_data(attempt)
-    return xr.open_zarr(out, consolidated=False).drop_vars(["npt_done", "npt_digest"])
+    return xr.open_zarr(_consolidated(out), consolidated=True).drop_vars(["npt_done", "npt_digest"])
 
 
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any]:

@@ -207,9 +207,12 @@ def test_task_killing_every_worker_ends_in_killed_worker(cluster, client, data, 
         "project": lambda: _project(model, _poisoned(z, 1), tmp_path / "p.zarr"),
     }[job]
     start = time.perf_counter()
-    with pytest.raises(KilledWorker, match="kill_my_worker"):
+    # not matched on the task's name: dask may fuse kill_my_worker into the task that
+    # consumes it (an array-concatenate-... key was seen), and either is a correct report
+    with pytest.raises(KilledWorker) as killed:
         run()
     assert time.perf_counter() - start < 90  # two deaths (allowed-failures = 1), no hang
+    assert killed.value.allowed_failures == ALLOWED_FAILURES  # tried on two workers, not more
     if job == "project":  # lazy input is read once (NaN/inf check) before the store exists
         assert not (tmp_path / "p.zarr").exists()
     client.wait_for_workers(2, timeout=60)  # the nannies restarted the workers
