@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import types
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -364,7 +365,8 @@ def _unguarded_main_call() -> tuple[str, int] | None:
     name = getattr(getattr(main, "__spec__", None), "name", None) or ""
     if not script or not str(script).endswith(".py") or name.rpartition(".")[2] == "__main__":
         return None  # interactive, -c, or a package's __main__: spawn does not re-run it
-    frame, line = sys._getframe(), None
+    frame: types.FrameType | None = sys._getframe()
+    line = None
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
             line = frame.f_lineno

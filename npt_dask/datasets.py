@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def load_npz(
     *,
     rows: slice | None = None,
     scale: float | None = None,
-    dtype: np.dtype | str = np.float64,
+    dtype: Any = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load ``x`` flattened to ``(n, d)`` and ``y`` from an ``.npz`` file.
 

@@ -277,7 +277,9 @@ def _choose_solver(n: int, r: int | None, solver: str) -> str:
     return solver
 
 
-def _dense_plan(n: int, r: int | None, chunks: tuple[int, ...], budget: int, threads: int):
+def _dense_plan(
+    n: int, r: int | None, chunks: tuple[int, ...], budget: int, threads: int
+) -> FitPlan:
     need = dense_bytes(n)
     if need > budget:
         raise InputError(

@@ -83,7 +83,7 @@ class StoredTraining:
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         import zarr
 
-        group = zarr.open_group(self.path, mode="r")
+        group: Any = zarr.open_group(self.path, mode="r")  # members are arrays
         x, u = group["x_train"], group["eigenvectors"]
         n = self.offsets[-1]
         for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
@@ -107,7 +107,7 @@ def _write_chunk(
     if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
         training = zip(*training, strict=True)
     both = project_rows(z, training, kernel, finish).astype(dtype)
-    group = zarr.open_group(out, mode="r+")
+    group: Any = zarr.open_group(out, mode="r+")  # members are arrays
     stop = start + z.shape[0]
     group["coordinates"][start:stop] = both[:, :-1]
     group["residual"][start:stop] = both[:, -1]
@@ -119,7 +119,8 @@ def _write_chunk(
 def _check_chunk(z: np.ndarray, index: int, out: str) -> int:
     import zarr
 
-    stored = zarr.open_group(out, mode="r")["npt_digest"][index]
+    group: Any = zarr.open_group(out, mode="r")  # members are arrays
+    stored = group["npt_digest"][index]
     if stored != _digest(z):
         raise ProjectionError(
             f"{out}: rows of chunk {index} differ from those projected before; refusing to "
@@ -241,7 +242,8 @@ def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> No
     # the flags must start at 0 in the store itself, not only as a fill value
     import zarr
 
-    zarr.open_group(out, mode="r+")["npt_done"][:] = 0
+    group: Any = zarr.open_group(out, mode="r+")  # members are arrays
+    group["npt_done"][:] = 0
 
 
 @contextlib.contextmanager
@@ -321,7 +323,7 @@ def _remove_partial_writes(path: Path) -> int:
 def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
     import zarr
 
-    group = zarr.open_group(out, mode="r")
+    group: Any = zarr.open_group(out, mode="r")  # members are arrays
     try:
         found = json.loads(dict(group.attrs).get("npt_projection", "null"))
     except (TypeError, ValueError):
