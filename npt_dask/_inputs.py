@@ -19,6 +19,7 @@ import numpy as np
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = ["InputInfo", "as_row_chunked", "check_finite_eagerly", "float_dtype", "wrap_rows"]
 
@@ -127,7 +128,7 @@ def as_row_chunked(
         array = np.asarray(array)
         if array.dtype.kind == "f":
             _check_finite_block(array)
-        rows = chunk_size or 4096
+        rows = chunk_size or DEFAULT_CHUNK_SIZE
         x = da.from_array(array, chunks=(rows, -1), asarray=True)
     else:
         if any(math.isnan(c) for c in array.chunks[0]):

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_CLI_OWN = {"progress"}  # the command line's --quiet
+_CLI_OWN = {"progress", "start"}  # the command line's --quiet; --start takes a model path
 _REQUIRED = {"n_components"}  # a full-rank dense fit of a large file is never what one wants
 
 
@@ -82,10 +82,16 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
             continue
         extra: dict[str, Any] = {"dest": param.name, "type": param.parse, "help": param.help}
         names = [param.flag] + (["--seed"] if param.name == "random_state" else [])
+        if param.name == "landmarks":
+            extra["help"] += " (an int here)"
         if param.name in _REQUIRED:
             parser.add_argument(*names, required=True, **extra)
         else:
             parser.add_argument(*names, default=param.default, **extra)
+
+    parser.add_argument(
+        "--start", metavar="MODEL", help="warm start from this saved model (e.g. a landmark model)"
+    )
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -153,7 +159,8 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
     from npt_dask.params import PARAMS, FitParams
 
     values = {p.name: getattr(args, p.name) for p in PARAMS if p.name not in _CLI_OWN}
-    return fit_params(data, FitParams(**values, progress=not args.quiet))
+    start = npt.load(args.start) if args.start else None
+    return fit_params(data, FitParams(**values, start=start, progress=not args.quiet))
 
 
 def _project(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,22 +6,25 @@ No I/O and no logging happen here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.array.core import normalize_chunks
 
 from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
-from npt_dask._scheduler import current_client, task_threads
+from npt_dask._scheduler import compute, current_client, task_threads
 from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
 from npt_dask.errors import ConvergenceWarning
 from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
+from npt_dask.landmarks import certificate, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
-from npt_dask.planning import FitPlan, default_memory_budget, plan_fit
+from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
 
 __all__ = ["fit", "fit_params", "plan_for"]
@@ -30,21 +33,37 @@ _D = fit_defaults()  # the signature's defaults come from the one parameter tabl
 
 
 def plan_for(x: da.Array, params: FitParams) -> FitPlan:
-    """The :class:`~npt_dask.planning.FitPlan` of fitting the row-chunked ``x`` with ``params``."""
+    """The :class:`~npt_dask.planning.FitPlan` of fitting the row-chunked ``x`` with ``params``.
+
+    With ``landmarks``, the plan is for the m landmark rows (chunked like X);
+    with a warm ``start`` the block is as wide as the wanted components.
+    """
+    rows = _training_chunks(x, params.landmarks)
+    r = params.n_components
+    width = params.block_size
+    if params.start is not None and width is None and r is not None:
+        width = default_block_size(r)
     return plan_fit(
-        n=int(x.shape[0]),
+        n=sum(rows),
         d=int(x.shape[1]),
-        n_components=params.n_components,
-        row_chunks=x.chunks[0],
+        n_components=r,
+        row_chunks=rows,
         itemsize=x.dtype.itemsize,
         center=params.center,
         solver=params.solver,
         cache=params.cache,
         memory_budget=params.memory_budget or default_memory_budget(),
-        block_size=params.block_size,
+        block_size=width,
         max_basis=params.max_basis,
         threads=task_threads(),
     )
+
+
+def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
+    if landmarks is None:
+        return tuple(int(c) for c in x.chunks[0])
+    m = int(landmarks) if isinstance(landmarks, int | np.integer) else len(landmarks)
+    return tuple(normalize_chunks((max(x.chunks[0]),), (m,))[0])
 
 
 def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
@@ -64,7 +83,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
     n, r = int(x.shape[0]), int(params.n_components or 0)
     op = KernelOperator(drop_zero_features(x), kernel, center=params.center, kept=plan.kept)
     rng = np.random.default_rng(params.random_state)
-    start = rng.standard_normal((n, plan.block_size))
+    start = _start_block(x, params, plan.block_size, rng)
     if params.center:
         start = center_columns(start)
     tol = _tolerance(params, x.dtype)
@@ -87,6 +106,18 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         report.close()
         op.release()
     return result, m, (float(m.mean()) if params.center else 0.0)
+
+
+def _start_block(
+    x: da.Array, params: FitParams, width: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The Krylov start: Gaussian, or a warm start's coordinates of X (random columns past r)."""
+    n = int(x.shape[0])
+    if params.start is None:
+        return rng.standard_normal((n, width))
+    warm = np.asarray(compute(params.start.transform(x))[0], dtype=np.float64)[:, :width]
+    extra = rng.standard_normal((n, width - warm.shape[1]))
+    return np.hstack([warm, extra * np.linalg.norm(warm) / np.sqrt(warm.size or 1)])
 
 
 def _tolerance(params: FitParams, dtype: np.dtype) -> float:
@@ -125,6 +156,9 @@ def fit(
     max_passes: int = _D["max_passes"],
     on_negative: str = _D["on_negative"],
     random_state: int | np.random.Generator | None = _D["random_state"],
+    landmarks: int | Any | None = _D["landmarks"],
+    landmark_method: str = _D["landmark_method"],
+    start: NPTModel | None = _D["start"],
     progress: bool = _D["progress"],
 ) -> NPTModel:
     """Fit the Nonlinear Projection Trick: top eigenpairs of the kernel matrix.
@@ -183,6 +217,20 @@ def fit(
         negative part is always excluded, never silently.
     random_state : int or Generator, optional
         Seed of the Krylov start block.
+    landmarks : int or array of row indices, optional
+        Fit on m rows of X only (an int: chosen by ``landmark_method``, seeded
+        by ``random_state``; or the row indices). The model's training set is
+        the landmarks; every row of X is projected exactly onto their span
+        (Theorem 2), and ``model.diagnostics.landmarks["certificate"]`` holds
+        the Lemma 5 residual of every row of X (mean, max, quantiles, a
+        histogram), from one projection pass.
+    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
+        Uniform sampling, or randomly pivoted partial Cholesky (Chen, Epperly,
+        Tropp & Webber 2022): rows drawn with probability proportional to what
+        the landmarks so far miss of them (the driver holds an n x m factor).
+    start : NPTModel, optional
+        Warm start: the Krylov solver starts from this model's coordinates of
+        X (e.g. a landmark model), so it needs far fewer passes.
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.
@@ -203,9 +251,12 @@ def fit(
     True
     """
     params = FitParams(
-        kernel, gamma, degree, coef0, n_components, center, solver, tol, rtol, chunk_size,
-        cache, memory_budget, precision, block_size, max_basis, max_passes, on_negative,
-        random_state, progress,
+        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, n_components=n_components,
+        center=center, solver=solver, tol=tol, rtol=rtol, chunk_size=chunk_size, cache=cache,
+        memory_budget=memory_budget, precision=precision, block_size=block_size,
+        max_basis=max_basis, max_passes=max_passes, on_negative=on_negative,
+        random_state=random_state, landmarks=landmarks, landmark_method=landmark_method,
+        start=start, progress=progress,
     )  # fmt: skip
     return fit_params(X, params)
 
@@ -222,9 +273,32 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
         check_finite_eagerly(x, "X")
     variance = float(da.var(x.astype(np.float64)).compute()) if spec.needs_variance else None
     spec = spec.resolve(int(x.shape[1]), variance)
-    if current_client() is not None:
-        x = x.persist()
-    return _solve(x, spec, params, plan, info)
+    if params.landmarks is None:
+        return _solve(_persisted(x), spec, params, plan, info)
+    rng = np.random.default_rng(params.random_state)
+    idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
+    rows = x[idx].rechunk({0: max(x.chunks[0])})
+    sub = InputInfo(info.kind, info.lazy, info.sample_dim,
+                    {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip
+    model = _solve(_persisted(rows), spec, params, plan, sub)
+    return _certified(model, x, params.landmark_method if isinstance(params.landmarks, int)
+                      else "given")  # fmt: skip
+
+
+def _persisted(x: da.Array) -> da.Array:
+    return x.persist() if current_client() is not None else x
+
+
+def _certified(model: NPTModel, x: da.Array, method: str) -> NPTModel:
+    """The landmark model with its certificate: every row's Lemma 5 residual, one pass."""
+    energy = np.asarray(compute(model.energy_split(x))[0])
+    summary = {
+        "method": method,
+        "m": model.n_samples,
+        "certificate": certificate(np.sqrt(energy[:, 1]), energy.sum(axis=1)),
+    }
+    diagnostics = dataclasses.replace(model.diagnostics, landmarks=summary)
+    return dataclasses.replace(model, diagnostics=diagnostics)
 
 
 def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):

@@ -56,17 +56,24 @@ class SolverDiagnostics:
     seconds: float
     cached_fraction: float = 0.0
     plan: Mapping[str, Any] = field(default_factory=dict)  # the FitPlan, as its dict
+    landmarks: Mapping[str, Any] = field(default_factory=dict)  # method, m, certificate
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["residuals"] = [float(v) for v in self.residuals]
         out["plan"] = dict(self.plan)
+        out["landmarks"] = dict(self.landmarks)
         return out
 
 
 def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
     return kernel_times(z, x, w, kernel)[:, None, :]
+
+
+def _energy(both: np.ndarray, r: int) -> np.ndarray:
+    y, res = both[:, :r], both[:, r]
+    return np.stack([np.einsum("ij,ij->i", y, y), res * res], axis=1)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -274,6 +281,18 @@ class NPTModel:
         x, info = self._rows(z)
         res = self._project(x)[:, self.n_components].astype(x.dtype)
         return wrap_rows(res, info, name="residual")
+
+    def energy_split(self, z: Any) -> da.Array:
+        """Lazy ``(m, 2)``: ``||y||^2`` and ``residual^2`` of each row (their sum is k(z, z)).
+
+        One pass over the training blocks; only two numbers per row come back,
+        whatever r (the landmark certificate uses it on every training row).
+        """
+        x, _ = self._rows(z)
+        r = self.n_components
+        both = self._project(x)
+        chunks = (x.chunks[0], (2,))
+        return both.map_blocks(_energy, r, dtype=np.float64, chunks=chunks)  # type: ignore[arg-type]
 
     def transform_with_residual(self, z: Any) -> tuple[Any, Any]:
         """Both coordinates and residuals from one pass over the training rows."""

@@ -113,6 +113,23 @@ class Options:
 
 
 @dataclass(frozen=True)
+class HasMethod:
+    """Any object with the named method (a fitted model, without importing its class)."""
+
+    method: str
+    label: str
+
+    def accepts(self, value: Any) -> bool:
+        return callable(getattr(value, self.method, None))
+
+    def type_ok(self, value: Any) -> bool:
+        return self.accepts(value)
+
+    def describe(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
 class InstanceOf:
     """Any instance of the given types (a kernel spec, a random generator)."""
 
@@ -129,7 +146,7 @@ class InstanceOf:
         return self.label
 
 
-Constraint = Interval | Options | InstanceOf
+Constraint = Interval | Options | InstanceOf | HasMethod
 
 
 @dataclass(frozen=True)
@@ -337,6 +354,30 @@ PARAMS: tuple[Param, ...] = (
         "seed of the Krylov start block",
         parse=_number_or(int),
     ),
+    Param(
+        "landmarks",
+        (
+            Interval(_INT, 2, None),
+            InstanceOf((np.ndarray, list, tuple), "an array of row indices"),
+            _NONE,
+        ),
+        None,
+        "fit on m chosen rows (an int) or these row indices; every row is then projected",
+        parse=_number_or(int),
+    ),
+    Param(
+        "landmark_method",
+        (Options(("uniform", "rpcholesky")),),
+        "uniform",
+        "how landmarks=m chooses rows: uniformly, or by randomly pivoted partial Cholesky",
+        parse=str,
+    ),
+    Param(
+        "start",
+        (HasMethod("transform", "a fitted NPTModel"), _NONE),
+        None,
+        "warm start: the Krylov solver starts from this model's coordinates of X",
+    ),
     Param("progress", (Options((True, False)),), False, "report each Krylov pass on stderr"),
 )
 """Every fit parameter, in signature order."""
@@ -390,6 +431,9 @@ class FitParams:
     max_passes: int = 50
     on_negative: str = "warn"
     random_state: Any = None
+    landmarks: Any = dataclasses.field(default=None, compare=False)
+    landmark_method: str = "uniform"
+    start: Any = dataclasses.field(default=None, compare=False)
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -427,6 +471,10 @@ class FitParams:
             out["kernel"] = self.kernel.to_dict()
         if not isinstance(self.random_state, int | type(None)):
             out["random_state"] = repr(self.random_state)
+        if self.landmarks is not None and not isinstance(self.landmarks, int):
+            out["landmarks"] = [int(i) for i in np.asarray(self.landmarks)]
+        if self.start is not None:
+            out["start"] = getattr(self.start, "identity", repr(self.start))
         return out
 
     def replace(self, **changes: Any) -> FitParams:

@@ -45,6 +45,8 @@ BAD = [
     ("max_passes", 0),
     ("on_negative", "ignore"),
     ("random_state", -1),
+    ("landmarks", 1),
+    ("landmark_method", "kmeans"),
 ]
 GOOD = [
     ("gamma", 0.5),
@@ -67,6 +69,8 @@ GOOD = [
     ("max_passes", 60),
     ("on_negative", "raise"),
     ("random_state", 3),
+    ("landmarks", 30),
+    ("landmark_method", "rpcholesky"),
 ]
 
 
@@ -147,7 +151,7 @@ def test_defaults_live_in_the_table():
     ).choices["fit"]
     defaults = {a.dest: a.default for a in fit_parser._actions}
     for param in PARAMS:
-        if param.name in ("progress", "n_components"):  # --quiet; required on the CLI
+        if param.name in ("progress", "n_components", "start"):  # --quiet; required; a path
             continue
         assert defaults[param.name] == param.default, param.name
     model = PipelineConfig.from_dict({"name": "t", "methods": [{"name": "kpca"}]}).model
@@ -172,5 +176,5 @@ def test_every_fit_option_is_reachable_from_cli_and_config():
         a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
     ).choices["fit"]
     dests = {a.dest for a in fit_parser._actions}
-    assert {p.name for p in PARAMS} - {"progress"} <= dests
+    assert {p.name for p in PARAMS} - {"progress"} <= dests  # progress: --quiet
     assert set(fit_defaults()) == {f for f in FitParams.__dataclass_fields__}

@@ -20,7 +20,17 @@ from npt_dask.blocks import add_tuples
 from npt_dask.errors import InputError
 from npt_dask.graph import tree_reduce
 
-__all__ = ["PERSIST_AUTO_BYTES", "as_coordinates", "as_labels", "chunk_sums", "maybe_persist"]
+__all__ = [
+    "COORDINATE_CHUNK",
+    "PERSIST_AUTO_BYTES",
+    "as_coordinates",
+    "as_labels",
+    "chunk_sums",
+    "maybe_persist",
+]
+
+COORDINATE_CHUNK = 8192
+"""Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""
 
 PERSIST_AUTO_BYTES = 512 * 2**20
 """``persist=None`` keeps iterated data in (cluster) memory up to this size."""
@@ -39,7 +49,7 @@ def maybe_persist(x: da.Array, persist: bool | None) -> da.Array:
 
 
 def as_coordinates(
-    Y: Any, *, name: str = "Y", chunk_size: int | None = 8192, min_samples: int = 1
+    Y: Any, *, name: str = "Y", chunk_size: int | None = COORDINATE_CHUNK, min_samples: int = 1
 ) -> tuple[da.Array, InputInfo]:
     """Coordinates (numpy, dask or DataArray) as a row-chunked float dask array.
 

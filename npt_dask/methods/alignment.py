@@ -33,6 +33,7 @@ from npt_dask.errors import InputError
 from npt_dask.graph import tree_reduce
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.methods._passes import as_labels
+from npt_dask.params import DEFAULT_CHUNK_SIZE
 from npt_dask.planning import upper_pairs
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
@@ -98,7 +99,7 @@ def alignment_scores(
     gamma: float | None = None,
     degree: float | None = None,
     coef0: float | None = None,
-    chunk_size: int | None = 4096,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
 ) -> dict[str, float]:
     """Plain and centred kernel-target alignment from the same single pass.
 
@@ -131,7 +132,7 @@ def kernel_target_alignment(
     degree: float | None = None,
     coef0: float | None = None,
     centered: bool = False,
-    chunk_size: int | None = 4096,
+    chunk_size: int | None = DEFAULT_CHUNK_SIZE,
 ) -> float:
     """Alignment of the kernel matrix with the labels, from one pass over kernel blocks.
 

@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from npt_dask._inputs import wrap_rows
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import as_coordinates, as_labels, chunk_sums
+from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
 
 __all__ = ["FisherDiscriminant", "class_scatter"]
 
@@ -42,7 +42,7 @@ def _classes(labels: Any) -> np.ndarray:
     return np.unique(np.asarray(values))
 
 
-def class_scatter(Y: Any, y: Any, *, chunk_size: int = 8192) -> dict[str, np.ndarray]:
+def class_scatter(Y: Any, y: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict[str, np.ndarray]:
     """Class counts, means, and the total, within and between scatters (one pass).
 
     Returns a dict with ``classes`` (C,), ``counts`` (C,), ``means`` (C, r),
@@ -106,7 +106,11 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_components: int | None = None, *, reg: float = 1e-8, chunk_size: int = 8192
+        self,
+        n_components: int | None = None,
+        *,
+        reg: float = 1e-8,
+        chunk_size: int = COORDINATE_CHUNK,
     ) -> None:
         self.n_components = n_components
         self.reg = reg

@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from npt_dask._inputs import wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
+from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, maybe_persist
 
 __all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
 
@@ -136,7 +136,7 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
         *,
         epochs: int = 10,
         average: bool = True,
-        chunk_size: int = 8192,
+        chunk_size: int = COORDINATE_CHUNK,
         persist: bool | None = None,
         random_state: int | None = None,
     ) -> None:

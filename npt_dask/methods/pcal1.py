@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from npt_dask._inputs import wrap_rows
 from npt_dask.errors import ConvergenceWarning, InputError
-from npt_dask.methods._passes import as_coordinates, chunk_sums, maybe_persist
+from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, chunk_sums, maybe_persist
 
 __all__ = ["PCAL1", "l1_dispersion"]
 
@@ -140,7 +140,7 @@ class PCAL1(TransformerMixin, BaseEstimator):
         max_iter: int = 100,
         center: bool = True,
         perturbation: float = 1e-6,
-        chunk_size: int = 8192,
+        chunk_size: int = COORDINATE_CHUNK,
         persist: bool | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:

@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from npt_dask._inputs import _check_finite_block, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.methods._passes import as_coordinates, as_labels, chunk_sums
+from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
 
 __all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
 
@@ -142,7 +142,7 @@ def _solve(moments: tuple, fit_intercept: bool, alphas: np.ndarray) -> _Solution
     )
 
 
-def ridge_moments(Y: Any, T: Any, *, chunk_size: int = 8192) -> dict[str, np.ndarray]:
+def ridge_moments(Y: Any, T: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict[str, np.ndarray]:
     """The sufficient statistics of ridge regression, in one pass over the chunks of Y.
 
     Returns a dict with ``n``, ``y_sum`` (r,), ``t_sum`` (k,), ``gram``
@@ -300,7 +300,7 @@ class _RidgeBase(BaseEstimator):
         *,
         fit_intercept: bool = True,
         criterion: str = "gcv",
-        chunk_size: int = 8192,
+        chunk_size: int = COORDINATE_CHUNK,
     ) -> None:
         self.alpha = alpha
         self.fit_intercept = fit_intercept
