@@ -21,7 +21,14 @@ from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.params import DEFAULT_CHUNK_SIZE
 
-__all__ = ["InputInfo", "as_row_chunked", "check_finite_eagerly", "float_dtype", "wrap_rows"]
+__all__ = [
+    "InputInfo",
+    "as_row_chunked",
+    "check_finite_block",
+    "check_finite_eagerly",
+    "float_dtype",
+    "wrap_rows",
+]
 
 Kind = Literal["numpy", "dask", "xarray"]
 
@@ -95,7 +102,7 @@ def _check_shape(array: Any, name: str, min_samples: int) -> None:
         raise InputError(f"{name} has 0 features; need at least 1.")
 
 
-def _check_finite_block(block: np.ndarray) -> np.ndarray:
+def check_finite_block(block: np.ndarray) -> np.ndarray:
     if not np.isfinite(block).all():
         raise InputError(
             "Input contains NaN or infinity; remove or impute those values first "
@@ -127,7 +134,7 @@ def as_row_chunked(
     if not isinstance(array, da.Array):
         array = np.asarray(array)
         if array.dtype.kind == "f":
-            _check_finite_block(array)
+            check_finite_block(array)
         rows = chunk_size or DEFAULT_CHUNK_SIZE
         x = da.from_array(array, chunks=(rows, -1), asarray=True)
     else:
@@ -139,7 +146,7 @@ def as_row_chunked(
         rows = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
         x = array.rechunk({0: rows, 1: -1})
         if x.dtype.kind == "f":
-            x = x.map_blocks(_check_finite_block, dtype=x.dtype)
+            x = x.map_blocks(check_finite_block, dtype=x.dtype)
     if x.dtype != dtype:
         x = x.astype(dtype)
     return x, info

@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import _check_finite_block, wrap_rows
+from npt_dask._inputs import check_finite_block, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
@@ -244,9 +244,9 @@ def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
         y = y[:, None]
     if isinstance(y, da.Array):
         y = y.rechunk((rows.chunks[0], -1))
-        return y.map_blocks(_check_finite_block, dtype=y.dtype) if y.dtype.kind == "f" else y
+        return y.map_blocks(check_finite_block, dtype=y.dtype) if y.dtype.kind == "f" else y
     if y.dtype.kind == "f":
-        _check_finite_block(y)
+        check_finite_block(y)
     return da.from_array(y, chunks=(rows.chunks[0], -1))
 
 
