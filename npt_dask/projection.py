@@ -261,11 +261,17 @@ def _quiet_v3_consolidation() -> Iterator[None]:
 
 
 def _consolidated(out: str) -> str:
-    """Consolidate ``out``'s metadata again (a store resumed from before it was done)."""
+    """``out``, its metadata consolidated if it is not yet (a store from an older version).
+
+    A store created consolidated is left alone: writing chunks does not change
+    its metadata, and a re-run rewrites nothing.
+    """
     import zarr
 
-    with _quiet_v3_consolidation():
-        zarr.consolidate_metadata(out)
+    root = json.loads((Path(out) / "zarr.json").read_text())
+    if not root.get("consolidated_metadata"):
+        with _quiet_v3_consolidation():
+            zarr.consolidate_metadata(out)
     return out
 
 

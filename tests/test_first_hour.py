@@ -149,6 +149,9 @@ def test_projection_store_opens_without_consolidation_warning(fitted, tmp_path):
         warnings.simplefilter("always")
         xr.open_zarr(out)
     assert [str(w.message) for w in caught] == []
+    stamp = meta.stat().st_mtime_ns
+    npt.project(model, data, out, chunk_size=30, progress=False)
+    assert meta.stat().st_mtime_ns == stamp  # a finished store's metadata is not rewritten
     with pytest.raises(projection.ProjectionError, match="another"):  # identity still read
         npt.project(model, data, out, chunk_size=20, progress=False)
 
