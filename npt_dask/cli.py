@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["main"]
@@ -32,11 +34,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Nonlinear Projection Trick on Dask: fit a kernel model, persist it to "
         "zarr, and project data chunk by chunk.",
     )
+    parser.add_argument("--version", action="version", version=f"npt-dask {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     fit = sub.add_parser("fit", help="fit a model to DATA and save it to --out")
     fit.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
     fit.add_argument("--out", required=True, help="path of the model store to write (zarr)")
+    fit.add_argument("--overwrite", action="store_true", help="replace a model already at --out")
     _fit_options(fit)
     _data_options(fit)
     _cluster_options(fit)
@@ -94,6 +98,15 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("npt-dask")
+    except PackageNotFoundError:  # pragma: no cover - a source tree
+        return "unknown"
+
+
 def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", help="array name inside a .npz file (default x)")
     parser.add_argument("--var", help="variable name inside an xarray zarr dataset")
@@ -139,8 +152,11 @@ def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
 
 def _fit(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
+    from npt_dask.errors import InputError
     from npt_dask.projection import open_data
 
+    if Path(args.out).exists() and not args.overwrite:
+        raise InputError(f"{args.out} already exists; pass --overwrite to replace it.")
     data = open_data(args.data, key=args.key, var=args.var)
     with _client_from_args(args):
         model = _fit_model(npt, data, args)
@@ -227,7 +243,31 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     report = run(config.with_overrides(**overrides), progress=not args.quiet)
     if not args.quiet:
         print(summary_text(report), file=sys.stderr)
-    return {"report": f"{report['outputs']['dir']}/report.json", "methods": report["methods"]}
+    return {"report": f"{report['outputs']['dir']}/report.json"}  # the figures are in it
+
+
+_PYTHON_SPELLINGS = {
+    "resume=False": "--no-resume",
+    "data_dir": "--data-dir",
+    "var=/--var": "--var",
+    "key=/--key": "--key",
+}
+
+
+def for_the_command_line(message: str) -> str:
+    """An API error message in the command line's words: option flags, not Python names.
+
+    >>> for_the_command_line("The 'chunk_size' parameter must be ...; pass resume=False.")
+    'The --chunk-size option must be ...; pass --no-resume.'
+    """
+    message = re.sub(
+        r"The '([a-z0-9_]+)' parameter",
+        lambda m: f"The --{m.group(1).replace('_', '-')} option",
+        message,
+    )
+    for python, flag in _PYTHON_SPELLINGS.items():
+        message = message.replace(python, flag)
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,8 +278,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = {"fit": _fit, "project": _project, "info": _info, "run": _run}[args.command]
     try:
         result = command(args)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # end a progress line rewritten in place
+        out = getattr(args, "out", None)
+        hint = (
+            f"; chunks already written are kept in {out}: run the same command again to "
+            "resume (they are checked, not projected again)"
+            if args.command == "project"
+            else ""
+        )
+        print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
+        return 130
     except (NPTError, ValueError, TypeError, OSError) as exc:
-        print(f"npt {args.command}: error: {exc}", file=sys.stderr)
+        print(f"npt {args.command}: error: {for_the_command_line(str(exc))}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, default=str))
     return 0

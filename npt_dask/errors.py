@@ -14,6 +14,7 @@ __all__ = [
     "InputError",
     "InputTypeError",
     "KernelParameterError",
+    "KernelScaleWarning",
     "NPTError",
     "NPTWarning",
     "NegativeEigenvalueError",
@@ -71,6 +72,11 @@ class ConvergenceWarning(NPTWarning):
 
 class NegativeEigenvalueWarning(NPTWarning):
     """The kernel matrix has significantly negative eigenvalues; they were excluded."""
+
+
+class KernelScaleWarning(NPTWarning):
+    """The kernel is nearly the identity or nearly constant on the data: almost surely
+    a kernel parameter on the wrong scale for the data (e.g. unscaled pixels)."""
 
 
 class RankWarning(NPTWarning):

@@ -18,7 +18,7 @@ from dask.array.core import normalize_chunks
 from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
 from npt_dask._scheduler import compute, current_client, task_threads
 from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
-from npt_dask.errors import ConvergenceWarning
+from npt_dask.errors import ConvergenceWarning, KernelScaleWarning
 from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, select_landmarks
@@ -67,16 +67,23 @@ def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
 
 
 def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
-    gram = kernel_matrix(x, x, kernel).compute().astype(np.float64, copy=False)
-    m = gram.mean(axis=1) if params.center else np.zeros(gram.shape[0])
-    g = float(m.mean())
-    if params.center:
-        gram -= m[:, None]
-        gram -= m[None, :]
-        gram += g
-    gram += gram.T  # symmetrise in place: (G + G^T) / 2
-    gram *= 0.5
-    return dense_eigh(gram, params.n_components), m, g
+    n = int(x.shape[0])
+    report = FitProgress(params.n_components or n, 0.0, enabled=params.progress)
+    try:
+        report.stage(f"dense solver: kernel matrix {n:,} x {n:,}")
+        gram = kernel_matrix(x, x, kernel).compute().astype(np.float64, copy=False)
+        m = gram.mean(axis=1) if params.center else np.zeros(n)
+        g = float(m.mean())
+        if params.center:
+            gram -= m[:, None]
+            gram -= m[None, :]
+            gram += g
+        gram += gram.T  # symmetrise in place: (G + G^T) / 2
+        gram *= 0.5
+        report.stage(f"dense solver: eigendecomposition of the {n:,} x {n:,} matrix")
+        return dense_eigh(gram, params.n_components), m, g
+    finally:
+        report.close()
 
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
@@ -121,7 +128,7 @@ def _start_block(
 
 
 def _tolerance(params: FitParams, dtype: np.dtype) -> float:
-    return params.tol if params.tol is not None else DEFAULT_TOL["float64"]
+    return params.tol if params.tol is not None else DEFAULT_TOL[np.dtype(dtype).name]
 
 
 def _warn_unconverged(result: EigenResult, tol: float) -> None:
@@ -273,6 +280,7 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
         check_finite_eagerly(x, "X")
     variance = float(da.var(x.astype(np.float64)).compute()) if spec.needs_variance else None
     spec = spec.resolve(int(x.shape[1]), variance)
+    warn_kernel_scale(x, spec)
     if params.landmarks is None:
         return _solve(_persisted(x), spec, params, plan, info)
     rng = np.random.default_rng(params.random_state)
@@ -283,6 +291,46 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
     model = _solve(_persisted(rows), spec, params, plan, sub)
     return _certified(model, x, params.landmark_method if isinstance(params.landmarks, int)
                       else "given")  # fmt: skip
+
+
+SCALE_SAMPLE = 256
+"""Rows of X the kernel-scale check evaluates (one small block, before the solve)."""
+
+
+def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
+    """Warn when the kernel is nearly the identity or nearly constant on a sample of X.
+
+    Either makes the model meaningless (every eigenvalue 1, or none above
+    rounding) while the solver still converges; the usual cause is data on
+    another scale than ``gamma`` assumes (raw 0-255 pixels with ``gamma=0.02``).
+    Identical rows are left to the eigenvalue check, which names them.
+    """
+    sample = np.asarray(compute(x[: min(SCALE_SAMPLE, int(x.shape[0]))])[0], dtype=np.float64)
+    if len(np.unique(sample, axis=0)) < 2:
+        return
+    block = spec(sample, sample)
+    off = block[~np.eye(len(sample), dtype=bool)]
+    top = max(float(np.max(np.abs(block))), np.finfo(float).tiny)
+    fix = (
+        " Use gamma='scale' (1 / (d var X)), or standardise the features."
+        if spec.gamma is not None
+        else " Check the kernel and its parameters against the data's scale."
+    )
+    if float(np.max(np.abs(off))) < 1e-6 * top:
+        warnings.warn(
+            f"The kernel matrix is nearly the identity on these data ({spec.name}, "
+            f"gamma={spec.gamma:.3g}: distinct rows have similarity below 1e-6): every "
+            f"eigenvalue is about the same and the coordinates carry no structure.{fix}",
+            KernelScaleWarning,
+            stacklevel=4,
+        )
+    elif float(np.ptp(block)) < 1e-6 * top:
+        warnings.warn(
+            f"The kernel is nearly constant on these data ({spec.name}: every entry within "
+            f"1e-6 of the others), so the centred kernel matrix is nearly zero.{fix}",
+            KernelScaleWarning,
+            stacklevel=4,
+        )
 
 
 def _persisted(x: da.Array) -> da.Array:

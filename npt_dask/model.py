@@ -16,6 +16,7 @@ plus its inputs, whatever the number of rows.
 from __future__ import annotations
 
 import functools
+import warnings
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from npt_dask.blocks import (
     projection_terms,
     projection_weights,
 )
-from npt_dask.errors import InputError
+from npt_dask.errors import InputError, KernelScaleWarning
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 
@@ -270,7 +271,23 @@ class NPTModel:
         """
         x, info = self._rows(z)
         y = self._project(x)[:, : self.n_components].astype(x.dtype)
-        return wrap_rows(y, info, name="coordinates")
+        out = wrap_rows(y, info, name="coordinates")
+        if not info.lazy:
+            self._warn_far_rows(np.asarray(out))
+        return out
+
+    def _warn_far_rows(self, y: np.ndarray) -> None:
+        """Warn when rows land at the origin: far from every training row (another scale?)."""
+        typical = float(self.eigenvalues.sum()) / self.n_samples  # mean ||y||^2 of training rows
+        if y.size and float(np.mean(np.einsum("ij,ij->i", y, y))) < 1e-6 * typical:
+            warnings.warn(
+                f"The {len(y)} rows project to (almost) the origin: their kernel similarity to "
+                "every training row is about zero, as for rows on another scale than the "
+                "training rows (e.g. raw 0-255 pixels against a model fitted on [0, 1]). "
+                "Scale them as the training rows were scaled.",
+                KernelScaleWarning,
+                stacklevel=3,
+            )
 
     def residual(self, z: Any) -> Any:
         """Lemma 5: distance of ``phi(z)`` from the fitted subspace, shape (m,).

@@ -34,6 +34,7 @@ __all__ = [
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
     "PARAMS",
+    "SOLVER_ALIASES",
     "FitParams",
     "Interval",
     "Options",
@@ -51,9 +52,14 @@ KERNEL_ALIASES: Mapping[str, str] = {"poly": "polynomial"}
 DEFAULT_CHUNK_SIZE = 4096
 """Rows per kernel block (a 4096^2 float64 block is 128 MiB)."""
 
-DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-5}
+DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-6}
 """Krylov residual tolerance by kernel precision: float32 blocks carry about
-1e-7 relative rounding per entry, so a residual of 1e-8 is out of their reach."""
+6e-8 relative rounding per entry, and a block recomputed on another thread
+layout may round differently, so a residual of 1e-8 can be out of reach."""
+
+SOLVER_ALIASES: Mapping[str, str] = {"arpack": "krylov", "randomized": "krylov"}
+"""scikit-learn's ``eigen_solver`` names, accepted as aliases of ours (both
+iterative solvers for the top eigenpairs; ours is exact to ``tol``)."""
 
 
 # --- constraints -----------------------------------------------------------------------
@@ -272,16 +278,17 @@ PARAMS: tuple[Param, ...] = (
     Param("center", (Options((True, False)),), True, "centre in feature space", parse=_bool),
     Param(
         "solver",
-        (Options(("auto", "dense", "krylov")),),
+        (Options(("auto", "dense", "krylov", *SOLVER_ALIASES)),),
         "auto",
-        "eigensolver: dense (small n), krylov (streamed blocks) or auto",
+        "eigensolver: dense (small n), krylov (streamed blocks) or auto; "
+        "scikit-learn's 'arpack' and 'randomized' mean krylov",
         parse=str,
     ),
     Param(
         "tol",
         (Interval(_REAL, 0, 1, "neither"), _NONE),
         None,
-        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: 1e-8)",
+        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: 1e-8, float32 blocks 1e-6)",
         parse=_number_or(float),
     ),
     Param(
@@ -437,6 +444,7 @@ class FitParams:
     progress: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "solver", SOLVER_ALIASES.get(self.solver, self.solver))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "kernel" and not isinstance(value, str):

@@ -120,7 +120,8 @@ def test_every_entry_point_refuses_alike(name, value, tmp_path, capsys):
         assert _message(lambda: est.fit(X)) == (kind, message)
     assert cli.main(_cli_args(tmp_path, name, value)) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"npt fit: error: {message}", err
+    assert err == f"npt fit: error: {cli.for_the_command_line(message)}", err
+    assert f"'{name}' parameter" not in err  # the flag, not the Python name
     assert not (tmp_path / "m.zarr").exists()
 
 
