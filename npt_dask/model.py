@@ -16,8 +16,8 @@ plus its inputs, whatever the number of rows.
 from __future__ import annotations
 
 import functools
-import warnings
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
