@@ -155,8 +155,8 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.errors import InputError
     from npt_dask.projection import open_data
 
-    if Path(args.out).exists() and not args.overwrite:
-        raise InputError(f"{args.out} already exists; pass --overwrite to replace it.")
+    if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
+        raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     data = open_data(args.data, key=args.key, var=args.var)
     with _client_from_args(args):
         model = _fit_model(npt, data, args)

@@ -289,8 +289,8 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
     sub = InputInfo(info.kind, info.lazy, info.sample_dim,
                     {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip
     model = _solve(_persisted(rows), spec, params, plan, sub)
-    return _certified(model, x, params.landmark_method if isinstance(params.landmarks, int)
-                      else "given")  # fmt: skip
+    method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
+    return _certified(model, x, method, idx)
 
 
 SCALE_SAMPLE = 256
@@ -337,12 +337,13 @@ def _persisted(x: da.Array) -> da.Array:
     return x.persist() if current_client() is not None else x
 
 
-def _certified(model: NPTModel, x: da.Array, method: str) -> NPTModel:
+def _certified(model: NPTModel, x: da.Array, method: str, idx: np.ndarray) -> NPTModel:
     """The landmark model with its certificate: every row's Lemma 5 residual, one pass."""
     energy = np.asarray(compute(model.energy_split(x))[0])
     summary = {
         "method": method,
         "m": model.n_samples,
+        "indices": [int(i) for i in idx],
         "certificate": certificate(np.sqrt(energy[:, 1]), energy.sum(axis=1)),
     }
     diagnostics = dataclasses.replace(model.diagnostics, landmarks=summary)

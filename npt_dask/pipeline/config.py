@@ -48,7 +48,7 @@ __all__ = [
 
 CONFIG_VERSION = 1
 SOURCES = ("digits", "npz", "moons")
-METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference")
+METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge")
 
 
 def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:

@@ -50,6 +50,18 @@ def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) ->
     return {"solver": solver, "C": c, "test_accuracy": _accuracy(pred, y_te)}, {}
 
 
+def _ridge(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
+    """One-vs-all ridge on the coordinates, streaming over their zarr chunks (out of core)."""
+    from npt_dask.methods import RidgeClassifier
+
+    alpha = params.pop("alpha", [10.0**k for k in range(-8, 1)])
+    clf = RidgeClassifier(alpha=np.asarray(alpha, dtype=float), **params)
+    clf.fit(train["coordinates"], _labels(train))
+    pred = clf.predict(test["coordinates"])
+    acc = _accuracy(getattr(pred, "values", pred), _labels(test))
+    return {"alpha": float(clf.alpha_), "test_accuracy": acc}, {}
+
+
 def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
     """scikit-learn's kernel SVM on the raw rows, for comparison (in memory)."""
     from sklearn.svm import SVC
@@ -136,6 +148,7 @@ STAGES = {
     "alignment": _alignment,
     "ksvm": _ksvm,
     "kernel_svm_reference": _reference,
+    "ridge": _ridge,
     "kfd": _kfd,
     "kpcal1": _kpcal1,
     "kpca": _kpca,
@@ -145,6 +158,7 @@ STAGES = {
 PARAMS = {
     "ksvm": {"solver", "C", "epochs", "average", "chunk_size", "persist", "max_iter", "tol"},
     "kernel_svm_reference": {"C", "max_train", "tol", "cache_size"},
+    "ridge": {"alpha", "fit_intercept", "criterion", "chunk_size"},
     "kfd": {"n_components", "reg", "chunk_size"},
     "kpcal1": {
         "n_components", "n_init", "max_iter", "center", "perturbation", "chunk_size", "persist",

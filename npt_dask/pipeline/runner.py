@@ -55,14 +55,21 @@ def _matches(model: NPTModel, cfg: FitParams, x: np.ndarray, rows: Any) -> bool:
         )
         and cfg.n_components in (None, model.n_components)
         and model.center == cfg.center
-        and model.x_train.shape == x.shape
     )
-    if not same:
+    indices = model.diagnostics.landmarks.get("indices")
+    if not same or (cfg.landmarks is None) != (indices is None):
         return False
+    given = da.from_array(x) if rows is None else getattr(rows, "data", rows)
+    if indices is not None:  # a landmark model: its rows must be these rows of x
+        wanted = cfg.landmarks if isinstance(cfg.landmarks, int) else len(cfg.landmarks)
+        if len(indices) != wanted or model.diagnostics.landmarks["certificate"]["n_rows"] != len(x):
+            return False
+        given = given[np.asarray(indices)]
     # compared chunk by chunk, both sides read from zarr: neither is gathered or
     # shipped inside the graph (``x`` itself only when no staged ``rows`` exist)
     stored = model.x_train
-    given = da.from_array(x) if rows is None else getattr(rows, "data", rows)
+    if stored.shape != given.shape:
+        return False
     given = given.rechunk(stored.chunks).astype(model.precision)
     return bool(compute((stored == given).all())[0])
 
