@@ -154,9 +154,11 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.errors import InputError
     from npt_dask.projection import open_data
+    from npt_dask.store import check_target
 
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
+    check_target(Path(args.out))  # a file or foreign data there: refused before the fit
     data = open_data(args.data, key=args.key, var=args.var)
     with _client_from_args(args):
         model = _fit_model(npt, data, args)

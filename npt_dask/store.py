@@ -47,6 +47,7 @@ __all__ = [
     "ModelManifest",
     "StoreError",
     "StoredModel",
+    "check_target",
     "manifest_checksum",
     "model_identity",
     "read",
@@ -202,7 +203,7 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     import zarr
 
     path = Path(path)
-    _check_target(path)
+    check_target(path)
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,7 +219,7 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     return path
 
 
-def _check_target(path: Path) -> None:
+def check_target(path: Path) -> None:
     """Refuse, before any work, a path whose parent is a file or that holds other data."""
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
@@ -254,7 +255,7 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
     if not path.exists():
         os.replace(tmp, path)
         return
-    _check_target(path)
+    check_target(path)
     old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
     os.replace(path, old)
     try:
