@@ -36,7 +36,9 @@ __all__ = [
     "as_float64_block",
     "block_products",
     "finish_rows",
+    "gram_times",
     "kept_block",
+    "kept_gram_block",
     "kernel_times",
     "pair_products",
     "project_rows",
@@ -63,6 +65,11 @@ def kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarr
     dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
     out = populated_empty((x_i.shape[0], x_j.shape[0]), dtype)
     return kernel(x_i, x_j, out=out)
+
+
+def kept_gram_block(block: np.ndarray) -> np.ndarray:
+    """A block of a given (precomputed) kernel matrix, in its own C-ordered memory."""
+    return np.array(block, order="C", copy=True)
 
 
 def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
@@ -182,6 +189,11 @@ def kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec
     return as_float64_block(scratch_block(z, x, kernel)) @ w
 
 
+def gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``K_ij @ w_j`` for a block of a precomputed kernel matrix (test x train)."""
+    return as_float64_block(np.ascontiguousarray(block)) @ w
+
+
 def finish_rows(
     p: np.ndarray,
     diag: np.ndarray,
@@ -212,10 +224,22 @@ def project_rows(
     kernel: KernelSpec,
     terms: ProjectionTerms,
 ) -> np.ndarray:
-    """``[y | residual]`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks."""
+    """``[y | residual]`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
+
+    For a precomputed kernel ``z`` holds the kernel rows against all training
+    rows and ``x_j`` only gives the width of training block j; the residual
+    is NaN (it needs ``kappa(z, z)``, which a test x train matrix lacks).
+    """
     acc = None
+    start = 0
     for x_j, w_j in training:
-        term = kernel_times(z, x_j, w_j, kernel)
+        if kernel.is_precomputed:
+            stop = start + w_j.shape[0]
+            term = gram_times(z[:, start:stop], w_j)
+            start = stop
+        else:
+            term = kernel_times(z, x_j, w_j, kernel)
         acc = term if acc is None else acc.__iadd__(term)
     assert acc is not None, "a model has at least one training block"
-    return finish_rows(acc, kernel.diag(z), **terms)
+    diag = np.full(z.shape[0], np.nan) if kernel.is_precomputed else kernel.diag(z)
+    return finish_rows(acc, diag, **terms)

@@ -13,7 +13,13 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
+from npt_dask._inputs import (
+    InputInfo,
+    as_kernel_matrix,
+    as_row_chunked,
+    check_finite_eagerly,
+    data_variance,
+)
 from npt_dask._scheduler import current_client, task_threads
 from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
 from npt_dask.errors import ConvergenceWarning
@@ -62,7 +68,7 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPl
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
     n, r = int(x.shape[0]), int(params.n_components or 0)
-    op = KernelOperator(drop_zero_features(x), kernel, center=params.center, kept=plan.kept)
+    op = KernelOperator(drop_zero_features(x, kernel), kernel, center=params.center, kept=plan.kept)
     rng = np.random.default_rng(params.random_state)
     start = rng.standard_normal((n, plan.block_size))
     if params.center:
@@ -214,13 +220,16 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
     """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`."""
     spec = make_kernel(params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0)
     precision = None if params.precision is None else np.dtype(params.precision)
-    x, info = as_row_chunked(
-        X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
-    )
+    if spec.is_precomputed:  # X is the kernel matrix: chunked by rows and columns
+        x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
+    else:
+        x, info = as_row_chunked(
+            X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
+        )
     plan = plan_for(x, params)  # checks sizes and memory before any data is read
     if info.lazy:
         check_finite_eagerly(x, "X")
-    variance = float(da.var(x.astype(np.float64)).compute()) if spec.needs_variance else None
+    variance = data_variance(x) if spec.needs_variance else None
     spec = spec.resolve(int(x.shape[1]), variance)
     if current_client() is not None:
         x = x.persist()
