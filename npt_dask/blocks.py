@@ -36,9 +36,9 @@ __all__ = [
     "as_float64_block",
     "block_products",
     "finish_rows",
+    "fixed_point_terms",
     "gram_times",
     "kept_block",
-    "kept_gram_block",
     "kernel_times",
     "pair_products",
     "project_rows",
@@ -46,6 +46,7 @@ __all__ = [
     "projection_weights",
     "scratch_block",
     "sum_parts",
+    "sym_gram_block",
 ]
 
 FAN_IN = 8
@@ -67,9 +68,17 @@ def kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarr
     return kernel(x_i, x_j, out=out)
 
 
-def kept_gram_block(block: np.ndarray) -> np.ndarray:
-    """A block of a given (precomputed) kernel matrix, in its own C-ordered memory."""
-    return np.array(block, order="C", copy=True)
+def sym_gram_block(upper: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """``(K_ij + K_ji^T) / 2``: block (i, j) of the symmetric part of a given kernel matrix.
+
+    A precomputed matrix need not be exactly symmetric (scikit-learn accepts
+    any); its symmetric part is what the eigensolvers see, in its own
+    C-ordered memory (kept between passes or used once).
+    """
+    out = np.array(upper, order="C", copy=True)
+    out += lower.T
+    out *= 0.5
+    return out
 
 
 def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
@@ -216,6 +225,25 @@ def finish_rows(
     kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
     res = np.sqrt(np.maximum(kzz - np.einsum("ij,ij->i", y, y), 0.0))
     return np.hstack([y, res[:, None]])
+
+
+def fixed_point_terms(
+    z: np.ndarray,
+    x: np.ndarray,
+    a: np.ndarray,
+    beta: np.ndarray,
+    c: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:
+    """One training block's share of a fixed-point pre-image step: ``[num | den]``.
+
+    The weights ``w_ij = g_ij kappa(z_i, x_j)`` with the feature-space
+    coefficients ``g = beta A_j^T + c`` give ``num = w x`` and
+    ``den = w 1`` (Mika et al. 1999: ``z <- num / den``).
+    """
+    w = as_float64_block(scratch_block(z, x, kernel)) * (beta @ a.T + c[:, None])
+    xf = np.asarray(x, dtype=np.float64)
+    return np.hstack([w @ xf, w.sum(axis=1, keepdims=True)])
 
 
 def project_rows(

@@ -51,9 +51,9 @@ from npt_dask.blocks import (
     add_arrays,
     block_products,
     kept_block,
-    kept_gram_block,
     pair_products,
     sum_parts,
+    sym_gram_block,
 )
 from npt_dask.errors import InputError
 from npt_dask.graph import tree_reduce
@@ -95,10 +95,12 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
     Nothing is computed. Each output chunk is one kernel block, so the memory
     of a task is ``len(z_chunk) * len(x_chunk)`` elements plus its inputs.
     A precomputed kernel's ``z`` already is that matrix: it is returned with
-    its columns chunked like ``x``'s rows.
+    its columns chunked like ``x``'s rows (for the training matrix, ``z is x``, its
+    symmetric part ``(K + K^T) / 2``, as the Krylov passes see it).
     """
     if kernel.is_precomputed:
-        return z.rechunk({1: x.chunks[0]})
+        z = z.rechunk({1: x.chunks[0]})
+        return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
     _check_row_chunked(z, "z")
     _check_row_chunked(x, "x")
     dtype = np.result_type(z.dtype, x.dtype, np.float32)
@@ -279,9 +281,7 @@ class KernelOperator:
         if self._blocks is None:
             lazy = {
                 (i, j): (
-                    delayed(kept_gram_block, pure=True)(
-                        self._k_parts[i][j], dask_key_name=f"npt-kblock-{self._token}-{i}-{j}"
-                    )
+                    self._gram_block(i, j, f"npt-kblock-{self._token}-{i}-{j}")
                     if self.kernel.is_precomputed
                     else delayed(kept_block, pure=True)(
                         self._x_parts[i],
@@ -298,6 +298,12 @@ class KernelOperator:
             self._blocks = dict(zip(keys, persisted, strict=True))
         return self._blocks
 
+    def _gram_block(self, i: int, j: int, key: str) -> Delayed:
+        """Block (i, j) of the symmetric part of a given kernel matrix (reads K_ij, K_ji)."""
+        return delayed(sym_gram_block, pure=True)(
+            self._k_parts[i][j], self._k_parts[j][i], dask_key_name=key
+        )
+
     def _pass_graph(self, v: np.ndarray) -> list[Delayed]:
         nb = len(self.row_chunks)
         v_parts = ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
@@ -309,7 +315,10 @@ class KernelOperator:
             for j in range(i, nb):
                 key = f"npt-pair-{tag}-{i}-{j}"
                 if (i, j) in blocks or self.kernel.is_precomputed:
-                    block = blocks[i, j] if (i, j) in blocks else self._k_parts[i][j]
+                    block = (
+                        blocks[i, j] if (i, j) in blocks
+                        else self._gram_block(i, j, f"npt-gblock-{tag}-{i}-{j}")
+                    )  # fmt: skip
                     pair = delayed(block_products, pure=True)(
                         block, v_parts[i], v_parts[j], i == j, dask_key_name=key
                     )

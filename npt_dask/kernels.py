@@ -22,7 +22,8 @@ Two more kinds of kernel, as scikit-learn's ``KernelPCA`` takes them:
   block (``make_kernel(f, kernel_params=...)``); it runs block by block on the
   workers. A model with one cannot be saved: a function is code, and the
   stores hold no pickle. scikit-learn calls its callable once per *pair of
-  rows*; :func:`pairwise` wraps such a function into a block function;
+  rows*; such a function (two rows in, a number out) is recognised and
+  evaluated pair by pair, as there (slow: prefer a block function);
 * ``"precomputed"``: the caller gives the kernel matrix itself; its blocks are
   read, never evaluated (:mod:`npt_dask.gram`), so the spec has no function.
 
@@ -526,15 +527,29 @@ class KernelSpec:
     def _call_function(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
         assert self.function is not None
         dtype = _block_dtype(a, b)
-        block = self.function(a, b, **dict(self.params))
-        block = _dense(block, dtype) if _is_sparse(block) else np.asarray(block, dtype=dtype)
+        params = dict(self.params)
+        try:
+            block = self.function(a, b, **params)
+            failure: Exception | None = None
+        except Exception as exc:  # maybe a function of two single rows
+            block, failure = None, exc
+        block = (
+            None if block is None
+            else _dense(block, dtype) if _is_sparse(block)
+            else np.asarray(block, dtype=dtype)
+        )  # fmt: skip
+        if block is None or block.shape != (a.shape[0], b.shape[0]):
+            if _per_pair(self.function, a, b, params):  # scikit-learn's convention
+                block = np.asarray(pairwise(self.function)(a, b, **params), dtype=dtype)
+            elif failure is not None:
+                raise failure
+        assert block is not None
         if block.shape != (a.shape[0], b.shape[0]):
             raise KernelParameterError(
                 f"The kernel function {self.function_name} returned shape {block.shape} for "
                 f"blocks of {a.shape[0]} and {b.shape[0]} rows; it must return the "
                 f"({a.shape[0]}, {b.shape[0]}) kernel block. A function of two single rows "
-                "(scikit-learn's per-pair convention) works once wrapped: "
-                "kernel=npt_dask.kernels.pairwise(f)."
+                "(scikit-learn's per-pair convention) must return a number."
             )
         if out is None:
             return np.ascontiguousarray(block)
@@ -559,6 +574,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return repr(value)
+
+
+def _per_pair(f: Callable[..., Any], a: Any, b: Any, params: Mapping[str, Any]) -> bool:
+    """True when ``f`` maps two single rows to a number (scikit-learn's callable convention)."""
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return False
+    try:
+        value = f(_dense(a[:1])[0], _dense(b[:1])[0], **params)
+    except Exception:
+        return False
+    return bool(np.ndim(value) == 0)
 
 
 def pairwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
