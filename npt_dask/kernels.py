@@ -470,17 +470,17 @@ class KernelSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelSpec:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
+        if data.get("name") == CALLABLE or "function" in data:
+            raise KernelParameterError(
+                "A callable kernel cannot be rebuilt from a dict (a function is code; "
+                "npt-dask stores no pickle). Pass the function itself: make_kernel(f)."
+            )
+        known = {f.name for f in fields(cls)} - {"function", "params"}
         unknown = set(data) - known
         if unknown:
             raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
         if "name" not in data:
             raise KernelParameterError("A kernel spec dict needs a 'name' key.")
-        if data["name"] == CALLABLE or "function" in data:
-            raise KernelParameterError(
-                "A callable kernel cannot be rebuilt from a dict (a function is code; "
-                "npt-dask stores no pickle). Pass the function itself: make_kernel(f)."
-            )
         return cls(**dict(data))
 
     def _check_ready(self, *blocks: np.ndarray) -> None:
