@@ -121,7 +121,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "polynomial", "poly", "sigmoid", "linear", "cosine"}
+    kernel : {"rbf", "laplacian", "polynomial", "poly", "sigmoid", "linear", "cosine", \
+"precomputed"} or callable
+        ``"precomputed"``: X is the kernel matrix (n x n to fit, m x n to
+        transform; numpy, dask or zarr-backed, read block by block). A callable
+        ``f(A, B, **kernel_params)`` returns the kernel block of two row
+        blocks (a function of two single rows returning a number, scikit-learn's
+        convention, works too, evaluated pair by pair); such a model cannot be
+        saved.
     gamma : float, "scale" or None
         Kernel coefficient (rbf, laplacian, polynomial, sigmoid); ``"scale"`` is
         ``1 / (n_features * X.var())`` (scikit-learn's SVC), ``None`` ``1 / n_features``.
@@ -148,11 +155,26 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Kernel block precision; default the input's (float32 stays float32).
     random_state : int, Generator or None
         Seeds the Krylov start block.
+    kernel_params : dict, optional
+        Parameters of a callable kernel; for a named kernel, its ``gamma``,
+        ``degree`` or ``coef0``.
+    alpha : float, default 1.0
+        Ridge of the learned pre-image map (``fit_inverse_transform``).
+    fit_inverse_transform : bool, default False
+        Learn ``inverse_transform``: kernel ridge regression from the
+        coordinates back to the rows, as ``KernelPCA`` (streamed; see
+        :mod:`npt_dask.preimage`). Not with a precomputed kernel or sparse X.
+    remove_zero_eig : bool, default False
+        With ``n_components`` above the rank of the centred kernel matrix, the
+        missing components are zero columns (``KernelPCA``'s output) unless
+        this is True, which drops them (with a ``RankWarning``).
 
     Attributes
     ----------
-    model_ : NPTModel
-        The fitted model (save it with ``model_.save(path)``).
+    model_ : NPTModel or None
+        The fitted model (save it with ``model_.save(path)``); None when the
+        centred kernel matrix is zero (constant data, a saturated kernel):
+        every coordinate is then 0, with a ``RankWarning``.
     gamma_ : float or None
         The kernel coefficient used (``"scale"`` and ``None`` resolved from the data).
     eigenvalues_ : ndarray of shape (n_components_,)
@@ -164,7 +186,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         ``eigenvalues_ / trace(K)``: share of the total feature-space variance.
     n_components_ : int
-        Dimension actually kept (``None`` resolves to the effective rank).
+        Output columns: the effective rank for ``n_components=None``, else
+        ``min(n_components, n_samples)`` (zero columns past the rank) unless
+        ``remove_zero_eig``.
+    dual_coef_ : ndarray of shape (n_samples, n_features) or None
+        The pre-image map's dual coefficients (``fit_inverse_transform``;
+        None for the linear kernel, whose map is solved in primal form).
+    inverse_map_ : npt_dask.preimage.InverseMap
+        The fitted pre-image map (``fit_inverse_transform``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when fitted on data with string column names.
