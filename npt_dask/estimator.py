@@ -39,7 +39,7 @@ from npt_dask.model import NPTModel
 from npt_dask.params import FitParams, Interval, Options, Param, fit_defaults
 from npt_dask.preimage import InverseMap, fit_inverse_map
 
-__all__ = ["NonlinearProjection"]
+__all__ = ["ESTIMATOR_PARAMS", "NonlinearProjection"]
 
 _D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
 
@@ -48,7 +48,7 @@ def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
 
 
-_ESTIMATOR_PARAMS = (  # scikit-learn's KernelPCA parameters beyond the fit table
+ESTIMATOR_PARAMS = (  # KernelPCA's parameters beyond the fit table (until the table has them)
     Param(
         "kernel_params",
         (Options((None,)),),
@@ -59,7 +59,7 @@ _ESTIMATOR_PARAMS = (  # scikit-learn's KernelPCA parameters beyond the fit tabl
     Param("fit_inverse_transform", (Options((True, False)),), False, "learn inverse_transform"),
     Param("remove_zero_eig", (Options((True, False)),), False, "drop zero-eigenvalue columns"),
 )
-_EXTRA = {p.name: p for p in _ESTIMATOR_PARAMS}
+_EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
 
 
 def _check_extra(name: str, value: Any) -> Any:
