@@ -342,3 +342,63 @@ def test_polynomial_on_sparse_matches_dense():
     np.testing.assert_allclose(
         k_sparse, polynomial_kernel(TFIDF[:20], TFIDF[:30], degree=2, gamma=0.5), atol=1e-12
     )
+
+
+# ------------------------------------------------------------ float32 and containers
+
+
+def test_precomputed_float32_and_dataarray_out(gram, kpca_pre):
+    k, kz = gram
+    est = NonlinearProjection(kernel="precomputed", n_components=4, chunk_size=50).fit(
+        k.astype(np.float32)
+    )
+    assert est.transform(kz.astype(np.float32)).dtype == np.float32
+    want = kpca_pre.transform(kz)[:, :4]
+    _close(est.transform(kz.astype(np.float32)), want, atol=1e-4 * np.abs(want).max())
+    out = est.transform(
+        xr.DataArray(kz, dims=("sample", "train"), coords={"sample": 10 + np.arange(23)})
+    )
+    assert out.dims == ("sample", "component")
+    np.testing.assert_array_equal(out["sample"].values, 10 + np.arange(23))
+
+
+def test_callable_kernel_on_dataarray_and_float32():
+    kpca = KernelPCA(4, kernel=poly2, eigen_solver="dense").fit(X)
+    data = xr.DataArray(X, dims=("sample", "feature")).chunk({"sample": 45})
+    est = NonlinearProjection(kernel=poly2, n_components=4, chunk_size=None).fit(data)
+    out = est.transform(xr.DataArray(Z, dims=("sample", "feature")))
+    _close(out.values, kpca.transform(Z))
+    est32 = NonlinearProjection(kernel=poly2, n_components=4).fit(X.astype(np.float32))
+    got = est32.transform(Z.astype(np.float32))
+    assert got.dtype == np.float32
+    _close(got, kpca.transform(Z), atol=1e-4 * np.abs(kpca.transform(Z)).max())
+
+
+def test_inverse_transform_float32_and_dask_training_rows():
+    x, z = DIGITS[:150], DIGITS[150:170]
+    ref = NonlinearProjection(kernel="rbf", gamma=0.05, n_components=6, fit_inverse_transform=True)
+    ref.fit(x)
+    lazy = NonlinearProjection(kernel="rbf", gamma=0.05, n_components=6, fit_inverse_transform=True)
+    lazy.fit(da.from_array(x, chunks=((40, 70, 40), 64)))
+    y = ref.transform(z)
+    signs = np.sign(np.sum(y * lazy.transform(z), axis=0))
+    np.testing.assert_allclose(
+        lazy.inverse_transform(y * signs), ref.inverse_transform(y), atol=1e-8
+    )
+    est32 = NonlinearProjection(
+        kernel="rbf", gamma=0.05, n_components=6, fit_inverse_transform=True
+    )
+    est32.fit(x.astype(np.float32))
+    y32 = est32.transform(z.astype(np.float32))
+    signs = np.sign(np.sum(y * y32, axis=0))
+    np.testing.assert_allclose(
+        est32.inverse_transform(y32 * signs), ref.inverse_transform(y), atol=1e-3
+    )
+
+
+def test_sparse_estimator_float32():
+    est = NonlinearProjection(kernel="cosine", n_components=3).fit(TFIDF.astype(np.float32))
+    assert est.transform(TFIDF_TEST.astype(np.float32)).dtype == np.float32
+    ref = KernelPCA(3, kernel="cosine", eigen_solver="dense").fit(TFIDF)
+    want = ref.transform(TFIDF_TEST)
+    _close(est.transform(TFIDF_TEST.astype(np.float32)), want, atol=1e-4 * np.abs(want).max())
