@@ -402,3 +402,38 @@ def test_sparse_estimator_float32():
     ref = KernelPCA(3, kernel="cosine", eigen_solver="dense").fit(TFIDF)
     want = ref.transform(TFIDF_TEST)
     _close(est.transform(TFIDF_TEST.astype(np.float32)), want, atol=1e-4 * np.abs(want).max())
+
+
+# ------------------------------------------------------------------- on a cluster
+
+
+def test_precomputed_callable_and_sparse_on_a_cluster(gram, kpca_pre):
+    """The kernel blocks (read, called or sparse) are evaluated on the workers."""
+    from distributed import Client, LocalCluster
+
+    def block(a, b, c=1.0):  # defined here: shipped to the workers by value
+        return (0.1 * (a @ b.T) + c) ** 2
+
+    k, kz = gram
+    kpca_f = KernelPCA(4, kernel=block, kernel_params={"c": 2.0}, eigen_solver="dense").fit(X)
+    kpca_s = KernelPCA(4, kernel="rbf", gamma=2.0, eigen_solver="dense").fit(TFIDF)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+        as cluster,
+        Client(cluster),
+    ):  # fmt: skip
+        pre = NonlinearProjection(
+            kernel="precomputed", n_components=4, solver="krylov", cache="recompute",
+            chunk_size=48, random_state=0,
+        ).fit(da.from_array(k, chunks=60))  # fmt: skip
+        _close(pre.transform(kz), kpca_pre.transform(kz)[:, :4])
+        fun = NonlinearProjection(
+            kernel=block, kernel_params={"c": 2.0}, n_components=4, solver="krylov",
+            chunk_size=48, random_state=0,
+        ).fit(X)  # fmt: skip
+        _close(fun.transform(Z), kpca_f.transform(Z))
+        sparse = NonlinearProjection(
+            kernel="rbf", gamma=2.0, n_components=4, solver="krylov", chunk_size=64,
+            random_state=0,
+        ).fit(TFIDF)  # fmt: skip
+        _close(sparse.transform(TFIDF_TEST), kpca_s.transform(TFIDF_TEST))
