@@ -5,6 +5,12 @@ dask and xarray inputs come in, a row-chunked dask array and an
 :class:`InputInfo` go out; results are wrapped back (numpy in -> numpy out,
 dask in -> lazy dask out, DataArray in -> DataArray out with the sample
 coordinates carried over).
+
+scipy.sparse rows (CSR or CSC, as scikit-learn's ``KernelPCA`` takes them)
+become a dask array of CSR row chunks: they stay sparse up to the kernel
+blocks (:mod:`npt_dask.kernels` multiplies sparse chunks directly); results
+are dense. A kernel matrix given with ``kernel="precomputed"`` is chunked in
+both directions by :func:`as_kernel_matrix`, never gathered into full rows.
 """
 
 from __future__ import annotations
@@ -16,17 +22,19 @@ from typing import Any, Literal
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
     "InputInfo",
+    "as_kernel_matrix",
     "as_row_chunked",
     "check_finite_block",
     "check_finite_eagerly",
     "float_dtype",
+    "is_sparse_rows",
     "wrap_rows",
 ]
 
@@ -79,6 +87,10 @@ def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
         )
     if isinstance(data, da.Array):
         return data, InputInfo("dask", True)
+    if scipy.sparse.issparse(data):
+        if data.ndim != 2:
+            raise InputError(f"{name} must be a 2-D sparse matrix; got shape {data.shape}.")
+        return scipy.sparse.csr_matrix(data), InputInfo("numpy", False)
     if isinstance(data, str | bytes) or data is None:
         raise InputTypeError(f"{name} must be array-like; got {type(data).__name__}.")
     try:
@@ -102,8 +114,15 @@ def _check_shape(array: Any, name: str, min_samples: int) -> None:
         raise InputError(f"{name} has 0 features; need at least 1.")
 
 
-def check_finite_block(block: np.ndarray) -> np.ndarray:
-    if not np.isfinite(block).all():
+def is_sparse_rows(x: da.Array) -> bool:
+    """True when the dask array's chunks are scipy.sparse matrices."""
+    return bool(scipy.sparse.issparse(getattr(x, "_meta", None)))
+
+
+def check_finite_block(block: Any) -> Any:
+    """``block`` unchanged if finite (a sparse block: its stored values), else InputError."""
+    values = block.data if scipy.sparse.issparse(block) else block
+    if not np.isfinite(values).all():
         raise InputError(
             "Input contains NaN or infinity; remove or impute those values first "
             "(e.g. with sklearn.impute.SimpleImputer)."
@@ -131,11 +150,16 @@ def as_row_chunked(
     _check_shape(array, name, min_samples)
     natural = float_dtype(array.dtype)  # validates: numeric, not complex
     dtype = natural if dtype is None else np.dtype(dtype)
-    if not isinstance(array, da.Array):
+    if scipy.sparse.issparse(array):
+        if array.dtype.kind == "f":
+            check_finite_block(array)
+        rows = chunk_size or 4096
+        x = da.from_array(array, chunks=(rows, -1), asarray=False)
+    elif not isinstance(array, da.Array):
         array = np.asarray(array)
         if array.dtype.kind == "f":
             check_finite_block(array)
-        rows = chunk_size or DEFAULT_CHUNK_SIZE
+        rows = chunk_size or 4096
         x = da.from_array(array, chunks=(rows, -1), asarray=True)
     else:
         if any(math.isnan(c) for c in array.chunks[0]):
@@ -152,9 +176,80 @@ def as_row_chunked(
     return x, info
 
 
+def as_kernel_matrix(
+    data: Any,
+    *,
+    name: str,
+    chunk_size: int | None,
+    column_chunks: tuple[int, ...] | None = None,
+    dtype: np.dtype | None = None,
+    keep_lazy_chunks: bool = False,
+) -> tuple[da.Array, InputInfo]:
+    """A kernel matrix for ``kernel="precomputed"``, chunked by rows *and* columns.
+
+    Training (``column_chunks=None``): the matrix must be square (n x n) and
+    its columns get the row chunks, so block (i, j) is the kernel block of
+    row chunks i and j. Projection: the columns get the training row chunks
+    ``column_chunks`` (the matrix is test x train). A zarr-backed dask array
+    is read block by block; no task holds a full row of it.
+    """
+    if scipy.sparse.issparse(data):
+        data = data.toarray()
+    array, info = _to_array(data, name)
+    _check_shape(array, name, 1)
+    natural = float_dtype(array.dtype)
+    dtype = natural if dtype is None else np.dtype(dtype)
+    if column_chunks is None and array.shape[0] != array.shape[1]:
+        raise InputError(
+            f"With kernel='precomputed', {name} must be the square kernel matrix of the "
+            f"training rows; got shape {array.shape}. Pass kernel(X_train, X_train)."
+        )
+    if column_chunks is not None and array.shape[1] != sum(column_chunks):
+        raise InputError(
+            f"With kernel='precomputed', {name} must hold the kernel values against the "
+            f"{sum(column_chunks)} training rows (shape (m, {sum(column_chunks)})); got shape "
+            f"{array.shape}. Pass kernel(Z, X_train)."
+        )
+    if isinstance(array, da.Array):
+        if any(math.isnan(c) for c in array.chunks[0]):
+            raise InputError(
+                f"{name} has unknown chunk sizes {array.chunks[0]}; call "
+                f"{name}.compute_chunk_sizes() first."
+            )
+        rows: Any = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
+        x = array.rechunk({0: rows})
+    else:
+        array = np.asarray(array)
+        if array.dtype.kind == "f":
+            check_finite_block(array)
+        x = da.from_array(array, chunks=(chunk_size or 4096, -1), asarray=True)
+    cols = x.chunks[0] if column_chunks is None else column_chunks
+    x = x.rechunk({1: cols})
+    if isinstance(array, da.Array) and x.dtype.kind == "f":
+        x = x.map_blocks(check_finite_block, dtype=x.dtype)
+    if x.dtype != dtype:
+        x = x.astype(dtype)
+    return x, info
+
+
+_check_finite_block = check_finite_block  # the old name (npt_dask.methods.ridge imports it)
+
+
+def _all_finite(block: Any) -> bool:
+    values = block.data if scipy.sparse.issparse(block) else block
+    return bool(np.isfinite(values).all())
+
+
 def check_finite_eagerly(x: da.Array, name: str) -> None:
     """Compute whether lazy input is finite now (one read pass), before any real work."""
-    if x.dtype.kind == "f" and not bool(da.isfinite(x).all().compute()):
+    if is_sparse_rows(x):
+        import dask
+
+        parts = [dask.delayed(_all_finite)(p) for p in x.to_delayed().ravel()]
+        ok = all(dask.compute(*parts))
+    else:
+        ok = not (x.dtype.kind == "f" and not bool(da.isfinite(x).all().compute()))
+    if not ok:
         raise InputError(
             f"{name} contains NaN or infinity; remove or impute those values first "
             "(e.g. with sklearn.impute.SimpleImputer)."
@@ -182,3 +277,19 @@ def wrap_rows(
     if result.ndim == 2:
         coords[column_dim] = np.arange(result.shape[1])
     return xr.DataArray(data, dims=dims, coords=coords, name=name, attrs=dict(attrs or {}))
+
+
+def data_variance(x: da.Array) -> float:
+    """The variance of all entries of ``x`` (``gamma="scale"``), one read pass; sparse too."""
+    if not is_sparse_rows(x):
+        return float(compute(da.var(x.astype(np.float64)))[0])
+    import dask
+
+    def moments(block: Any) -> tuple[float, float]:
+        values = block.data.astype(np.float64)
+        return float(values.sum()), float(np.dot(values, values))
+
+    parts = dask.compute(*[dask.delayed(moments)(p) for p in x.to_delayed().ravel()])
+    size = float(x.shape[0]) * float(x.shape[1])
+    mean = sum(p[0] for p in parts) / size
+    return max(sum(p[1] for p in parts) / size - mean * mean, 0.0)

@@ -36,6 +36,8 @@ __all__ = [
     "as_float64_block",
     "block_products",
     "finish_rows",
+    "fixed_point_terms",
+    "gram_times",
     "kept_block",
     "kernel_times",
     "pair_products",
@@ -44,6 +46,7 @@ __all__ = [
     "projection_weights",
     "scratch_block",
     "sum_parts",
+    "sym_gram_block",
 ]
 
 FAN_IN = 8
@@ -63,6 +66,19 @@ def kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarr
     dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
     out = populated_empty((x_i.shape[0], x_j.shape[0]), dtype)
     return kernel(x_i, x_j, out=out)
+
+
+def sym_gram_block(upper: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """``(K_ij + K_ji^T) / 2``: block (i, j) of the symmetric part of a given kernel matrix.
+
+    A precomputed matrix need not be exactly symmetric (scikit-learn accepts
+    any); its symmetric part is what the eigensolvers see, in its own
+    C-ordered memory (kept between passes or used once).
+    """
+    out = np.array(upper, order="C", copy=True)
+    out += lower.T
+    out *= 0.5
+    return out
 
 
 def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
@@ -182,6 +198,11 @@ def kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec
     return as_float64_block(scratch_block(z, x, kernel)) @ w
 
 
+def gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``K_ij @ w_j`` for a block of a precomputed kernel matrix (test x train)."""
+    return as_float64_block(np.ascontiguousarray(block)) @ w
+
+
 def finish_rows(
     p: np.ndarray,
     diag: np.ndarray,
@@ -206,16 +227,47 @@ def finish_rows(
     return np.hstack([y, res[:, None]])
 
 
+def fixed_point_terms(
+    z: np.ndarray,
+    x: np.ndarray,
+    a: np.ndarray,
+    beta: np.ndarray,
+    c: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:
+    """One training block's share of a fixed-point pre-image step: ``[num | den]``.
+
+    The weights ``w_ij = g_ij kappa(z_i, x_j)`` with the feature-space
+    coefficients ``g = beta A_j^T + c`` give ``num = w x`` and
+    ``den = w 1`` (Mika et al. 1999: ``z <- num / den``).
+    """
+    w = as_float64_block(scratch_block(z, x, kernel)) * (beta @ a.T + c[:, None])
+    xf = np.asarray(x, dtype=np.float64)
+    return np.hstack([w @ xf, w.sum(axis=1, keepdims=True)])
+
+
 def project_rows(
     z: np.ndarray,
     training: Iterable[tuple[np.ndarray, np.ndarray]],
     kernel: KernelSpec,
     terms: ProjectionTerms,
 ) -> np.ndarray:
-    """``[y | residual]`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks."""
+    """``[y | residual]`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
+
+    For a precomputed kernel ``z`` holds the kernel rows against all training
+    rows and ``x_j`` only gives the width of training block j; the residual
+    is NaN (it needs ``kappa(z, z)``, which a test x train matrix lacks).
+    """
     acc = None
+    start = 0
     for x_j, w_j in training:
-        term = kernel_times(z, x_j, w_j, kernel)
+        if kernel.is_precomputed:
+            stop = start + w_j.shape[0]
+            term = gram_times(z[:, start:stop], w_j)
+            start = stop
+        else:
+            term = kernel_times(z, x_j, w_j, kernel)
         acc = term if acc is None else acc.__iadd__(term)
     assert acc is not None, "a model has at least one training block"
-    return finish_rows(acc, kernel.diag(z), **terms)
+    diag = np.full(z.shape[0], np.nan) if kernel.is_precomputed else kernel.diag(z)
+    return finish_rows(acc, diag, **terms)

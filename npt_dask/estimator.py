@@ -5,28 +5,111 @@ A thin adapter: parameters are stored in ``__init__`` untouched, validated in
 :func:`npt_dask.fit`; fitted values live in ``*_`` attributes. numpy in ->
 numpy out, so it drops into ``Pipeline`` and ``GridSearchCV``; a dask array
 or DataArray goes to the out-of-core fit unchanged and comes back lazy.
+
+scikit-learn's ``KernelPCA`` semantics it follows: ``kernel="precomputed"``
+(X is the kernel matrix) and callable kernels with ``kernel_params``;
+scipy.sparse input; ``fit_inverse_transform`` / ``inverse_transform`` (kernel
+ridge ``alpha``); ``remove_zero_eig`` (with ``n_components`` above the rank,
+zero columns are kept unless it is True); a kernel matrix that is zero after
+centring (constant data, a saturated kernel) gives zero coordinates with a
+warning, not an error.
 """
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from typing import Any
 
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask.errors import InputError
+from npt_dask.errors import (
+    InputError,
+    NegativeEigenvalueError,
+    NegativeEigenvalueWarning,
+    RankWarning,
+)
 from npt_dask.fitting import fit_params
-from npt_dask.params import FitParams, fit_defaults
+from npt_dask.kernels import PRECOMPUTED, make_kernel
+from npt_dask.model import NPTModel
+from npt_dask.params import FitParams, Interval, Options, Param, fit_defaults
+from npt_dask.preimage import InverseMap, fit_inverse_map
 
-__all__ = ["NonlinearProjection"]
+__all__ = ["ESTIMATOR_PARAMS", "NonlinearProjection"]
 
 _D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
 
 
 def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
+
+
+ESTIMATOR_PARAMS = (  # KernelPCA's parameters beyond the fit table (until the table has them)
+    Param(
+        "kernel_params",
+        (Options((None,)),),
+        None,
+        "parameters of a callable kernel (or gamma/degree/coef0 of a named one)",
+    ),
+    Param("alpha", (Interval(numbers.Real, 0, None, "left"),), 1.0, "ridge of the pre-image map"),
+    Param("fit_inverse_transform", (Options((True, False)),), False, "learn inverse_transform"),
+    Param("remove_zero_eig", (Options((True, False)),), False, "drop zero-eigenvalue columns"),
+)
+_EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
+
+
+def _check_extra(name: str, value: Any) -> Any:
+    if name == "kernel_params":
+        if value is None or isinstance(value, dict):
+            return value
+        raise InputError(
+            f"The 'kernel_params' parameter must be a dict or None. Got {value!r} instead."
+        )
+    return _EXTRA[name].check(value)
+
+
+def _zeros_like_rows(X: Any, k: int, dtype: Any) -> Any:
+    """Zero coordinates for the rows of ``X``, in X's container kind."""
+    if isinstance(X, da.Array):
+        return da.zeros((X.shape[0], k), chunks=(X.chunks[0], k), dtype=dtype)
+    if _is_lazy(X):
+        import xarray as xr
+
+        data = X.data
+        sample = "sample" if "sample" in X.dims else X.dims[0]
+        rows = X.shape[X.dims.index(sample)]
+        chunks = X.chunks[X.dims.index(sample)] if X.chunks is not None else None
+        values = (
+            da.zeros((rows, k), chunks=(chunks, k), dtype=dtype)
+            if isinstance(data, da.Array)
+            else np.zeros((rows, k), dtype=dtype)
+        )
+        coords = {c: v for c, v in X.coords.items() if v.dims == (sample,)}
+        coords["component"] = np.arange(k)
+        return xr.DataArray(values, dims=(sample, "component"), coords=coords)
+    return np.zeros((X.shape[0], k), dtype=dtype)
+
+
+def _pad_columns(y: Any, k: int) -> Any:
+    """``y`` with zero columns appended up to ``k`` (numpy, dask or DataArray)."""
+    extra = k - y.shape[1]
+    if extra <= 0:
+        return y
+    if isinstance(y, np.ndarray):
+        return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
+    if isinstance(y, da.Array):
+        zeros = da.zeros((y.shape[0], extra), chunks=(y.chunks[0], extra), dtype=y.dtype)
+        return da.concatenate([y, zeros], axis=1)
+    import xarray as xr
+
+    data = _pad_columns(y.data, k)
+    coords = {c: v for c, v in y.coords.items() if c != "component"}
+    coords["component"] = np.arange(k)
+    return xr.DataArray(data, dims=y.dims, coords=coords, name=y.name, attrs=y.attrs)
 
 
 class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -38,7 +121,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     Parameters
     ----------
-    kernel : {"rbf", "laplacian", "polynomial", "poly", "sigmoid", "linear", "cosine"}
+    kernel : {"rbf", "laplacian", "polynomial", "poly", "sigmoid", "linear", "cosine", \
+"precomputed"} or callable
+        ``"precomputed"``: X is the kernel matrix (n x n to fit, m x n to
+        transform; numpy, dask or zarr-backed, read block by block). A callable
+        ``f(A, B, **kernel_params)`` returns the kernel block of two row
+        blocks (a function of two single rows returning a number, scikit-learn's
+        convention, works too, evaluated pair by pair); such a model cannot be
+        saved.
     gamma : float, "scale" or None
         Kernel coefficient (rbf, laplacian, polynomial, sigmoid); ``"scale"`` is
         ``1 / (n_features * X.var())`` (scikit-learn's SVC), ``None`` ``1 / n_features``.
@@ -65,11 +155,26 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Kernel block precision; default the input's (float32 stays float32).
     random_state : int, Generator or None
         Seeds the Krylov start block.
+    kernel_params : dict, optional
+        Parameters of a callable kernel; for a named kernel, its ``gamma``,
+        ``degree`` or ``coef0``.
+    alpha : float, default 1.0
+        Ridge of the learned pre-image map (``fit_inverse_transform``).
+    fit_inverse_transform : bool, default False
+        Learn ``inverse_transform``: kernel ridge regression from the
+        coordinates back to the rows, as ``KernelPCA`` (streamed; see
+        :mod:`npt_dask.preimage`). Not with a precomputed kernel or sparse X.
+    remove_zero_eig : bool, default False
+        With ``n_components`` above the rank of the centred kernel matrix, the
+        missing components are zero columns (``KernelPCA``'s output) unless
+        this is True, which drops them (with a ``RankWarning``).
 
     Attributes
     ----------
-    model_ : NPTModel
-        The fitted model (save it with ``model_.save(path)``).
+    model_ : NPTModel or None
+        The fitted model (save it with ``model_.save(path)``); None when the
+        centred kernel matrix is zero (constant data, a saturated kernel):
+        every coordinate is then 0, with a ``RankWarning``.
     gamma_ : float or None
         The kernel coefficient used (``"scale"`` and ``None`` resolved from the data).
     eigenvalues_ : ndarray of shape (n_components_,)
@@ -81,7 +186,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     explained_variance_ratio_ : ndarray of shape (n_components_,)
         ``eigenvalues_ / trace(K)``: share of the total feature-space variance.
     n_components_ : int
-        Dimension actually kept (``None`` resolves to the effective rank).
+        Output columns: the effective rank for ``n_components=None``, else
+        ``min(n_components, n_samples)`` (zero columns past the rank) unless
+        ``remove_zero_eig``.
+    dual_coef_ : ndarray of shape (n_samples, n_features) or None
+        The pre-image map's dual coefficients (``fit_inverse_transform``;
+        None for the linear kernel, whose map is solved in primal form).
+    inverse_map_ : npt_dask.preimage.InverseMap
+        The fitted pre-image map (``fit_inverse_transform``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when fitted on data with string column names.
@@ -119,6 +231,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         memory_budget: int | None = _D["memory_budget"],
         precision: str | None = _D["precision"],
         random_state: int | np.random.Generator | None = _D["random_state"],
+        kernel_params: dict | None = None,
+        alpha: float = 1.0,
+        fit_inverse_transform: bool = False,
+        remove_zero_eig: bool = False,
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -134,31 +250,153 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.memory_budget = memory_budget
         self.precision = precision
         self.random_state = random_state
+        self.kernel_params = kernel_params
+        self.alpha = alpha
+        self.fit_inverse_transform = fit_inverse_transform
+        self.remove_zero_eig = remove_zero_eig
 
     def _fit_params(self) -> FitParams:
         """The parameters, validated by the one table :mod:`npt_dask.params` (as npt.fit).
 
         The solver's finer options (``block_size``, ``max_basis``, ``max_passes``,
         ``on_negative``) keep the table's defaults here; :func:`npt_dask.fit` takes them.
+        ``kernel="precomputed"``, a callable kernel or ``kernel_params`` go to the
+        table as a built :class:`~npt_dask.kernels.KernelSpec` (the other
+        parameters still checked there).
         """
-        return FitParams(**self.get_params(deep=False))
+        values = self.get_params(deep=False)
+        for name in _EXTRA:
+            _check_extra(name, values.pop(name))
+        kernel = values["kernel"]
+        if not (callable(kernel) or kernel == PRECOMPUTED or self.kernel_params):
+            return FitParams(**values)
+        checked = FitParams(**{**values, "kernel": "rbf"})  # every other value, one wording
+        spec = make_kernel(
+            kernel,
+            gamma=None if callable(kernel) or kernel == PRECOMPUTED else self.gamma,
+            degree=None if callable(kernel) or kernel == PRECOMPUTED else self.degree,
+            coef0=None if callable(kernel) or kernel == PRECOMPUTED else self.coef0,
+            kernel_params=self.kernel_params,
+        )
+        return checked.replace(kernel=spec, gamma=None, degree=None, coef0=None)
+
+    def _validate(self, X: Any, *, reset: bool) -> Any:
+        precomputed = self.kernel == PRECOMPUTED
+        if _is_lazy(X):
+            if reset:
+                self.n_features_in_ = int(X.shape[1])
+                self.__dict__.pop("feature_names_in_", None)
+            elif X.shape[1] != self.n_features_in_:
+                raise InputError(
+                    f"X has {X.shape[1]} features, but NonlinearProjection is expecting "
+                    f"{self.n_features_in_} features as input."
+                )
+            return X
+        return validate_data(
+            self,
+            X,
+            dtype=[np.float64, np.float32],
+            accept_sparse=False if precomputed else ("csr", "csc"),
+            ensure_min_samples=2 if reset else 1,
+            reset=reset,
+        )
 
     def fit(self, X: Any, y: Any = None) -> NonlinearProjection:
-        """Fit the model on ``X`` (n_samples, n_features); ``y`` is ignored."""
+        """Fit the model on ``X`` (n_samples, n_features); ``y`` is ignored.
+
+        With ``kernel="precomputed"``, X is the (n, n) kernel matrix of the
+        training rows (numpy, dask or zarr-backed: read block by block).
+        """
         params = self._fit_params()
-        if _is_lazy(X):
-            self.n_features_in_ = int(X.shape[1])
-            self.__dict__.pop("feature_names_in_", None)
-        else:
-            X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
-        model = fit_params(X, params)
-        self.model_ = model
+        if self.fit_inverse_transform and self.kernel == PRECOMPUTED:
+            raise InputError(
+                "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
+                "needs the kernel on the coordinates. Use a named or callable kernel."
+            )
+        X = self._validate(X, reset=True)
+        for name in ("inverse_map_", "dual_coef_"):
+            self.__dict__.pop(name, None)
+        n = int(X.shape[0])
+        if params.n_components is not None:  # KernelPCA: min(n, n_components) columns
+            rank_bound = n - 1 if params.center else n
+            params = params.replace(n_components=max(1, min(params.n_components, rank_bound)))
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model = fit_params(X, params)
+        except NegativeEigenvalueError as exc:
+            if "no positive eigenvalue" not in str(exc):
+                raise
+            return self._fit_degenerate(X, exc)
+        self._replay(caught, model)
+        self.model_: NPTModel | None = model
         self.gamma_ = model.kernel.gamma
-        self.eigenvalues_ = model.eigenvalues
-        self.eigenvectors_ = model.eigenvectors
-        self.n_components_ = model.n_components
-        self.explained_variance_ = model.explained_variance()
-        self.explained_variance_ratio_ = model.explained_variance_ratio()
+        width = self._width(model.n_components, model.n_samples)
+        self.n_components_ = width
+        self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
+        self.eigenvectors_ = _pad_columns(model.eigenvectors, width)
+        self.explained_variance_ = self.eigenvalues_ / (model.n_samples - 1)
+        total = model.total_variance()
+        self.explained_variance_ratio_ = self.eigenvalues_ / total
+        if self.fit_inverse_transform:
+            self.inverse_map_ = fit_inverse_map(
+                model.eigenvectors * np.sqrt(model.eigenvalues),
+                model.x_train,
+                model.kernel,
+                float(self.alpha),
+            )
+            self.dual_coef_ = self.inverse_map_.dual_coef
+        return self
+
+    def _replay(self, caught: list[warnings.WarningMessage], model: NPTModel) -> None:
+        """Re-issue the fit's warnings, as KernelPCA would see them.
+
+        With ``n_components`` above the rank the missing columns are kept as
+        zeros (no RankWarning, unless ``remove_zero_eig`` drops them); a request
+        that reaches past the positive eigenvalues of a kernel matrix with
+        significant negative ones is an error, as in KernelPCA.
+        """
+        negative = [w for w in caught if issubclass(w.category, NegativeEigenvalueWarning)]
+        wanted = self._width(model.n_components, model.n_samples)
+        if negative and self.n_components is not None and wanted > model.n_components:
+            lam1, low = float(model.eigenvalues[0]), model.diagnostics.min_eigenvalue
+            raise InputError(
+                f"There are significant negative eigenvalues ({low:.4g}, {low / lam1:.3g} of "
+                f"the largest): the kernel matrix is not positive semi-definite, and "
+                f"n_components={self.n_components} reaches past its {model.n_components} "
+                f"positive eigenvalues. Ask for at most {model.n_components} components or "
+                "use a PSD kernel."
+            )
+        for w in caught:
+            if issubclass(w.category, RankWarning) and not self.remove_zero_eig:
+                continue
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    def _width(self, kept: int, n: int) -> int:
+        """Output columns: the kept pairs, or ``n_components`` with zero columns (KernelPCA)."""
+        if self.remove_zero_eig or self.n_components is None:
+            return kept
+        return max(kept, min(int(self.n_components), n))
+
+    def _fit_degenerate(self, X: Any, exc: Exception) -> NonlinearProjection:
+        """A kernel matrix that is zero after centring: zero coordinates, with a warning."""
+        n = int(X.shape[0])
+        width = self._width(0, n)
+        warnings.warn(
+            f"{exc} Every coordinate is 0 ({width} zero column(s), as scikit-learn's "
+            "KernelPCA gives).",
+            RankWarning,
+            stacklevel=3,
+        )
+        self.model_ = None
+        self.gamma_ = self.gamma
+        self.n_components_ = width
+        self.eigenvalues_ = np.zeros(width)
+        self.eigenvectors_ = np.zeros((n, width))
+        self.explained_variance_ = np.zeros(width)
+        self.explained_variance_ratio_ = np.zeros(width)
+        dtype = np.dtype(self.precision) if self.precision else np.dtype(X.dtype)
+        self._degenerate_dtype = dtype if dtype == np.float32 else np.dtype(np.float64)
         return self
 
     def fit_transform(self, X: Any, y: Any = None, **params: Any) -> Any:
@@ -169,7 +407,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """
         self.fit(X, y)
         model = self.model_
-        coords = model.train_coordinates()
+        if model is None:
+            return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
+        coords = _pad_columns(model.train_coordinates(), self.n_components_)
         if not _is_lazy(X):
             return coords.astype(model.precision, copy=False)
         lazy = da.from_array(
@@ -180,16 +420,48 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         return coords.copy(data=lazy) if X.chunks is not None else coords.astype(model.precision)
 
     def transform(self, X: Any) -> Any:
-        """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out."""
+        """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out.
+
+        With ``kernel="precomputed"``, X is the (m, n) kernel matrix of the new
+        rows against the training rows, read chunk by chunk.
+        """
         check_is_fitted(self, "model_")
-        if not _is_lazy(X):
-            X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        elif X.shape[1] != self.n_features_in_:
-            raise InputError(
-                f"X has {X.shape[1]} features, but NonlinearProjection is expecting "
-                f"{self.n_features_in_} features as input."
+        X = self._validate(X, reset=False)
+        if self.model_ is None:
+            return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
+        return _pad_columns(self.model_.transform(X), self.n_components_)
+
+    def inverse_transform(self, X: Any) -> Any:
+        """Rows in input space from coordinates: scikit-learn's learned pre-image.
+
+        Kernel ridge regression of the training rows on their coordinates
+        (``alpha``, the model's kernel on the coordinates), as
+        ``KernelPCA.inverse_transform``; fitted only with
+        ``fit_inverse_transform=True``. Streams over the training rows (see
+        :mod:`npt_dask.preimage`; for the RBF kernel,
+        :func:`npt_dask.preimage.rbf_preimage` is Mika's fixed-point pre-image).
+        """
+        if not self.fit_inverse_transform:
+            raise NotFittedError(
+                "The fit_inverse_transform parameter was not set to True when instantiating "
+                "and hence the inverse transform is not available."
             )
-        return self.model_.transform(X)
+        check_is_fitted(self, "model_")
+        if self.model_ is None:
+            raise InputError(
+                "The kernel matrix is zero after centring (constant data or a saturated "
+                "kernel): the coordinates carry no information and there is no pre-image map."
+            )
+        inverse: InverseMap = self.inverse_map_
+        r = self.model_.n_components
+        if not _is_lazy(X):
+            X = np.asarray(X, dtype=np.float64)
+            if X.ndim != 2 or X.shape[1] not in (r, self.n_components_):
+                raise InputError(
+                    f"inverse_transform takes coordinates with {self.n_components_} columns; "
+                    f"got shape {X.shape}."
+                )
+        return inverse.predict(X[:, :r])
 
     @property
     def _n_features_out(self) -> int:
@@ -197,5 +469,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        # precision fixes the output dtype; None keeps the input's (float32 stays float32)
+        tags.transformer_tags.preserves_dtype = (
+            [str(self.precision)] if self.precision in ("float32", "float64")
+            else ["float64", "float32"]
+        )  # fmt: skip
+        tags.input_tags.sparse = self.kernel != PRECOMPUTED
+        tags.input_tags.pairwise = self.kernel == PRECOMPUTED
         return tags

@@ -15,10 +15,17 @@ import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
 
-from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
+from npt_dask._inputs import (
+    InputInfo,
+    as_kernel_matrix,
+    as_row_chunked,
+    check_finite_eagerly,
+    data_variance,
+    is_sparse_rows,
+)
 from npt_dask._scheduler import compute, current_client, task_threads
 from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
-from npt_dask.errors import ConvergenceWarning, KernelScaleWarning
+from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning
 from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, select_landmarks
@@ -88,7 +95,7 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPl
 
 def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
     n, r = int(x.shape[0]), int(params.n_components or 0)
-    op = KernelOperator(drop_zero_features(x), kernel, center=params.center, kept=plan.kept)
+    op = KernelOperator(drop_zero_features(x, kernel), kernel, center=params.center, kept=plan.kept)
     rng = np.random.default_rng(params.random_state)
     start = _start_block(x, params, plan.block_size, rng)
     if params.center:
@@ -272,17 +279,25 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
     """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`."""
     spec = make_kernel(params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0)
     precision = None if params.precision is None else np.dtype(params.precision)
-    x, info = as_row_chunked(
-        X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
-    )
+    if spec.is_precomputed:  # X is the kernel matrix: chunked by rows and columns
+        x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
+    else:
+        x, info = as_row_chunked(
+            X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
+        )
     plan = plan_for(x, params)  # checks sizes and memory before any data is read
     if info.lazy:
         check_finite_eagerly(x, "X")
-    variance = float(da.var(x.astype(np.float64)).compute()) if spec.needs_variance else None
+    variance = data_variance(x) if spec.needs_variance else None
     spec = spec.resolve(int(x.shape[1]), variance)
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
         return _solve(_persisted(x), spec, params, plan, info)
+    if spec.is_precomputed:
+        raise InputError(
+            "landmarks need the training rows; with kernel='precomputed' pass the landmark "
+            "rows' kernel matrix itself (K[idx][:, idx]) and project K[:, idx]."
+        )
     rng = np.random.default_rng(params.random_state)
     idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
     rows = x[idx].rechunk({0: max(x.chunks[0])})
@@ -305,6 +320,8 @@ def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
     another scale than ``gamma`` assumes (raw 0-255 pixels with ``gamma=0.02``).
     Identical rows are left to the eigenvalue check, which names them.
     """
+    if spec.is_precomputed or spec.is_callable or is_sparse_rows(x):
+        return  # a given matrix or function: its scale is the caller's
     sample = np.asarray(compute(x[: min(SCALE_SAMPLE, int(x.shape[0]))])[0], dtype=np.float64)
     if len(np.unique(sample, axis=0)) < 2:
         return

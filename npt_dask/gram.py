@@ -17,6 +17,11 @@ Two tools live here:
   folded into the block V and the result, so centring costs O(n b) per pass.
   The row means ``m`` of the uncentred matrix come free with the first pass
   (a column of ones rides along with V).
+
+With ``kernel="precomputed"`` the "rows" are the kernel matrix itself,
+chunked in both directions (:func:`npt_dask._inputs.as_kernel_matrix`): a pass
+reads block (i, j) of the given matrix instead of evaluating it, the diagonal
+comes from the diagonal blocks, and projections read test x train blocks.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dask import delayed
 from dask.delayed import Delayed
 
 from npt_dask._buffers import clear_scratch
+from npt_dask._inputs import is_sparse_rows
 from npt_dask._scheduler import (
     blas_threads_for_tasks,
     compute,
@@ -40,7 +46,15 @@ from npt_dask._scheduler import (
     retry_on_lost_data,
     ship_blocks,
 )
-from npt_dask.blocks import FAN_IN, add_arrays, block_products, kept_block, pair_products, sum_parts
+from npt_dask.blocks import (
+    FAN_IN,
+    add_arrays,
+    block_products,
+    kept_block,
+    pair_products,
+    sum_parts,
+    sym_gram_block,
+)
 from npt_dask.errors import InputError
 from npt_dask.graph import tree_reduce
 from npt_dask.kernels import KernelSpec
@@ -80,7 +94,13 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
 
     Nothing is computed. Each output chunk is one kernel block, so the memory
     of a task is ``len(z_chunk) * len(x_chunk)`` elements plus its inputs.
+    A precomputed kernel's ``z`` already is that matrix: it is returned with
+    its columns chunked like ``x``'s rows (for the training matrix, ``z is x``, its
+    symmetric part ``(K + K^T) / 2``, as the Krylov passes see it).
     """
+    if kernel.is_precomputed:
+        z = z.rechunk({1: x.chunks[0]})
+        return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
     _check_row_chunked(z, "z")
     _check_row_chunked(x, "x")
     dtype = np.result_type(z.dtype, x.dtype, np.float32)
@@ -102,13 +122,24 @@ def _diag_block(z: np.ndarray, kernel: KernelSpec) -> np.ndarray:
 
 
 def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
-    """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows)."""
+    """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows).
+
+    For a precomputed kernel ``z`` is the square training matrix and its
+    diagonal is read from the diagonal blocks.
+    """
+    if kernel.is_precomputed:
+        if z.shape[0] != z.shape[1]:
+            raise InputError(
+                f"The diagonal of a precomputed kernel needs the square training matrix; got "
+                f"shape {z.shape}."
+            )
+        return da.diagonal(z.rechunk({1: z.chunks[0]})).astype(np.float64)
     _check_row_chunked(z, "z")
     # dask's stubs type map_blocks as a decorator; the call is the documented one
     return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)  # type: ignore[call-arg, arg-type]
 
 
-def drop_zero_features(x: da.Array) -> da.Array:
+def drop_zero_features(x: da.Array, kernel: KernelSpec | None = None) -> da.Array:
     """``x`` without the feature columns that are zero in every row (one read pass).
 
     Exact for the training operator: each registry kernel depends on a pair
@@ -116,7 +147,13 @@ def drop_zero_features(x: da.Array) -> da.Array:
     which a column that is zero in both rows changes. (Projections of new
     rows, which may be non-zero there, use all columns.) On MNIST 67 of the
     784 pixels are blank in all 60,000 training images: 8.5% less kernel work.
+    ``x`` is returned as it is for a precomputed or callable ``kernel`` (a
+    function may use every column) and for sparse rows (they skip zeros anyway).
     """
+    if kernel is not None and (kernel.is_precomputed or kernel.is_callable):
+        return x
+    if is_sparse_rows(x):
+        return x
     used = np.asarray(da.any(x != 0, axis=0).compute())
     if used.all() or not used.any():
         return x
@@ -188,7 +225,12 @@ class KernelOperator:
         cache: CacheMode = "auto",
         cache_budget: int = 2 << 30,
     ) -> None:
-        _check_row_chunked(x, "x")
+        if kernel.is_precomputed:
+            if x.ndim != 2 or x.shape[0] != x.shape[1]:
+                raise InputError(f"A precomputed kernel matrix must be square; got {x.shape}.")
+            x = x.rechunk({1: x.chunks[0]})
+        else:
+            _check_row_chunked(x, "x")
         if cache not in ("auto", "recompute", "memory"):
             raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
         self.x = x
@@ -207,7 +249,11 @@ class KernelOperator:
         )  # fmt: skip
         self.passes = 0
         self._graphs = 0  # graphs built: a rerun after a lost worker gets fresh keys
-        self._x_parts: list[Delayed] = list(x.to_delayed().ravel())
+        grid = x.to_delayed()
+        self._x_parts: list[Delayed] = [] if kernel.is_precomputed else list(grid.ravel())
+        self._k_parts: list[list[Delayed]] = (
+            [list(row) for row in grid] if kernel.is_precomputed else []
+        )
         self._blocks: dict[BlockKey, Delayed] | None = None
         self._row_sums: np.ndarray | None = None
         self._token = uuid.uuid4().hex[:12]
@@ -234,11 +280,15 @@ class KernelOperator:
     def _cached_blocks(self) -> dict[BlockKey, Delayed]:
         if self._blocks is None:
             lazy = {
-                (i, j): delayed(kept_block, pure=True)(
-                    self._x_parts[i],
-                    self._x_parts[j],
-                    self.kernel,
-                    dask_key_name=f"npt-kblock-{self._token}-{i}-{j}",
+                (i, j): (
+                    self._gram_block(i, j, f"npt-kblock-{self._token}-{i}-{j}")
+                    if self.kernel.is_precomputed
+                    else delayed(kept_block, pure=True)(
+                        self._x_parts[i],
+                        self._x_parts[j],
+                        self.kernel,
+                        dask_key_name=f"npt-kblock-{self._token}-{i}-{j}",
+                    )
                 )
                 for i, j in sorted(self.cached_pairs)
             }
@@ -247,6 +297,12 @@ class KernelOperator:
                 persisted = dask.persist(*lazy.values())
             self._blocks = dict(zip(keys, persisted, strict=True))
         return self._blocks
+
+    def _gram_block(self, i: int, j: int, key: str) -> Delayed:
+        """Block (i, j) of the symmetric part of a given kernel matrix (reads K_ij, K_ji)."""
+        return delayed(sym_gram_block, pure=True)(
+            self._k_parts[i][j], self._k_parts[j][i], dask_key_name=key
+        )
 
     def _pass_graph(self, v: np.ndarray) -> list[Delayed]:
         nb = len(self.row_chunks)
@@ -258,9 +314,13 @@ class KernelOperator:
         for i in range(nb):
             for j in range(i, nb):
                 key = f"npt-pair-{tag}-{i}-{j}"
-                if (i, j) in blocks:
+                if (i, j) in blocks or self.kernel.is_precomputed:
+                    block = (
+                        blocks[i, j] if (i, j) in blocks
+                        else self._gram_block(i, j, f"npt-gblock-{tag}-{i}-{j}")
+                    )  # fmt: skip
                     pair = delayed(block_products, pure=True)(
-                        blocks[i, j], v_parts[i], v_parts[j], i == j, dask_key_name=key
+                        block, v_parts[i], v_parts[j], i == j, dask_key_name=key
                     )
                 else:
                     pair = delayed(pair_products, pure=True)(

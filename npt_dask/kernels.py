@@ -16,6 +16,17 @@ name           kappa(x, z)                           parameters (default)
 ``cosine``     ``<x, z> / (||x|| ||z||)``            none
 =============  ====================================  ==========================
 
+Two more kinds of kernel, as scikit-learn's ``KernelPCA`` takes them:
+
+* a **callable** ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
+  block (``make_kernel(f, kernel_params=...)``); it runs block by block on the
+  workers. A model with one cannot be saved: a function is code, and the
+  stores hold no pickle. scikit-learn calls its callable once per *pair of
+  rows*; such a function (two rows in, a number out) is recognised and
+  evaluated pair by pair, as there (slow: prefer a block function);
+* ``"precomputed"``: the caller gives the kernel matrix itself; its blocks are
+  read, never evaluated (:mod:`npt_dask.gram`), so the spec has no function.
+
 Layer rule: this module sees numpy blocks only. It knows nothing of dask,
 xarray or zarr. The dot-product kernels (rbf, polynomial, sigmoid, linear,
 cosine) cost one matrix product plus one multi-threaded elementwise pass; the
@@ -30,13 +41,29 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse
 from scipy.spatial.distance import cdist
 
 from npt_dask._parallel import map_row_slices
 from npt_dask.errors import InputError, KernelParameterError
 from npt_dask.params import KERNEL_ALIASES, KERNEL_NAMES, check_param
 
-__all__ = ["ALIASES", "GAMMA_SCALE", "KERNELS", "KernelSpec", "make_kernel"]
+__all__ = [
+    "ALIASES",
+    "CALLABLE",
+    "GAMMA_SCALE",
+    "KERNELS",
+    "PRECOMPUTED",
+    "KernelSpec",
+    "make_kernel",
+    "pairwise",
+]
+
+PRECOMPUTED = "precomputed"
+"""``kernel="precomputed"``: X is the kernel matrix (train x train; test x train to project)."""
+
+CALLABLE = "callable"
+"""The name of a spec wrapping a Python function ``f(A, B, **kernel_params)``."""
 
 _TILE_ELEMENTS = 1 << 15  # elements per tile of an elementwise pass (~256 KiB)
 
@@ -58,6 +85,17 @@ def _tiled(n_rows: int, n_cols: int, step: Callable[[slice], None]) -> None:
     map_row_slices(run, n_rows, n_cols)
 
 
+def _is_sparse(a: Any) -> bool:
+    return bool(scipy.sparse.issparse(a))
+
+
+def _dense(a: Any, dtype: Any = None) -> np.ndarray:
+    """A dense ndarray of ``a`` (a scipy.sparse block is expanded)."""
+    if _is_sparse(a):
+        a = a.toarray()
+    return np.asarray(a, dtype=dtype)
+
+
 def _block_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     dtype = np.result_type(a.dtype, b.dtype, np.float32)
     return np.dtype(np.float64) if dtype.itemsize > 8 else dtype
@@ -69,8 +107,17 @@ def _cross_product(
     """``a @ b.T`` through the general product, never the ``syrk`` path.
 
     ``out`` (C-contiguous, ``dtype``, shape ``(len(a), len(b))``) receives the
-    result when given.
+    result when given. scipy.sparse operands stay sparse through the product
+    (only the block itself is dense).
     """
+    if _is_sparse(a) or _is_sparse(b):
+        a_s = a.astype(dtype) if _is_sparse(a) else np.asarray(a, dtype=dtype)
+        b_s = b.astype(dtype) if _is_sparse(b) else np.asarray(b, dtype=dtype)
+        product = _dense(a_s @ b_s.T, dtype)
+        if out is None:
+            return np.ascontiguousarray(product)
+        out[...] = product
+        return out
     a = np.ascontiguousarray(a, dtype=dtype)
     b = np.ascontiguousarray(b, dtype=dtype)
     if np.shares_memory(a, b):
@@ -81,6 +128,9 @@ def _cross_product(
 
 
 def _sq_norms(a: np.ndarray) -> np.ndarray:
+    if _is_sparse(a):
+        a64s: Any = a.astype(np.float64)
+        return np.asarray(a64s.multiply(a64s).sum(axis=1), dtype=np.float64).ravel()
     a64 = np.asarray(a, dtype=np.float64)
     return np.einsum("ij,ij->i", a64, a64)
 
@@ -93,8 +143,11 @@ def _shift_to_common_origin(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, n
 
     ``||a||^2 + ||b||^2 - 2 <a, b>`` cancels badly when the data sit far from
     the origin, worst in float32; centring the pair first removes most of it.
-    The shift is computed in float64 and costs O(chunk * d).
+    The shift is computed in float64 and costs O(chunk * d). Sparse blocks
+    are left as they are (a shift would make them dense).
     """
+    if _is_sparse(a) or _is_sparse(b):
+        return a, b
     origin = np.asarray(b, dtype=np.float64).mean(axis=0)
     a_s = (np.asarray(a, dtype=np.float64) - origin).astype(a.dtype, copy=False)
     b_s = a_s if b is a else (np.asarray(b, dtype=np.float64) - origin).astype(b.dtype, copy=False)
@@ -124,13 +177,19 @@ def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.n
 
 def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
-    a64 = np.asarray(a, dtype=np.float64)
-    b64 = np.asarray(b, dtype=np.float64)
+    sparse = _is_sparse(a) or _is_sparse(b)
+    a64 = scipy.sparse.csr_matrix(a, dtype=np.float64) if sparse else np.asarray(a, np.float64)
+    b64 = scipy.sparse.csr_matrix(b, dtype=np.float64) if sparse else np.asarray(b, np.float64)
     if out is None:
         out = np.empty((a.shape[0], b.shape[0]), dtype=dtype)
 
     def run(rows: slice) -> None:
-        d = cdist(a64[rows], b64, metric="cityblock")
+        if sparse:
+            from sklearn.metrics.pairwise import manhattan_distances
+
+            d = manhattan_distances(a64[rows], b64)
+        else:
+            d = cdist(a64[rows], b64, metric="cityblock")
         d *= -_real(spec.gamma)
         np.exp(d, out=d)
         out[rows] = d
@@ -182,6 +241,8 @@ def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> n
 def _unit_rows(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     norms = np.sqrt(_sq_norms(a))
     norms[norms == 0.0] = 1.0  # scikit-learn's normalize leaves zero rows at zero
+    if _is_sparse(a):
+        return (scipy.sparse.diags(1.0 / norms) @ a.astype(np.float64)).astype(dtype).tocsr()
     return (np.asarray(a, dtype=np.float64) / norms[:, None]).astype(dtype, copy=False)
 
 
@@ -273,8 +334,18 @@ class KernelSpec:
     gamma: float | str | None = None
     degree: float | None = None
     coef0: float | None = None
+    function: Callable[..., Any] | None = None  # name "callable": f(A, B, **params)
+    params: tuple[tuple[str, Any], ...] = ()  # its kernel_params, as sorted items
 
     def __post_init__(self) -> None:
+        if self.name in (PRECOMPUTED, CALLABLE):
+            self._check_special()
+            return
+        if self.function is not None or self.params:
+            raise KernelParameterError(
+                f"The {self.name!r} kernel takes no function; pass the function itself as the "
+                "kernel (make_kernel(f, kernel_params=...))."
+            )
         if self.name not in KERNELS:
             check_param("kernel", self.name)  # "Unknown kernel ...; choose one of ..."
             raise KernelParameterError(f"Unknown kernel {self.name!r}.")
@@ -297,15 +368,59 @@ class KernelSpec:
             value = float(value)
             object.__setattr__(self, param, value)
 
+    def _check_special(self) -> None:
+        given = {p: getattr(self, p) for p in _PARAMS if getattr(self, p) is not None}
+        if given:
+            raise KernelParameterError(
+                f"A {self.name} kernel takes no {sorted(given)}; "
+                + (
+                    "pass the kernel function's own parameters as kernel_params."
+                    if self.name == CALLABLE
+                    else "the kernel matrix is given as it is."
+                )
+            )
+        if self.name == PRECOMPUTED and (self.function is not None or self.params):
+            raise KernelParameterError("A precomputed kernel takes no function or kernel_params.")
+        if self.name == CALLABLE and not callable(self.function):
+            raise KernelParameterError(
+                f"A callable kernel needs a function f(A, B, **kernel_params); got "
+                f"{type(self.function).__name__}."
+            )
+        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
+
+    @property
+    def is_precomputed(self) -> bool:
+        """True for ``kernel="precomputed"``: blocks are read from a given matrix."""
+        return self.name == PRECOMPUTED
+
+    @property
+    def is_callable(self) -> bool:
+        """True for a Python function kernel (evaluated block by block, never stored)."""
+        return self.name == CALLABLE
+
+    @property
+    def function_name(self) -> str:
+        """``module.qualname`` of a callable kernel's function (``""`` otherwise)."""
+        f = self.function
+        if f is None:
+            return ""
+        module = getattr(f, "__module__", None) or ""
+        name = getattr(f, "__qualname__", None) or type(f).__name__
+        return f"{module}.{name}" if module else name
+
     @property
     def is_resolved(self) -> bool:
         """True when every parameter has a value (``gamma`` is not pending)."""
+        if self.name in (PRECOMPUTED, CALLABLE):
+            return True
         values = [getattr(self, p) for p in KERNELS[self.name].defaults]
         return all(v is not None and not isinstance(v, str) for v in values)
 
     @property
     def is_psd(self) -> bool:
         """True when the kernel is positive semi-definite for these parameters."""
+        if self.name in (PRECOMPUTED, CALLABLE):
+            return False  # unknown
         if self.name == "polynomial":
             return _real(self.degree).is_integer() and _real(self.coef0) >= 0.0
         return KERNELS[self.name].psd
@@ -325,7 +440,7 @@ class KernelSpec:
         >>> KernelSpec("rbf", gamma="scale").resolve(4, variance=0.5).gamma
         0.5
         """
-        if "gamma" not in KERNELS[self.name].defaults:
+        if self.name in (PRECOMPUTED, CALLABLE) or "gamma" not in KERNELS[self.name].defaults:
             return self
         if self.gamma is None:
             return replace(self, gamma=1.0 / n_features)
@@ -336,8 +451,18 @@ class KernelSpec:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-serialisable dict: the name and the kernel's own parameters."""
+        """Plain, JSON-serialisable dict: the name and the kernel's own parameters.
+
+        A callable kernel's dict names its function and parameters (for
+        display and reports); it cannot be turned back into a spec.
+        """
         out: dict[str, Any] = {"name": self.name}
+        if self.name == PRECOMPUTED:
+            return out
+        if self.name == CALLABLE:
+            out["function"] = self.function_name
+            out["kernel_params"] = {k: _plain(v) for k, v in self.params}
+            return out
         for param in KERNELS[self.name].defaults:
             out[param] = getattr(self, param)
         return out
@@ -345,7 +470,12 @@ class KernelSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelSpec:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
+        if data.get("name") == CALLABLE or "function" in data:
+            raise KernelParameterError(
+                "A callable kernel cannot be rebuilt from a dict (a function is code; "
+                "npt-dask stores no pickle). Pass the function itself: make_kernel(f)."
+            )
+        known = {f.name for f in fields(cls)} - {"function", "params"}
         unknown = set(data) - known
         if unknown:
             raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
@@ -354,6 +484,11 @@ class KernelSpec:
         return cls(**dict(data))
 
     def _check_ready(self, *blocks: np.ndarray) -> None:
+        if self.name == PRECOMPUTED:
+            raise KernelParameterError(
+                "A precomputed kernel has no function to evaluate: its blocks are read from "
+                "the kernel matrix given as X (npt_dask.gram reads them)."
+            )
         if not self.is_resolved:
             raise KernelParameterError(
                 f"Kernel {self.name!r} has gamma={self.gamma!r}; call spec.resolve(n_features) "
@@ -385,40 +520,157 @@ class KernelSpec:
                 f"out must be C-contiguous {_block_dtype(a, b)} of shape "
                 f"{(a.shape[0], b.shape[0])}; got {out.dtype} {out.shape}."
             )
+        if self.name == CALLABLE:
+            return self._call_function(a, b, out)
         return KERNELS[self.name].block(a, b, self, out)
 
+    def _call_function(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
+        assert self.function is not None
+        dtype = _block_dtype(a, b)
+        params = dict(self.params)
+        try:
+            block = self.function(a, b, **params)
+            failure: Exception | None = None
+        except Exception as exc:  # maybe a function of two single rows
+            block, failure = None, exc
+        block = (
+            None if block is None
+            else _dense(block, dtype) if _is_sparse(block)
+            else np.asarray(block, dtype=dtype)
+        )  # fmt: skip
+        if block is None or block.shape != (a.shape[0], b.shape[0]):
+            if _per_pair(self.function, a, b, params):  # scikit-learn's convention
+                block = np.asarray(pairwise(self.function)(a, b, **params), dtype=dtype)
+            elif failure is not None:
+                raise failure
+        assert block is not None
+        if block.shape != (a.shape[0], b.shape[0]):
+            raise KernelParameterError(
+                f"The kernel function {self.function_name} returned shape {block.shape} for "
+                f"blocks of {a.shape[0]} and {b.shape[0]} rows; it must return the "
+                f"({a.shape[0]}, {b.shape[0]}) kernel block. A function of two single rows "
+                "(scikit-learn's per-pair convention) must return a number."
+            )
+        if out is None:
+            return np.ascontiguousarray(block)
+        out[...] = block
+        return out
+
     def diag(self, a: np.ndarray) -> np.ndarray:
-        """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``."""
+        """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``.
+
+        A callable kernel evaluates its block ``f(a, a)`` and keeps the diagonal.
+        """
         self._check_ready(a)
+        if self.name == CALLABLE:
+            return np.array(np.diagonal(self._call_function(a, a, None)), dtype=np.float64)
         return KERNELS[self.name].diag(a, self)
 
 
+def _plain(value: Any) -> Any:
+    """A JSON-friendly stand-in for a kernel parameter (for display and reports)."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)
+
+
+def _per_pair(f: Callable[..., Any], a: Any, b: Any, params: Mapping[str, Any]) -> bool:
+    """True when ``f`` maps two single rows to a number (scikit-learn's callable convention)."""
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return False
+    try:
+        value = f(_dense(a[:1])[0], _dense(b[:1])[0], **params)
+    except Exception:
+        return False
+    return bool(np.ndim(value) == 0)
+
+
+def pairwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
+    """A block function from ``f(x, z, **params) -> float`` on two single rows.
+
+    scikit-learn calls a callable kernel once per pair of rows; npt-dask calls
+    it once per block. This wrapper loops over the pairs of a block (slow:
+    prefer a vectorised ``f(A, B)``), so the same function serves both.
+
+    >>> import numpy as np
+    >>> k = pairwise(lambda x, z: float(np.dot(x, z)))
+    >>> k(np.eye(2), np.ones((3, 2))).shape
+    (2, 3)
+    """
+
+    def block(a: Any, b: Any, **params: Any) -> np.ndarray:
+        a_d, b_d = _dense(a), _dense(b)
+        out = np.empty((a_d.shape[0], b_d.shape[0]))
+        for i in range(a_d.shape[0]):
+            for j in range(b_d.shape[0]):
+                out[i, j] = f(a_d[i], b_d[j], **params)
+        return out
+
+    block.__qualname__ = f"pairwise({getattr(f, '__qualname__', type(f).__name__)})"
+    block.__module__ = getattr(f, "__module__", None) or __name__
+    return block
+
+
 def make_kernel(
-    kernel: str | KernelSpec | Mapping[str, Any],
+    kernel: str | KernelSpec | Mapping[str, Any] | Callable[..., Any],
     *,
     gamma: float | str | None = None,
     degree: float | None = None,
     coef0: float | None = None,
+    kernel_params: Mapping[str, Any] | None = None,
 ) -> KernelSpec:
     """Build a :class:`KernelSpec` from scikit-learn style arguments.
 
     Parameters the kernel does not use are ignored, as in
     ``sklearn.decomposition.KernelPCA``. A spec or a spec dict is returned
     as a spec unchanged; passing parameters alongside one is an error.
+
+    ``kernel`` may also be ``"precomputed"`` (X is the kernel matrix) or a
+    function ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
+    block. For a named kernel, ``kernel_params`` may give ``gamma``,
+    ``degree`` and ``coef0`` (an argument given both ways must agree).
+
+    >>> make_kernel("precomputed").is_precomputed
+    True
+    >>> make_kernel(lambda a, b, c: (a @ b.T + c) ** 2, kernel_params={"c": 1.0}).params
+    (('c', 1.0),)
     """
+    params = dict(kernel_params or {})
     if isinstance(kernel, KernelSpec | Mapping):
-        if any(v is not None for v in (gamma, degree, coef0)):
+        if any(v is not None for v in (gamma, degree, coef0)) or params:
             raise KernelParameterError(
                 "Pass kernel parameters either inside the kernel spec or as arguments, not both."
             )
         return kernel if isinstance(kernel, KernelSpec) else KernelSpec.from_dict(kernel)
+    if callable(kernel) and not isinstance(kernel, str):
+        return KernelSpec(CALLABLE, function=kernel, params=tuple(params.items()))
     if not isinstance(kernel, str):
         raise KernelParameterError(
-            f"kernel must be a name, a KernelSpec or a dict; got {type(kernel).__name__}. "
-            f"Callable kernels are not supported (they cannot be stored without pickle)."
+            f"kernel must be a name, 'precomputed', a function f(A, B, **kernel_params), a "
+            f"KernelSpec or a dict; got {type(kernel).__name__}."
         )
+    if kernel == PRECOMPUTED:
+        if params:
+            raise KernelParameterError(
+                f"kernel_params {sorted(params)} given with a precomputed kernel, which has none."
+            )
+        return KernelSpec(PRECOMPUTED)
     check_param("kernel", kernel)
     kernel = ALIASES.get(kernel, kernel)
     given: dict[str, Any] = {"gamma": gamma, "degree": degree, "coef0": coef0}
     used = KERNELS[kernel].defaults
+    for key, value in params.items():
+        if key not in used:
+            raise KernelParameterError(
+                f"kernel_params has {key!r}, which the {kernel!r} kernel does not take; "
+                f"it takes {sorted(used) or 'no parameters'}."
+            )
+        if given[key] is not None and given[key] != value:
+            raise KernelParameterError(
+                f"{key} is given twice, as {given[key]!r} and in kernel_params as {value!r}; "
+                "give it once."
+            )
+        given[key] = value
     return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})

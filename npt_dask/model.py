@@ -11,6 +11,12 @@ of ``phi(z)`` from the fitted subspace. Projection streams over training
 blocks: each task evaluates one kernel block ``kappa(Z_i, X_j)`` and
 multiplies it straight into ``[A_j, 1/n]``, so memory per task is one block
 plus its inputs, whatever the number of rows.
+
+A model fitted with ``kernel="precomputed"`` holds no training rows: its
+``x_train`` is an ``(n, 0)`` placeholder that only carries the row chunks,
+the diagonal of the training kernel matrix is kept in ``train_diagonal``
+(for ``total_variance``), and ``transform`` takes the test x train kernel
+rows, read chunk by chunk. Its residual is NaN (it would need ``k(z, z)``).
 """
 
 from __future__ import annotations
@@ -26,11 +32,12 @@ import dask.array as da
 import numpy as np
 
 from npt_dask import store
-from npt_dask._inputs import InputInfo, as_row_chunked, wrap_rows
+from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import (
     FAN_IN,
     finish_rows,
+    gram_times,
     kernel_times,
     projection_terms,
     projection_weights,
@@ -77,6 +84,15 @@ def _energy(both: np.ndarray, r: int) -> np.ndarray:
     return np.stack([np.einsum("ij,ij->i", y, y), res * res], axis=1)
 
 
+def _gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return gram_times(block, w)[:, None, :]
+
+
+def _no_rows(x: da.Array) -> da.Array:
+    """The ``(n, 0)`` placeholder of a precomputed model's training rows (chunks kept)."""
+    return da.zeros((x.shape[0], 0), chunks=(x.chunks[0], (0,)), dtype=x.dtype)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class NPTModel:
     """A fitted Nonlinear Projection Trick model (see :func:`npt_dask.fit`).
@@ -113,6 +129,15 @@ class NPTModel:
     diagnostics: SolverDiagnostics
     train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
     store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
+    train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
+
+    def __post_init__(self) -> None:
+        if self.kernel.is_precomputed and self.x_train.shape[1] != 0:
+            # fitted on the kernel matrix: keep its diagonal (read from the diagonal
+            # blocks), not the matrix -- a precomputed model holds no training rows
+            diag = compute(kernel_diagonal(self.x_train, self.kernel))[0]
+            object.__setattr__(self, "train_diagonal", np.asarray(diag, dtype=np.float64))
+            object.__setattr__(self, "x_train", _no_rows(self.x_train))
 
     @property
     def n_samples(self) -> int:
@@ -121,7 +146,9 @@ class NPTModel:
 
     @property
     def n_features(self) -> int:
-        """Number of input features d."""
+        """Number of input features d (n for a precomputed kernel: one per training row)."""
+        if self.kernel.is_precomputed:
+            return self.n_samples
         return int(self.x_train.shape[1])
 
     @property
@@ -202,6 +229,15 @@ class NPTModel:
         return wrap_rows(gamma.astype(x.dtype), info, name="projection")
 
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
+        if self.kernel.is_precomputed:
+            return as_kernel_matrix(
+                z,
+                name="Z",
+                chunk_size=self.chunk_size,
+                column_chunks=tuple(int(c) for c in self.x_train.chunks[0]),
+                dtype=self.precision,
+                keep_lazy_chunks=True,
+            )
         x, info = as_row_chunked(
             z, name="Z", chunk_size=self.chunk_size, dtype=self.precision, keep_lazy_chunks=True
         )
@@ -225,7 +261,30 @@ class NPTModel:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
         w = self._weights()
         nb = len(self.x_train.chunks[0])
-        partial = da.blockwise(
+        if self.kernel.is_precomputed:
+            partial = da.blockwise(
+                _gram_times, "ijc", z, "ij", w, "jc",
+                adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True,
+            )  # fmt: skip
+            diag = da.full(z.shape[0], np.nan, chunks=(z.chunks[0],))
+        else:
+            partial = self._kernel_partial(z, w)
+            diag = kernel_diagonal(z, self.kernel)
+        p = partial.sum(axis=1, split_every=FAN_IN) if nb > 1 else partial[:, 0, :]
+        return da.blockwise(
+            finish_rows,
+            "ij",
+            p,
+            "ij",
+            diag,
+            "i",
+            **self.projection_terms(),
+            dtype=np.float64,
+            adjust_chunks={"j": self.n_components + 1},
+        )
+
+    def _kernel_partial(self, z: da.Array, w: da.Array) -> da.Array:
+        return da.blockwise(
             _kernel_times,
             "ijc",
             z,
@@ -238,19 +297,6 @@ class NPTModel:
             dtype=np.float64,
             concatenate=True,
             kernel=self.kernel,
-        )
-        p = partial.sum(axis=1, split_every=FAN_IN) if nb > 1 else partial[:, 0, :]
-        diag = kernel_diagonal(z, self.kernel)
-        return da.blockwise(
-            finish_rows,
-            "ij",
-            p,
-            "ij",
-            diag,
-            "i",
-            **self.projection_terms(),
-            dtype=np.float64,
-            adjust_chunks={"j": self.n_components + 1},
         )
 
     def transform(self, z: Any) -> Any:
@@ -330,7 +376,10 @@ class NPTModel:
         uncentred: ``sum_i kappa(x_i, x_i)``. One pass over the training rows,
         ``O(n d)`` work, one row chunk per task.
         """
-        diag_sum = float(compute(kernel_diagonal(self.x_train, self.kernel).sum())[0])
+        if self.train_diagonal is not None:
+            diag_sum = float(np.sum(self.train_diagonal))
+        else:
+            diag_sum = float(compute(kernel_diagonal(self.x_train, self.kernel).sum())[0])
         return diag_sum - self.n_samples * self.grand_mean if self.center else diag_sum
 
     def explained_variance(self) -> np.ndarray:
@@ -422,4 +471,5 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         bool(manifest.center),
         diagnostics,
         store_path=str(stored.path),
+        train_diagonal=small.get("train_diagonal"),
     )

@@ -10,6 +10,15 @@ dtypes)::
     residuals            (component,)            float64  solver diagnostics
     x_train              (sample, feature)       model precision, chunked by rows
 
+A model fitted with ``kernel="precomputed"`` stores no training rows: in
+place of ``x_train`` it stores ``train_diagonal`` (sample,) float64, the
+diagonal of the training kernel matrix, and its manifest says so
+(``"training_rows"``); projecting with the loaded model takes the test x
+train kernel matrix, as the fitted one did. A model whose kernel is a Python
+function cannot be saved (a function is code; the store holds no pickle):
+:func:`save` raises :class:`StoreError` before writing anything. Sparse
+training rows are stored dense, chunk by chunk.
+
 A save writes a temporary sibling directory and moves it into place; the
 previous model at that path is moved aside first and removed only once the
 new one is in place, so an interrupted save never leaves a directory that
@@ -58,6 +67,12 @@ __all__ = [
 FORMAT_VERSION = 1
 KIND = "npt-model"
 _ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "x_train")
+_PRECOMPUTED_ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "train_diagonal")
+STORED_ROWS = "stored"
+NO_ROWS = (
+    "none: a precomputed kernel; the model projects test x train kernel rows "
+    "and keeps only the diagonal of the training kernel matrix (train_diagonal)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,10 +94,14 @@ class ModelManifest:
     arrays: Mapping[str, Mapping[str, Any]]
     kind: str = KIND
     checksums: Mapping[str, str] = field(default_factory=dict)
+    training_rows: str = STORED_ROWS  # or NO_ROWS (precomputed kernel)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict (a deep copy)."""
-        return json.loads(json.dumps(asdict(self)))
+        """Plain JSON-serialisable dict (a deep copy); ``training_rows`` only when not stored."""
+        out = json.loads(json.dumps(asdict(self)))
+        if out["training_rows"] == STORED_ROWS:
+            del out["training_rows"]  # the common case: manifests as before
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelManifest:
@@ -96,7 +115,7 @@ class ModelManifest:
                 f"up to {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
         names = {f for f in cls.__dataclass_fields__}
-        missing = names - set(data) - {"kind", "checksums"}
+        missing = names - set(data) - {"kind", "checksums", "training_rows"}
         if missing:
             raise StoreError(f"The model manifest lacks {sorted(missing)}; the store is damaged.")
         return cls(**{k: data[k] for k in names if k in data})
@@ -122,6 +141,8 @@ def model_identity(model: NPTModel) -> str:
 
     Hashes every array once (the training rows chunk by chunk).
     """
+    if model.kernel.is_callable:  # never saved: an identity of this process only
+        return "callable-" + hashlib.sha256(str(id(model)).encode()).hexdigest()
     return manifest_checksum(_manifest(model, _arrays_of(model)))
 
 
@@ -142,14 +163,37 @@ def _codecs() -> list[Any]:
     return [ZstdCodec(level=3), Crc32cCodec()]
 
 
+def _dense_block(block: Any) -> np.ndarray:
+    return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+
+
 def _arrays_of(model: NPTModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
-    return {
+    out: dict[str, tuple[Any, tuple[str, ...]]] = {
         "eigenvalues": (model.eigenvalues, ("component",)),
         "eigenvectors": (model.eigenvectors, ("sample", "component")),
         "row_means": (model.row_means, ("sample",)),
         "residuals": (model.diagnostics.residuals, ("component",)),
-        "x_train": (model.x_train, ("sample", "feature")),
     }
+    if model.kernel.is_precomputed:
+        assert model.train_diagonal is not None
+        out["train_diagonal"] = (model.train_diagonal, ("sample",))
+        return out
+    x = model.x_train
+    if hasattr(getattr(x, "_meta", None), "toarray"):  # scipy.sparse chunks: stored dense
+        x = x.map_blocks(_dense_block, dtype=x.dtype, meta=np.empty((0, 0), x.dtype))  # type: ignore[call-arg, arg-type]
+    out["x_train"] = (x, ("sample", "feature"))
+    return out
+
+
+def _check_storable(model: NPTModel) -> None:
+    if model.kernel.is_callable:
+        raise StoreError(
+            f"This model's kernel is the Python function {model.kernel.function_name}; a "
+            "function is code, and npt-dask stores no code (no pickle), so the model cannot "
+            "be saved. Refit it where the function is defined, or save a model of a named "
+            "kernel, or of kernel='precomputed' with the kernel matrix computed by your "
+            "function."
+        )
 
 
 def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelManifest:
@@ -170,6 +214,7 @@ def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelMa
         chunk_size=model.chunk_size,
         kernel=model.kernel.to_dict(),
         diagnostics=diagnostics,
+        training_rows=NO_ROWS if model.kernel.is_precomputed else STORED_ROWS,
         arrays={
             name: {"shape": list(np.shape(values)), "dtype": str(values.dtype)}
             for name, (values, _) in arrays.items()
@@ -203,6 +248,7 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     import zarr
 
     path = Path(path)
+    _check_storable(model)
     check_target(path)
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
@@ -332,11 +378,17 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
     """
     path = Path(path)
     group, manifest = _open_manifest(path)
-    arrays = {name: _checked_array(group, name, manifest, path) for name in _ARRAYS}
-    small = {name: _read(arrays[name], name, path) for name in _ARRAYS if name != "x_train"}
-    x_train = da.from_zarr(arrays["x_train"])
+    names = _PRECOMPUTED_ARRAYS if manifest.training_rows != STORED_ROWS else _ARRAYS
+    arrays = {name: _checked_array(group, name, manifest, path) for name in names}
+    small = {name: _read(arrays[name], name, path) for name in names if name != "x_train"}
+    if "x_train" in arrays:
+        x_train = da.from_zarr(arrays["x_train"])
+    else:  # a precomputed kernel: an (n, 0) placeholder that carries the row chunks
+        x_train = da.zeros(
+            (manifest.n_samples, 0), chunks=(manifest.chunk_size, (0,)), dtype=manifest.precision
+        )
     if verify:
-        for name in _ARRAYS:
+        for name in names:
             values = x_train if name == "x_train" else small[name]
             try:
                 digest = _array_digest(values)

@@ -106,8 +106,10 @@ def test_spec_errors_are_value_errors():
         make_kernel("nope")
     with pytest.raises(ValueError, match="not both"):
         make_kernel(KernelSpec("rbf"), gamma=1.0)
-    with pytest.raises(ValueError, match="Callable"):
-        make_kernel(lambda a, b: a @ b.T)
+    with pytest.raises(ValueError, match="kernel must be a name"):
+        make_kernel(3.0)
+    with pytest.raises(ValueError, match="returned shape"):  # a per-pair function, unwrapped
+        make_kernel(lambda a, b: float(a[0] @ b[0]))(np.ones((2, 2)), np.ones((3, 2)))
     with pytest.raises(ValueError, match="resolve"):
         KernelSpec("rbf")(np.ones((2, 2)), np.ones((2, 2)))
 
