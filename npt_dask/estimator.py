@@ -17,7 +17,6 @@ warning, not an error.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
@@ -34,12 +33,12 @@ from npt_dask.errors import (
     RankWarning,
 )
 from npt_dask.fitting import fit_params
-from npt_dask.kernels import PRECOMPUTED, make_kernel
+from npt_dask.kernels import PRECOMPUTED
 from npt_dask.model import NPTModel
-from npt_dask.params import FitParams, Interval, Options, Param, fit_defaults
+from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults
 from npt_dask.preimage import InverseMap, fit_inverse_map
 
-__all__ = ["ESTIMATOR_PARAMS", "NonlinearProjection"]
+__all__ = ["NonlinearProjection"]
 
 _D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
 
@@ -48,28 +47,8 @@ def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
 
 
-ESTIMATOR_PARAMS = (  # KernelPCA's parameters beyond the fit table (until the table has them)
-    Param(
-        "kernel_params",
-        (Options((None,)),),
-        None,
-        "parameters of a callable kernel (or gamma/degree/coef0 of a named one)",
-    ),
-    Param("alpha", (Interval(numbers.Real, 0, None, "left"),), 1.0, "ridge of the pre-image map"),
-    Param("fit_inverse_transform", (Options((True, False)),), False, "learn inverse_transform"),
-    Param("remove_zero_eig", (Options((True, False)),), False, "drop zero-eigenvalue columns"),
-)
 _EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
-
-
-def _check_extra(name: str, value: Any) -> Any:
-    if name == "kernel_params":
-        if value is None or isinstance(value, dict):
-            return value
-        raise InputError(
-            f"The 'kernel_params' parameter must be a dict or None. Got {value!r} instead."
-        )
-    return _EXTRA[name].check(value)
+_E = {p.name: p.default for p in ESTIMATOR_PARAMS}
 
 
 def _zeros_like_rows(X: Any, k: int, dtype: Any) -> Any:
@@ -231,10 +210,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         memory_budget: int | None = _D["memory_budget"],
         precision: str | None = _D["precision"],
         random_state: int | np.random.Generator | None = _D["random_state"],
-        kernel_params: dict | None = None,
-        alpha: float = 1.0,
-        fit_inverse_transform: bool = False,
-        remove_zero_eig: bool = False,
+        kernel_params: dict | None = _D["kernel_params"],
+        alpha: float = _E["alpha"],
+        fit_inverse_transform: bool = _E["fit_inverse_transform"],
+        remove_zero_eig: bool = _E["remove_zero_eig"],
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -260,25 +239,13 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
         The solver's finer options (``block_size``, ``max_basis``, ``max_passes``,
         ``on_negative``) keep the table's defaults here; :func:`npt_dask.fit` takes them.
-        ``kernel="precomputed"``, a callable kernel or ``kernel_params`` go to the
-        table as a built :class:`~npt_dask.kernels.KernelSpec` (the other
-        parameters still checked there).
+        ``alpha``, ``fit_inverse_transform`` and ``remove_zero_eig`` are checked
+        by the same table (:data:`npt_dask.params.ESTIMATOR_PARAMS`).
         """
         values = self.get_params(deep=False)
         for name in _EXTRA:
-            _check_extra(name, values.pop(name))
-        kernel = values["kernel"]
-        if not (callable(kernel) or kernel == PRECOMPUTED or self.kernel_params):
-            return FitParams(**values)
-        checked = FitParams(**{**values, "kernel": "rbf"})  # every other value, one wording
-        spec = make_kernel(
-            kernel,
-            gamma=None if callable(kernel) or kernel == PRECOMPUTED else self.gamma,
-            degree=None if callable(kernel) or kernel == PRECOMPUTED else self.degree,
-            coef0=None if callable(kernel) or kernel == PRECOMPUTED else self.coef0,
-            kernel_params=self.kernel_params,
-        )
-        return checked.replace(kernel=spec, gamma=None, degree=None, coef0=None)
+            check_param(name, values.pop(name))
+        return FitParams(**values)
 
     def _validate(self, X: Any, *, reset: bool) -> Any:
         precomputed = self.kernel == PRECOMPUTED

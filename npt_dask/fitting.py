@@ -156,6 +156,7 @@ def fit(
     gamma: float | str | None = _D["gamma"],
     degree: float | None = _D["degree"],
     coef0: float | None = _D["coef0"],
+    kernel_params: dict[str, Any] | None = _D["kernel_params"],
     n_components: int | None = _D["n_components"],
     center: bool = _D["center"],
     solver: str = _D["solver"],
@@ -185,6 +186,9 @@ def fit(
     kernel : str, KernelSpec or dict
         ``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``,
         ``"linear"`` or ``"cosine"`` (scikit-learn's definitions).
+    kernel_params : dict, optional
+        Parameters of a callable kernel ``f(A, B, **kernel_params)``, or the
+        gamma/degree/coef0 of a named one (scikit-learn's KernelPCA argument).
     gamma, degree, coef0 : float, optional
         Kernel parameters, scikit-learn's defaults (``gamma = 1/d``); those the
         kernel does not use are ignored.
@@ -265,7 +269,8 @@ def fit(
     True
     """
     params = FitParams(
-        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, n_components=n_components,
+        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params,
+        n_components=n_components,
         center=center, solver=solver, tol=tol, rtol=rtol, chunk_size=chunk_size, cache=cache,
         memory_budget=memory_budget, precision=precision, block_size=block_size,
         max_basis=max_basis, max_passes=max_passes, on_negative=on_negative,
@@ -277,7 +282,10 @@ def fit(
 
 def fit_params(X: Any, params: FitParams) -> NPTModel:
     """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`."""
-    spec = make_kernel(params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0)
+    spec = make_kernel(
+        params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
+        kernel_params=params.kernel_params,
+    )  # fmt: skip
     precision = None if params.precision is None else np.dtype(params.precision)
     if spec.is_precomputed:  # X is the kernel matrix: chunked by rows and columns
         x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)

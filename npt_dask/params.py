@@ -18,6 +18,7 @@ in one place each (:meth:`npt_dask.kernels.KernelSpec.resolve`,
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +32,7 @@ from npt_dask.errors import InputError, InputTypeError, KernelParameterError
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_TOL",
+    "ESTIMATOR_PARAMS",
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
     "PARAMS",
@@ -119,6 +121,22 @@ class Options:
 
 
 @dataclass(frozen=True)
+class IsCallable:
+    """A function (a callable kernel ``f(A, B, **kernel_params)``)."""
+
+    label: str
+
+    def accepts(self, value: Any) -> bool:
+        return callable(value) and not isinstance(value, type)
+
+    def type_ok(self, value: Any) -> bool:
+        return self.accepts(value)
+
+    def describe(self) -> str:
+        return self.label
+
+
+@dataclass(frozen=True)
 class HasMethod:
     """Any object with the named method (a fitted model, without importing its class)."""
 
@@ -152,7 +170,7 @@ class InstanceOf:
         return self.label
 
 
-Constraint = Interval | Options | InstanceOf | HasMethod
+Constraint = Interval | Options | InstanceOf | HasMethod | IsCallable
 
 
 @dataclass(frozen=True)
@@ -219,6 +237,16 @@ def _number_or(kind: Callable[[str], Any], *words: str) -> Callable[[str], Any]:
     return parse
 
 
+def _json_or_none(text: str) -> Any:
+    value = _optional(text)
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return text  # left for check() to refuse with the common message
+
+
 def _bool(text: str) -> Any:
     low = text.lower()
     return {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(
@@ -234,9 +262,12 @@ _SEED = InstanceOf((np.random.Generator,), "a numpy Generator")
 PARAMS: tuple[Param, ...] = (
     Param(
         "kernel",
-        (Options((*KERNEL_NAMES, *KERNEL_ALIASES)),),
+        (
+            Options((*KERNEL_NAMES, *KERNEL_ALIASES, "precomputed")),
+            IsCallable("a function f(A, B, **kernel_params)"),
+        ),
         "rbf",
-        "kernel name (scikit-learn's definitions)",
+        "kernel name (scikit-learn's definitions) or 'precomputed' (X is the kernel matrix)",
         KernelParameterError,
         str,
         "Unknown kernel {value!r}; choose one of {choices}.",
@@ -267,6 +298,13 @@ PARAMS: tuple[Param, ...] = (
         "polynomial/sigmoid offset (None: the kernel's default, 1)",
         KernelParameterError,
         _number_or(float),
+    ),
+    Param(
+        "kernel_params",
+        (InstanceOf((dict,), "a dict"), _NONE),
+        None,
+        "parameters of a callable kernel, or gamma/degree/coef0 of a named one (JSON here)",
+        parse=_json_or_none,
     ),
     Param(
         "n_components",
@@ -391,6 +429,15 @@ PARAMS: tuple[Param, ...] = (
 
 _BY_NAME = {p.name: p for p in PARAMS}
 
+ESTIMATOR_PARAMS: tuple[Param, ...] = (
+    Param("alpha", (Interval(_REAL, 0, None, "left"),), 1.0, "ridge of the pre-image map"),
+    Param("fit_inverse_transform", (Options((True, False)),), False, "learn inverse_transform"),
+    Param("remove_zero_eig", (Options((True, False)),), False, "drop zero-eigenvalue columns"),
+)
+"""``NonlinearProjection``'s parameters beyond the fit (scikit-learn's KernelPCA)."""
+
+_BY_NAME_ALL = _BY_NAME | {p.name: p for p in ESTIMATOR_PARAMS}
+
 
 def fit_defaults() -> dict[str, Any]:
     """``{name: default}`` of every fit parameter."""
@@ -398,8 +445,8 @@ def fit_defaults() -> dict[str, Any]:
 
 
 def check_param(name: str, value: Any) -> Any:
-    """Validate one parameter by the table; returns the value unchanged."""
-    return _BY_NAME[name].check(value)
+    """Validate one parameter (fit or estimator) by the table; returns the value unchanged."""
+    return _BY_NAME_ALL[name].check(value)
 
 
 @dataclass(frozen=True)
@@ -424,6 +471,7 @@ class FitParams:
     gamma: float | str | None = None
     degree: float | None = None
     coef0: float | None = None
+    kernel_params: dict[str, Any] | None = None
     n_components: int | None = None
     center: bool = True
     solver: str = "auto"
@@ -447,7 +495,7 @@ class FitParams:
         object.__setattr__(self, "solver", SOLVER_ALIASES.get(self.solver, self.solver))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "kernel" and not isinstance(value, str):
+            if f.name == "kernel" and (isinstance(value, Mapping) or hasattr(value, "to_dict")):
                 continue  # a KernelSpec or its dict: validated by the kernel module
             if f.name == "precision" and value is not None and not isinstance(value, str):
                 value = _precision_name(value)
@@ -475,7 +523,9 @@ class FitParams:
     def to_dict(self) -> dict[str, Any]:
         """Plain values (a kernel spec as its dict, a generator as its repr)."""
         out = dataclasses.asdict(self)
-        if not isinstance(self.kernel, str | Mapping):
+        if callable(self.kernel) and not hasattr(self.kernel, "to_dict"):
+            out["kernel"] = getattr(self.kernel, "__qualname__", repr(self.kernel))
+        elif not isinstance(self.kernel, str | Mapping):
             out["kernel"] = self.kernel.to_dict()
         if not isinstance(self.random_state, int | type(None)):
             out["random_state"] = repr(self.random_state)

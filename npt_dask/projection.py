@@ -38,6 +38,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
@@ -102,6 +103,8 @@ def _write_chunk(
 ) -> int:
     import zarr
 
+    if scipy.sparse.issparse(z):  # coordinates are dense; so are digests and checks
+        z = np.asarray(z.todense())
     if not np.isfinite(z).all():
         raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
     if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
@@ -119,6 +122,8 @@ def _write_chunk(
 def _check_chunk(z: np.ndarray, index: int, out: str) -> int:
     import zarr
 
+    if scipy.sparse.issparse(z):
+        z = np.asarray(z.todense())
     group: Any = zarr.open_group(out, mode="r")  # members are arrays
     stored = group["npt_digest"][index]
     if stored != _digest(z):

@@ -18,8 +18,7 @@ import pytest
 import npt_dask as npt
 from npt_dask import cli
 from npt_dask.errors import NPTError
-from npt_dask.estimator import ESTIMATOR_PARAMS
-from npt_dask.params import PARAMS, FitParams, fit_defaults
+from npt_dask.params import ESTIMATOR_PARAMS, PARAMS, FitParams, fit_defaults
 from npt_dask.pipeline.config import MODEL_DEFAULTS, PipelineConfig
 
 X = np.random.default_rng(0).normal(size=(40, 3))
@@ -48,6 +47,7 @@ BAD = [
     ("random_state", -1),
     ("landmarks", 1),
     ("landmark_method", "kmeans"),
+    ("kernel_params", [1]),
 ]
 GOOD = [
     ("gamma", 0.5),

@@ -165,7 +165,7 @@ def test_kernel_params_for_named_kernels():
     np.testing.assert_allclose(est.fit(X).eigenvalues_, ref.fit(X).eigenvalues_, rtol=1e-12)
     with pytest.raises(ValueError, match=r"'degree'.*rbf"):
         NonlinearProjection(kernel="rbf", kernel_params={"degree": 2}).fit(X)
-    with pytest.raises(ValueError, match="kernel_params"):
+    with pytest.raises(TypeError, match="kernel_params"):  # the table: wrong type
         NonlinearProjection(kernel_params=[1]).fit(X)
 
 
