@@ -92,7 +92,7 @@ class StoredTraining:
 
 
 def _write_chunk(
-    z: np.ndarray,
+    z: Any,
     index: int,
     start: int,
     training: Any,
@@ -104,7 +104,7 @@ def _write_chunk(
     import zarr
 
     if scipy.sparse.issparse(z):  # coordinates are dense; so are digests and checks
-        z = np.asarray(z.todense())
+        z = z.toarray()
     if not np.isfinite(z).all():
         raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
     if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
@@ -119,11 +119,11 @@ def _write_chunk(
     return index
 
 
-def _check_chunk(z: np.ndarray, index: int, out: str) -> int:
+def _check_chunk(z: Any, index: int, out: str) -> int:
     import zarr
 
     if scipy.sparse.issparse(z):
-        z = np.asarray(z.todense())
+        z = z.toarray()
     group: Any = zarr.open_group(out, mode="r")  # members are arrays
     stored = group["npt_digest"][index]
     if stored != _digest(z):
