@@ -135,8 +135,6 @@ WEAK = 1e-3
 """Directions of a projected block below this share of the block's largest column get a
 third Gram-Schmidt projection (two can leave rounding above ~1e-13 in them)."""
 
-STATS = {"directions": 0, "weak": 0}
-
 
 def _orthonormalize(
     block: np.ndarray,
@@ -170,8 +168,6 @@ def _orthonormalize(
     good = min(int(np.sum(s > 1e-10 * scale)) if scale > 0 else 0, width)
     u = qx @ ur[:, :good]
     strong = int(np.sum(s[:good] >= WEAK * scale))
-    STATS["directions"] += good
-    STATS["weak"] += good - strong
     if good > strong and basis.shape[1]:
         weak = u[:, strong:]
         weak -= basis @ (basis.T @ weak)
