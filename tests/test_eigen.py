@@ -209,8 +209,8 @@ def _check_against_dense(k, res, r, tol, value_rtol=1e-9):
 def test_krylov_shape():
     assert krylov_shape(600, 10) == (20, 240)  # the historical width and cap
     assert krylov_shape(10_000, 100) == (120, 1440)
-    assert krylov_shape(10_000, 1000) == (200, 4400)
-    assert krylov_shape(10_000, 3000) == (600, 10_000)  # capped by n
+    assert krylov_shape(10_000, 1000) == (100, 4200)
+    assert krylov_shape(10_000, 3000) == (300, 10_000)  # capped by n
     b, cap = krylov_shape(50, 40)
     assert b == 50
     assert cap == 50
@@ -220,7 +220,10 @@ def test_large_r_slow_decay(rng):
     """r = 500 of n = 1,500 with an algebraically decaying spectrum."""
     spectrum = 1.0 / (1.0 + np.arange(1500) / 30.0)
     k = _matrix(rng, spectrum)
-    res = block_krylov_eigh(lambda v: k @ v, 1500, 500, tol=1e-8, random_state=0)
+    res = block_krylov_eigh(
+        lambda v: k @ v, 1500, 500, tol=1e-8, random_state=0, dense_fraction=1.0
+    )
+    assert "dense" not in res.info
     _check_against_dense(k, res, 500, 1e-8)
 
 
@@ -230,7 +233,9 @@ def test_large_r_clusters(rng):
     top = top + np.tile(np.arange(10) * 1e-12, 50)  # ... split at rounding level
     spectrum = np.concatenate([top, np.linspace(0.5, 0.0, 1000)])
     k = _matrix(rng, spectrum)
-    res = block_krylov_eigh(lambda v: k @ v, 1500, 500, tol=1e-9, random_state=1)
+    res = block_krylov_eigh(
+        lambda v: k @ v, 1500, 500, tol=1e-9, random_state=1, dense_fraction=1.0
+    )
     _check_against_dense(k, res, 500, 1e-9)
 
 
@@ -247,6 +252,7 @@ def test_large_r_restart_and_lock(rng):
         tol=1e-8,
         random_state=0,
         max_passes=200,
+        dense_fraction=1.0,
     )
     assert res.info["restarts"] >= 1
     assert res.info["locked"] >= 1
@@ -262,7 +268,12 @@ def test_large_r_rbf_random_data(rng):
     k = (k + k.T) / 2
     calls = []
     res = block_krylov_eigh(
-        lambda v: calls.append(v.shape[1]) or k @ v, 2000, 600, tol=1e-8, random_state=3
+        lambda v: calls.append(v.shape[1]) or k @ v,
+        2000,
+        600,
+        tol=1e-8,
+        random_state=3,
+        dense_fraction=1.0,
     )
     assert res.passes == len(calls)
     assert res.block_size == calls[0]
@@ -273,7 +284,8 @@ def test_large_r_deterministic(rng):
     spectrum = 1.0 / (1.0 + np.arange(1000) / 20.0)
     k = _matrix(rng, spectrum)
     runs = [
-        block_krylov_eigh(lambda v: k @ v, 1000, 300, tol=1e-8, random_state=7) for _ in range(2)
+        block_krylov_eigh(lambda v: k @ v, 1000, 300, random_state=7, dense_fraction=1.0)
+        for _ in range(2)
     ]
     np.testing.assert_array_equal(runs[0].eigenvalues, runs[1].eigenvalues)
     np.testing.assert_array_equal(runs[0].eigenvectors, runs[1].eigenvectors)
@@ -284,7 +296,21 @@ def test_large_r_min_eigenvalue_sees_negative_part(rng):
     """An indefinite operator: the smallest Ritz value reports the negative part."""
     spectrum = np.concatenate([np.linspace(5.0, 1.0, 400), np.linspace(0.5, -2.0, 600)])
     k = _matrix(rng, spectrum)
-    res = block_krylov_eigh(lambda v: k @ v, 1000, 250, tol=1e-8, random_state=0)
+    res = block_krylov_eigh(lambda v: k @ v, 1000, 250, random_state=0, dense_fraction=1.0)
     assert res.converged
     np.testing.assert_allclose(res.eigenvalues, spectrum[:250], rtol=1e-10)
     assert res.min_eigenvalue < -1.0
+
+
+def test_large_r_fraction_goes_through_the_operator(rng):
+    """r >= n / 4: identity blocks through the operator, then one dense eigh."""
+    spectrum = 1.0 / (1.0 + np.arange(1200) / 30.0)
+    k = _matrix(rng, spectrum)
+    calls = []
+    res = block_krylov_eigh(
+        lambda v: calls.append(v.shape[1]) or k @ v, 1200, 400, block_size=100, random_state=0
+    )
+    assert res.info["dense"]
+    assert len(calls) == res.passes == 12
+    _check_against_dense(k, res, 400, 1e-8)
+    assert res.min_eigenvalue == pytest.approx(spectrum[-1], rel=1e-8)
