@@ -12,6 +12,7 @@ from npt_dask.eigen import (
     block_krylov_eigh,
     dense_eigh,
     flip_signs,
+    krylov_shape,
     select_eigenpairs,
 )
 from tests.conftest import align_signs
@@ -170,3 +171,148 @@ def test_block_narrower_than_components(decaying):
     res = block_krylov_eigh(lambda v: k @ v, 600, 12, block_size=4, tol=1e-10, random_state=0)
     assert res.converged
     np.testing.assert_allclose(res.eigenvalues, spectrum[:12], rtol=1e-12)
+
+
+# --- large r: the checkpointed, restarted, locking solver -----------------------------
+
+
+def _check_against_dense(k, res, r, tol, value_rtol=1e-9):
+    """Eigenvalues, exact residuals and (cluster-aware) eigenvectors against scipy."""
+    w, v = scipy.linalg.eigh(k)
+    w, v = w[::-1], v[:, ::-1]
+    assert res.converged
+    assert res.eigenvalues.shape == (r,)
+    assert res.eigenvectors.shape == (k.shape[0], r)
+    assert np.all(np.diff(res.eigenvalues) <= 0)
+    np.testing.assert_allclose(res.eigenvalues, w[:r], rtol=value_rtol, atol=tol * w[0])
+    u = res.eigenvectors
+    np.testing.assert_allclose(u.T @ u, np.eye(r), atol=1e-10)
+    true = np.linalg.norm(k @ u - u * res.eigenvalues, axis=0) / abs(w[0])
+    np.testing.assert_allclose(res.residuals, true, atol=1e-13)
+    assert res.residuals.max() <= tol
+    # eigenvectors: per vector where the eigenvalue is isolated, per subspace in clusters
+    gap = tol * abs(w[0]) * 1e3
+    start = 0
+    while start < r:
+        stop = start + 1
+        while stop < len(w) and w[stop - 1] - w[stop] < gap:
+            stop += 1
+        ref = v[:, start:stop]
+        mine = u[:, start : min(stop, r)]
+        if stop - start == 1:
+            np.testing.assert_allclose(align_signs(mine, ref), ref, atol=1e-5)
+        else:  # the computed columns lie in the cluster's eigenspace
+            np.testing.assert_allclose(np.linalg.norm(ref.T @ mine, axis=0), 1.0, atol=1e-8)
+        start = stop
+
+
+def test_krylov_shape():
+    assert krylov_shape(600, 10) == (20, 240)  # the historical width and cap
+    assert krylov_shape(10_000, 100) == (120, 1440)
+    assert krylov_shape(10_000, 1000) == (100, 4200)
+    assert krylov_shape(10_000, 3000) == (300, 10_000)  # capped by n
+    b, cap = krylov_shape(50, 40)
+    assert b == 50
+    assert cap == 50
+
+
+def test_large_r_slow_decay(rng):
+    """r = 500 of n = 1,500 with an algebraically decaying spectrum."""
+    spectrum = 1.0 / (1.0 + np.arange(1500) / 30.0)
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(
+        lambda v: k @ v, 1500, 500, tol=1e-8, random_state=0, dense_fraction=1.0
+    )
+    assert "dense" not in res.info
+    _check_against_dense(k, res, 500, 1e-8)
+
+
+def test_large_r_clusters(rng):
+    """Repeated and tightly clustered eigenvalues, r = 500 cutting through none of them."""
+    top = np.repeat(np.linspace(10.0, 1.0, 50), 10)  # 50 eigenvalues of multiplicity 10
+    top = top + np.tile(np.arange(10) * 1e-12, 50)  # ... split at rounding level
+    spectrum = np.concatenate([top, np.linspace(0.5, 0.0, 1000)])
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(
+        lambda v: k @ v, 1500, 500, tol=1e-9, random_state=1, dense_fraction=1.0
+    )
+    _check_against_dense(k, res, 500, 1e-9)
+
+
+@pytest.mark.slow
+def test_large_r_restart_and_lock(rng):
+    """A basis capped at r + 2 b: thick restarts lock converged pairs, results unchanged."""
+    spectrum = 50.0 * np.exp(-np.arange(1500) / 150.0)
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(
+        lambda v: k @ v,
+        1500,
+        500,
+        block_size=100,
+        max_basis=700,
+        tol=1e-8,
+        random_state=0,
+        max_passes=200,
+        dense_fraction=1.0,
+    )
+    assert res.info["restarts"] >= 1
+    assert res.info["locked"] >= 1
+    _check_against_dense(k, res, 500, 1e-8)
+
+
+@pytest.mark.slow
+def test_large_r_rbf_random_data(rng):
+    """A centred RBF kernel on random points: r = 600 of n = 2,000 equal dense eigh."""
+    x = rng.normal(size=(2000, 10))
+    sq = (x * x).sum(1)
+    k = np.exp(-(sq[:, None] + sq[None, :] - 2 * x @ x.T.copy()) / (2 * 10.0))
+    k = k - k.mean(0) - k.mean(1)[:, None] + k.mean()
+    k = (k + k.T) / 2
+    calls = []
+    res = block_krylov_eigh(
+        lambda v: calls.append(v.shape[1]) or k @ v,
+        2000,
+        600,
+        tol=1e-8,
+        random_state=3,
+        dense_fraction=1.0,
+    )
+    assert res.passes == len(calls)
+    assert res.block_size == calls[0]
+    _check_against_dense(k, res, 600, 1e-8)
+
+
+def test_large_r_deterministic(rng):
+    spectrum = 1.0 / (1.0 + np.arange(600) / 20.0)
+    k = _matrix(rng, spectrum)
+    runs = [
+        block_krylov_eigh(lambda v: k @ v, 600, 200, random_state=7, dense_fraction=1.0)
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(runs[0].eigenvalues, runs[1].eigenvalues)
+    np.testing.assert_array_equal(runs[0].eigenvectors, runs[1].eigenvectors)
+    assert runs[0].passes == runs[1].passes
+
+
+def test_large_r_min_eigenvalue_sees_negative_part(rng):
+    """An indefinite operator: the smallest Ritz value reports the negative part."""
+    spectrum = np.concatenate([np.linspace(5.0, 1.0, 240), np.linspace(0.5, -2.0, 360)])
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(lambda v: k @ v, 600, 150, random_state=0, dense_fraction=1.0)
+    assert res.converged
+    np.testing.assert_allclose(res.eigenvalues, spectrum[:150], rtol=1e-10)
+    assert res.min_eigenvalue < -1.0
+
+
+def test_large_r_fraction_goes_through_the_operator(rng):
+    """r >= n / 4: identity blocks through the operator, then one dense eigh."""
+    spectrum = 1.0 / (1.0 + np.arange(800) / 30.0)
+    k = _matrix(rng, spectrum)
+    calls = []
+    res = block_krylov_eigh(
+        lambda v: calls.append(v.shape[1]) or k @ v, 800, 200, block_size=100, random_state=0
+    )
+    assert res.info["dense"]
+    assert len(calls) == res.passes == 8
+    _check_against_dense(k, res, 200, 1e-8)
+    assert res.min_eigenvalue == pytest.approx(spectrum[-1], rel=1e-8)
