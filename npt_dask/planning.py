@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from npt_dask.eigen import LARGE_R, krylov_shape
 from npt_dask.errors import InputError
 
 __all__ = [
@@ -84,8 +85,8 @@ def default_memory_budget() -> int:
 
 
 def default_block_size(n_components: int) -> int:
-    """``n_components + max(10, n_components // 5)``: the solver's width when none is planned."""
-    return n_components + max(10, n_components // 5)
+    """The solver's own block width for ``n_components`` (:func:`npt_dask.eigen.krylov_shape`)."""
+    return krylov_shape(2**62, n_components)[0]
 
 
 # --- what each part of a fit holds --------------------------------------------------------
@@ -294,9 +295,15 @@ def _krylov_candidate(
     b: int, *, n: int, r: int, chunks: tuple[int, ...], itemsize: int, cache: str,
     budget: int, max_basis: int | None, threads: int,
 ) -> FitPlan:  # fmt: skip
-    columns = min(n, max_basis) if max_basis else basis_columns(n, r, b, budget)
-    driver = basis_bytes(n, columns) + work_bytes(n, b, r)
     in_flight = in_flight_bytes(max(chunks), threads)
+    if max_basis:
+        columns = min(n, max_basis)
+    elif r >= LARGE_R:  # the solver's own cap, or what the budget affords (it restarts)
+        affordable = (budget - work_bytes(n, b, r) - in_flight) // basis_bytes(n, 1)
+        columns = min(krylov_shape(n, r)[1], max(affordable, min(n, r + 2 * b)))
+    else:
+        columns = basis_columns(n, r, b, budget)
+    driver = basis_bytes(n, columns) + work_bytes(n, b, r)
     if cache == "memory":
         kept = tuple(upper_pairs(len(chunks)))
     elif cache == "recompute":
@@ -378,7 +385,12 @@ def plan_fit(
     if chosen == "dense":
         return _dense_plan(n, n_components, chunks, memory_budget, threads)
     r = int(n_components or 0)
-    widths = [min(n, block_size)] if block_size else block_candidates(n, r)
+    if block_size:
+        widths = [min(n, block_size)]
+    elif r >= LARGE_R:  # large r: the solver's narrow blocks (the cost model is fitted for r ~ 100)
+        widths = [krylov_shape(n, r)[0]]
+    else:
+        widths = block_candidates(n, r)
     plans = [
         _krylov_candidate(
             b, n=n, r=r, chunks=chunks, itemsize=itemsize, cache=cache,
