@@ -21,7 +21,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.linalg
@@ -362,7 +362,7 @@ def block_krylov_eigh(
     lo, hi, passes = 0, b, 0
     min_seen, scale = np.inf, 0.0
     values, estimates = np.full(r, np.nan), np.full(r, np.inf)
-    info = {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
+    info: dict[str, Any] = {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
     while True:
         w[:, lo:hi] = matmat(q[:, lo:hi])
         passes += 1
@@ -456,7 +456,13 @@ def _eigh_through_operator(
     res = _relative_residuals(k @ s, s, theta, scale)
     if callback is not None:
         callback(passes, theta.copy(), res.copy())
-    info = {"rayleigh_ritz": 1, "restarts": 0, "locked": 0, "checks": [], "dense": True}
+    info: dict[str, Any] = {
+        "rayleigh_ritz": 1,
+        "restarts": 0,
+        "locked": 0,
+        "checks": [],
+        "dense": True,
+    }
     return EigenResult(
         theta, s, res, passes, bool(np.all(res <= tol)), "krylov", low, block_size=b, info=info
     )
