@@ -8,9 +8,12 @@ The pieces, each small and pure:
 
 * :func:`dense_eigh` -- scipy's ``eigh`` on an explicit matrix (small n);
 * :func:`block_krylov_eigh` -- block Lanczos with full re-orthogonalisation
-  and Rayleigh-Ritz over the whole Krylov basis. Every pass applies the
-  operator to the newest block only; the products ``W = K Q`` are kept, so
-  the Ritz residuals ``||K u - theta u||`` are exact and cost no extra pass;
+  (CGS2 panels), Rayleigh-Ritz only at checkpoints chosen by a flop model and
+  by residual estimates from the block recurrence, thick Krylov-Schur restarts
+  with locking; ``r >= n / 4`` goes through identity blocks and one dense
+  ``eigh``. The products ``W = K Q`` are kept, so the returned residuals
+  ``||K u - theta u||`` are exact and cost no extra pass;
+* :func:`krylov_shape` -- the block width and basis cap the solver wants;
 * :func:`select_eigenpairs` -- positivity check, truncation to
   ``lambda > rtol * lambda_1`` (Lemma 1: r <= rank) and deterministic signs.
 """
@@ -54,6 +57,10 @@ class EigenResult:
     largest eigenvalue for a PSD matrix);
     ``min_eigenvalue`` is the smallest eigenvalue seen (exact for the dense
     solver, the smallest Ritz value -- an upper bound -- for Krylov).
+    ``info`` counts the Krylov solver's work: Rayleigh-Ritz steps, restarts,
+    locked pairs, and ``checks`` as ``(pass, basis columns, worst residual
+    estimate)``; ``"dense": True`` when the operator was applied to identity
+    blocks.
     """
 
     eigenvalues: np.ndarray
