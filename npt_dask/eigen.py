@@ -21,7 +21,6 @@ The pieces, each small and pure:
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,6 +33,7 @@ from npt_dask.errors import (
     NegativeEigenvalueError,
     NegativeEigenvalueWarning,
     RankWarning,
+    warn,
 )
 
 __all__ = [
@@ -532,17 +532,16 @@ def select_eigenpairs(
         )
         if on_negative == "raise":
             raise NegativeEigenvalueError(msg + " Use a PSD kernel or on_negative='warn'.")
-        warnings.warn(msg, NegativeEigenvalueWarning, stacklevel=3)
+        warn(msg, NegativeEigenvalueWarning)
     keep = np.flatnonzero(values > rtol * lam1)
     keep = keep[keep == np.arange(keep.size)]  # a prefix: values are sorted
     wanted = values.size if n_components is None else n_components
     if keep.size < wanted and n_components is not None:
-        warnings.warn(
+        warn(
             f"Only {keep.size} eigenvalues exceed rtol * lambda_1 = {rtol * lam1:.3g}; "
             f"keeping {keep.size} of the {n_components} requested components "
             "(the kernel matrix's effective rank bounds the dimension, Lemma 1).",
             RankWarning,
-            stacklevel=3,
         )
     keep = keep[:wanted]
     vectors = flip_signs(result.eigenvectors[:, keep])

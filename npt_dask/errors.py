@@ -8,6 +8,11 @@ everything npt-dask raises in one clause.
 
 from __future__ import annotations
 
+import sys
+import warnings
+from pathlib import Path
+from types import FrameType
+
 __all__ = [
     "ClusterError",
     "ConvergenceWarning",
@@ -23,6 +28,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "StoreError",
+    "warn",
 ]
 
 
@@ -81,3 +87,21 @@ class KernelScaleWarning(NPTWarning):
 
 class RankWarning(NPTWarning):
     """Fewer significant eigenvalues than requested components (Lemma 1: r <= rank)."""
+
+
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` pointing at the caller's line, outside npt-dask.
+
+    The stack is walked to the first frame whose file is not in the package
+    (and not in dask's or the standard library's machinery between them), so
+    a warning names the user's ``npt.fit(...)`` line however deep it is raised.
+    """
+    level = 2  # 1 is this function; 2 its caller, the first frame looked at
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

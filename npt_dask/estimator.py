@@ -31,6 +31,7 @@ from npt_dask.errors import (
     NegativeEigenvalueError,
     NegativeEigenvalueWarning,
     RankWarning,
+    warn,
 )
 from npt_dask.fitting import fit_params
 from npt_dask.kernels import PRECOMPUTED
@@ -349,11 +350,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """A kernel matrix that is zero after centring: zero coordinates, with a warning."""
         n = int(X.shape[0])
         width = self._width(0, n)
-        warnings.warn(
+        warn(
             f"{exc} Every coordinate is 0 ({width} zero column(s), as scikit-learn's "
             "KernelPCA gives).",
             RankWarning,
-            stacklevel=3,
         )
         self.model_ = None
         self.gamma_ = self.gamma

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from typing import Any
 
 import dask.array as da
@@ -25,7 +24,7 @@ from npt_dask._inputs import (
 )
 from npt_dask._scheduler import compute, current_client, task_threads
 from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
-from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning
+from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
 from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, select_landmarks
@@ -140,12 +139,11 @@ def _tolerance(params: FitParams, dtype: np.dtype) -> float:
 
 def _warn_unconverged(result: EigenResult, tol: float) -> None:
     if not result.converged:
-        warnings.warn(
+        warn(
             f"The Krylov solver stopped after {result.passes} passes with a relative residual "
             f"of {float(result.residuals.max()):.3g} > tol={tol:g}. Raise max_passes or "
             "block_size, or loosen tol.",
             ConvergenceWarning,
-            stacklevel=3,
         )
 
 
@@ -342,19 +340,17 @@ def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
         else " Check the kernel and its parameters against the data's scale."
     )
     if float(np.max(np.abs(off))) < 1e-6 * top:
-        warnings.warn(
+        warn(
             f"The kernel matrix is nearly the identity on these data ({spec.name}, "
             f"gamma={spec.gamma:.3g}: distinct rows have similarity below 1e-6): every "
             f"eigenvalue is about the same and the coordinates carry no structure.{fix}",
             KernelScaleWarning,
-            stacklevel=4,
         )
     elif float(np.ptp(block)) < 1e-6 * top:
-        warnings.warn(
+        warn(
             f"The kernel is nearly constant on these data ({spec.name}: every entry within "
             f"1e-6 of the others), so the centred kernel matrix is nearly zero.{fix}",
             KernelScaleWarning,
-            stacklevel=4,
         )
 
 

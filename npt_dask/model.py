@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,7 @@ from npt_dask.blocks import (
     projection_terms,
     projection_weights,
 )
-from npt_dask.errors import InputError, KernelScaleWarning
+from npt_dask.errors import InputError, KernelScaleWarning, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 
@@ -326,13 +325,12 @@ class NPTModel:
         """Warn when rows land at the origin: far from every training row (another scale?)."""
         typical = float(self.eigenvalues.sum()) / self.n_samples  # mean ||y||^2 of training rows
         if y.size and float(np.mean(np.einsum("ij,ij->i", y, y))) < 1e-6 * typical:
-            warnings.warn(
+            warn(
                 f"The {len(y)} rows project to (almost) the origin: their kernel similarity to "
                 "every training row is about zero, as for rows on another scale than the "
                 "training rows (e.g. raw 0-255 pixels against a model fitted on [0, 1]). "
                 "Scale them as the training rows were scaled.",
                 KernelScaleWarning,
-                stacklevel=3,
             )
 
     def residual(self, z: Any) -> Any:

@@ -29,7 +29,6 @@ Layer rule: graph code over numpy blocks (:mod:`npt_dask.blocks`), like
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ import scipy.linalg
 from npt_dask._inputs import as_row_chunked, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import FAN_IN, fixed_point_terms, kernel_times
-from npt_dask.errors import ConvergenceWarning, InputError
+from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
 
@@ -198,12 +197,11 @@ def _block_cg(matmat: Any, b: np.ndarray, tol: float, max_passes: int) -> tuple[
         beta = np.divide(rr_new, rr, out=np.zeros_like(rr), where=rr != 0)
         p = r + p * beta
         rr = rr_new
-    warnings.warn(
+    warn(
         f"The kernel ridge solve of the inverse transform stopped after {passes} passes with "
         f"a relative residual of {float(np.max(np.sqrt(rr) / norm_b)):.3g} > {tol:g}; raise "
         "alpha (a better conditioned system) or max_passes.",
         ConvergenceWarning,
-        stacklevel=3,
     )
     return x, passes
 

@@ -285,3 +285,16 @@ def test_interrupted_projection_propagates_and_resume_says_so(fitted, tmp_path, 
     )
     assert "8/8 chunks" in err[-1]
     np.testing.assert_array_equal(resumed["coordinates"].values, clean["coordinates"].values)
+
+
+def test_warnings_point_at_the_callers_line():
+    """Item 8: a warning names the user's line, not a line inside npt-dask."""
+    import warnings
+
+    x = np.random.default_rng(0).normal(size=(60, 4)) * 1000.0  # unscaled: rbf is ~identity
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        npt.fit(x, gamma=1.0, n_components=3)
+    scale = [w for w in caught if issubclass(w.category, npt.KernelScaleWarning)]
+    assert scale, [str(w.message) for w in caught]
+    assert all(w.filename == __file__ for w in scale), [w.filename for w in scale]

@@ -12,7 +12,6 @@ a lazy dask array or a zarr-backed DataArray of any length.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from npt_dask._inputs import wrap_rows
-from npt_dask.errors import ConvergenceWarning, InputError
+from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, chunk_sums, maybe_persist
 
 __all__ = ["PCAL1", "l1_dispersion"]
@@ -221,11 +220,10 @@ class PCAL1(TransformerMixin, BaseEstimator):
             if same and not zeros:
                 break  # step 4c: the polarities no longer change
             if it == self.max_iter:
-                warnings.warn(
+                warn(
                     f"PCAL1 did not converge in max_iter={self.max_iter} iterations; "
                     "increase max_iter.",
                     ConvergenceWarning,
-                    stacklevel=4,
                 )
                 break
             if same:  # step 4b: nudge off zero projections
