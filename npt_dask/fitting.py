@@ -128,7 +128,8 @@ def _start_block(
     n = int(x.shape[0])
     if params.start is None:
         return rng.standard_normal((n, width))
-    warm = np.asarray(compute(params.start.transform(x))[0], dtype=np.float64)[:, :width]
+    # sliced before computing: the driver receives n x width, not every coordinate of the start
+    warm = np.asarray(compute(params.start.transform(x)[:, :width])[0], dtype=np.float64)
     extra = rng.standard_normal((n, width - warm.shape[1]))
     return np.hstack([warm, extra * np.linalg.norm(warm) / np.sqrt(warm.size or 1)])
 
