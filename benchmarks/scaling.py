@@ -36,6 +36,7 @@ n = 1e6 and 1e7 on 8 / 64 / 512 workers. Prints JSON.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -59,9 +60,18 @@ def model(
     b: int | None = None,
     k: int | None = None,
     threads: int = 1,
+    basis: str = "driver",
 ) -> dict:
-    """Per-pass flops, bytes and memory of a recompute-mode Krylov pass."""
+    """Per-pass flops, bytes and memory of a recompute-mode Krylov pass.
+
+    ``basis="chunked"`` (``npt.fit(basis="chunked")``): Q and K Q are row-chunked
+    on the workers, so the re-orthogonalisation's ``8 n k b`` flops run there
+    (``1/W`` each), the driver only all-reduces ``k x b`` coefficients, and its
+    memory is the small matrices (:func:`npt_dask.planning.small_bytes`) and the
+    ``n x r`` result; each worker holds ``16 n k / W`` of basis.
+    """
     from npt_dask.eigen import krylov_shape
+    from npt_dask.planning import chunked_driver_bytes, panel_bytes, pass_bytes
 
     sb, sk = krylov_shape(n, r)
     b = b or sb
@@ -71,13 +81,16 @@ def model(
     entries = n * n / 2 + n * chunk / 2
     kernel = entries * (2 * d + ELEMENTWISE)
     products = 2.0 * n * n * (b + 1)
-    driver = 8.0 * n * k * b
+    chunked = basis == "chunked"
+    reorth = 8.0 * n * k * b
+    driver = 0.0 if chunked else reorth
     share = 1.0 - 1.0 / workers
     v = 8.0 * n * (b + 1)
     x_fetch = share * n * d * itemsize
     partial = 8.0 * n * n * (b + 1) / chunk * FAN_IN / (FAN_IN - 1) * share
-    per_worker_in = v * share + x_fetch + partial / workers
-    per_worker_out = v * share + x_fetch + partial / workers  # what one receives another sends
+    coefficients = 3 * 8.0 * k * b * 2 if chunked else 0.0  # CGS2 and T's columns, all-reduced
+    per_worker_in = v * share + x_fetch + partial / workers + coefficients
+    per_worker_out = per_worker_in  # what one receives another sends
     return {
         "n": n,
         "d": d,
@@ -90,23 +103,31 @@ def model(
         "flops_kernel": kernel,
         "flops_products": products,
         "flops_driver": driver,
+        "flops_reorth_per_worker": reorth / workers if chunked else 0.0,
+        "basis_location": basis,
         "worker_in_bytes": per_worker_in,
         "worker_out_bytes": per_worker_out,
         "worker_in_v": v * share,
         "worker_in_x": x_fetch,
         "worker_in_partials": partial / workers,
-        "driver_send_bytes": v,
-        "driver_recv_bytes": 8.0 * n * b,
-        "driver_memory": 16.0 * n * k + 8.0 * k * k + 12 * 8.0 * n * b,
+        "driver_send_bytes": 0.0 if chunked else v,
+        "driver_recv_bytes": 3 * 8.0 * k * b if chunked else 8.0 * n * b,
+        "driver_memory": (
+            chunked_driver_bytes(n, k, r)
+            if chunked
+            else 16.0 * n * k + 8.0 * k * k + 12 * 8.0 * n * b
+        ),
         "worker_memory": 3 * 8.0 * chunk * chunk * threads
         + 8.0 * n * b
-        + n * d * itemsize / workers,
+        + n * d * itemsize / workers
+        + (panel_bytes(n, k, b, r) + pass_bytes(n, b)) / workers * chunked,
     }
 
 
 def pass_time(m: dict, *, worker_gflops: float, link_gbs: float, driver_gflops: float) -> dict:
     """Seconds of one pass: the slowest of workers' compute, their links, the driver."""
-    compute = (m["flops_kernel"] + m["flops_products"]) / m["workers"] / (worker_gflops * 1e9)
+    worker_flops = (m["flops_kernel"] + m["flops_products"]) / m["workers"]
+    compute = (worker_flops + m["flops_reorth_per_worker"]) / (worker_gflops * 1e9)
     network = max(m["worker_in_bytes"], m["worker_out_bytes"]) / (link_gbs * 1e9)
     driver = m["flops_driver"] / (driver_gflops * 1e9) + (
         m["driver_send_bytes"] + m["driver_recv_bytes"]
@@ -192,34 +213,31 @@ def validate(n: int, chunk: int, r: int, b: int, workers_list: list[int], passes
 
 def table(worker_gflops: float, link_gbs: float, driver_gflops: float) -> list:
     rows = []
-    for n in (1_000_000, 10_000_000):
-        for r in (100, 1000):
-            for workers in (8, 64, 512):
-                m = model(n, 784, r, workers, chunk=4096, itemsize=4)
-                t = pass_time(
-                    m, worker_gflops=worker_gflops, link_gbs=link_gbs, driver_gflops=driver_gflops
-                )
-                rows.append(
-                    {
-                        "n": n,
-                        "r": r,
-                        "workers": workers,
-                        "b": m["b"],
-                        "basis": m["basis"],
-                        "pflop_per_pass": round(
-                            (m["flops_kernel"] + m["flops_products"]) / 1e15, 2
-                        ),
-                        "driver_gflop_per_pass": round(m["flops_driver"] / 1e9, 0),
-                        "worker_in_gb": round(m["worker_in_bytes"] / 1e9, 2),
-                        "worker_out_gb": round(m["worker_out_bytes"] / 1e9, 2),
-                        "driver_memory_gb": round(m["driver_memory"] / 1e9, 1),
-                        "worker_memory_gb": round(m["worker_memory"] / 1e9, 2),
-                        **{
-                            key: round(val, 1) if isinstance(val, float) else val
-                            for key, val in t.items()
-                        },
-                    }
-                )
+    grid = itertools.product(
+        (1_000_000, 10_000_000), (100, 1000), (8, 64, 512), ("driver", "chunked")
+    )
+    for n, r, workers, basis in grid:
+        m = model(n, 784, r, workers, chunk=4096, itemsize=4, basis=basis)
+        t = pass_time(
+            m, worker_gflops=worker_gflops, link_gbs=link_gbs, driver_gflops=driver_gflops
+        )
+        rows.append(
+            {
+                "n": n,
+                "r": r,
+                "workers": workers,
+                "basis_location": basis,
+                "b": m["b"],
+                "basis": m["basis"],
+                "pflop_per_pass": round((m["flops_kernel"] + m["flops_products"]) / 1e15, 2),
+                "driver_gflop_per_pass": round(m["flops_driver"] / 1e9, 0),
+                "worker_in_gb": round(m["worker_in_bytes"] / 1e9, 2),
+                "worker_out_gb": round(m["worker_out_bytes"] / 1e9, 2),
+                "driver_memory_gb": round(m["driver_memory"] / 1e9, 1),
+                "worker_memory_gb": round(m["worker_memory"] / 1e9, 2),
+                **{key: round(val, 1) if isinstance(val, float) else val for key, val in t.items()},
+            }
+        )
     return rows
 
 

@@ -14,7 +14,12 @@ functions as task bodies. One formula each:
   (centring and the Lemma 5 residual), :func:`project_rows` (all of it, streaming
   over training blocks in one task);
 * sums: :func:`sum_parts`, :func:`add_arrays`, :func:`add_tuples` (the nodes of the
-  fan-in :data:`FAN_IN` trees that :func:`npt_dask.graph.tree_reduce` builds).
+  fan-in :data:`FAN_IN` trees that :func:`npt_dask.graph.tree_reduce` builds);
+* the Krylov solver's row-chunked panels (:mod:`npt_dask.panels`): seeded
+  Gaussian rows (:func:`chunk_seeds`, :func:`gaussian_block`,
+  :func:`gaussian_rows`), the two halves of a tall-skinny QR
+  (:func:`tsqr_r`, :func:`tsqr_q`) and column sums of squares
+  (:func:`column_squares`, :func:`residual_squares`).
 """
 
 from __future__ import annotations
@@ -35,8 +40,12 @@ __all__ = [
     "add_tuples",
     "as_float64_block",
     "block_products",
+    "chunk_seeds",
+    "column_squares",
     "finish_rows",
     "fixed_point_terms",
+    "gaussian_block",
+    "gaussian_rows",
     "gram_times",
     "kept_block",
     "kernel_times",
@@ -44,9 +53,12 @@ __all__ = [
     "project_rows",
     "projection_terms",
     "projection_weights",
+    "residual_squares",
     "scratch_block",
     "sum_parts",
     "sym_gram_block",
+    "tsqr_q",
+    "tsqr_r",
 ]
 
 FAN_IN = 8
@@ -271,3 +283,49 @@ def project_rows(
     assert acc is not None, "a model has at least one training block"
     diag = np.full(z.shape[0], np.nan) if kernel.is_precomputed else kernel.diag(z)
     return finish_rows(acc, diag, **terms)
+
+
+# --- the Krylov solver's row-chunked panels -----------------------------------------------
+
+
+def chunk_seeds(rng: np.random.Generator, count: int) -> np.ndarray:
+    """One seed per row chunk, drawn from ``rng`` (the driver's and the chunked panels')."""
+    return rng.integers(0, 2**63 - 1, size=count, dtype=np.int64)
+
+
+def gaussian_block(seed: int, rows: int, width: int) -> np.ndarray:
+    """Row chunk of a seeded Gaussian panel."""
+    return np.random.default_rng(int(seed)).standard_normal((rows, width))
+
+
+def gaussian_rows(rng: np.random.Generator, row_chunks: Sequence[int], width: int) -> np.ndarray:
+    """A Gaussian ``sum(row_chunks) x width`` panel, drawn chunk by chunk.
+
+    The same numbers as the chunked panels' lazy draw for the same ``rng`` state.
+    """
+    seeds = chunk_seeds(rng, len(row_chunks))
+    return np.concatenate(
+        [gaussian_block(seed, rows, width) for seed, rows in zip(seeds, row_chunks, strict=True)]
+    )
+
+
+def tsqr_r(block: np.ndarray) -> np.ndarray:
+    """The triangle of a row chunk's QR (the first half of a tall-skinny QR)."""
+    return np.linalg.qr(block, mode="r")
+
+
+def tsqr_q(block: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """The row chunk's share of the tall-skinny Q: its own Q times its rows of the
+    stacked triangles' Q (the QR is recomputed: it is deterministic, and cheaper to
+    redo than to keep)."""
+    return np.linalg.qr(block)[0] @ factor
+
+
+def column_squares(block: np.ndarray) -> np.ndarray:
+    """Column sums of squares of a row chunk, ``(1, width)``."""
+    return np.einsum("ij,ij->j", block, block)[None, :]
+
+
+def residual_squares(kv: np.ndarray, v: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Column sums of squares of ``kv - v * theta`` over a row chunk, ``(1, width)``."""
+    return column_squares(kv - v * theta)

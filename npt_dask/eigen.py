@@ -21,13 +21,14 @@ The pieces, each small and pure:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import scipy.linalg
 
+from npt_dask.blocks import gaussian_rows
 from npt_dask.errors import (
     InputError,
     NegativeEigenvalueError,
@@ -37,7 +38,9 @@ from npt_dask.errors import (
 )
 
 __all__ = [
+    "DriverPanels",
     "EigenResult",
+    "Panels",
     "block_krylov_eigh",
     "dense_eigh",
     "flip_signs",
@@ -141,18 +144,156 @@ def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
     return b, min(n, max(cap, r + 2 * b))
 
 
+class Panels(Protocol):
+    """Where the solver's tall (n-row) arrays live, and the few ways it combines them.
+
+    :func:`block_krylov_eigh` is written once against this interface. Its
+    tall arrays are the basis ``Q`` and its image ``W = K Q`` (``cap``
+    columns each, written a block at a time) and n-row panels a block or r
+    wide; everything else it holds is small (``cap x cap`` at most).
+    :class:`DriverPanels` keeps them as numpy arrays in this process;
+    :class:`npt_dask.panels.ChunkedPanels` as row-chunked dask arrays on a
+    cluster's workers or on local disk, so the driver holds only the small
+    matrices. Tall values are opaque to the solver: it only passes them back
+    in, reads ``.shape`` and calls :meth:`to_numpy` on the result.
+    """
+
+    n: int
+
+    def allocate(self, cap: int) -> None:
+        """Room for ``Q`` and ``W``, ``cap`` columns each."""
+
+    def q(self, lo: int, hi: int) -> Any:
+        """Columns ``lo:hi`` of ``Q``."""
+
+    def w(self, lo: int, hi: int) -> Any:
+        """Columns ``lo:hi`` of ``W``."""
+
+    def set_q(self, lo: int, x: Any) -> None:
+        """Write ``x`` into ``Q`` from column ``lo`` on."""
+
+    def set_w(self, lo: int, x: Any) -> None:
+        """Write ``x`` into ``W`` from column ``lo`` on."""
+
+    def apply(self, lo: int, hi: int) -> None:
+        """``W[:, lo:hi] = K Q[:, lo:hi]``: one pass over the kernel."""
+
+    def random(self, rng: np.random.Generator, width: int) -> Any:
+        """A Gaussian ``n x width`` panel."""
+
+    def gram(self, a: Any, b: Any) -> np.ndarray:
+        """``a.T @ b`` (small)."""
+
+    def minus(self, x: Any, a: Any, c: np.ndarray) -> Any:
+        """``x - a @ c``."""
+
+    def times(self, a: Any, c: np.ndarray) -> Any:
+        """``a @ c``."""
+
+    def keep(self, x: Any) -> Any:
+        """``x`` computed and held, for a value used more than once."""
+
+    def qr(self, x: Any) -> tuple[Any, np.ndarray]:
+        """Thin QR: an orthonormal panel and the small triangle."""
+
+    def norms(self, x: Any) -> np.ndarray:
+        """Column norms."""
+
+    def residual_norms(self, kv: Any, v: Any, theta: np.ndarray) -> np.ndarray:
+        """Column norms of ``kv - v * theta``."""
+
+    def hstack(self, parts: Sequence[Any]) -> Any:
+        """Panels side by side."""
+
+    def take(self, x: Any, columns: slice | np.ndarray) -> Any:
+        """``x[:, columns]``."""
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        """``x`` as a numpy array on the driver."""
+
+
+class DriverPanels:
+    """:class:`Panels` as numpy arrays in this process: ``16 n cap`` bytes for Q and W.
+
+    ``row_chunks`` only shapes :meth:`random`: one seeded Gaussian block per
+    row chunk (:func:`npt_dask.blocks.gaussian_rows`), as the chunked panels
+    draw them, so both give the same start for the same seed.
+    """
+
+    def __init__(self, matmat: Matmat, n: int, row_chunks: Sequence[int] | None = None) -> None:
+        self.matmat, self.n = matmat, n
+        self.row_chunks = tuple(row_chunks) if row_chunks is not None else (n,)
+        self._q = self._w = np.empty((n, 0))
+
+    def allocate(self, cap: int) -> None:
+        # column-major: a block of columns is contiguous, and columns never used
+        # are never touched (row-major would touch every page of the whole cap)
+        self._q = np.empty((self.n, cap), order="F")
+        self._w = np.empty((self.n, cap), order="F")
+
+    def q(self, lo: int, hi: int) -> np.ndarray:
+        return self._q[:, lo:hi]
+
+    def w(self, lo: int, hi: int) -> np.ndarray:
+        return self._w[:, lo:hi]
+
+    def set_q(self, lo: int, x: np.ndarray) -> None:
+        self._q[:, lo : lo + x.shape[1]] = x
+
+    def set_w(self, lo: int, x: np.ndarray) -> None:
+        self._w[:, lo : lo + x.shape[1]] = x
+
+    def apply(self, lo: int, hi: int) -> None:
+        self._w[:, lo:hi] = self.matmat(self._q[:, lo:hi])
+
+    def random(self, rng: np.random.Generator, width: int) -> np.ndarray:
+        return gaussian_rows(rng, self.row_chunks, width)
+
+    def gram(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a.T @ b
+
+    def minus(self, x: np.ndarray, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return x - a @ c
+
+    def times(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return a @ c
+
+    def keep(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def qr(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q, r = np.linalg.qr(x)
+        return q, r
+
+    def norms(self, x: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(x, axis=0)
+
+    def residual_norms(self, kv: np.ndarray, v: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(kv - v * theta, axis=0)
+
+    def hstack(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        return np.hstack(list(parts))
+
+    def take(self, x: np.ndarray, columns: slice | np.ndarray) -> np.ndarray:
+        return x[:, columns]
+
+    def to_numpy(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x)
+
+
 WEAK = 1e-3
 """Directions of a projected block below this share of the block's largest column get a
 third Gram-Schmidt projection (two can leave rounding above ~1e-13 in them)."""
 
 
 def _orthonormalize(
-    block: np.ndarray,
-    basis: np.ndarray,
+    tall: Panels,
+    block: Any,
+    basis: Any | None,
     width: int,
     rng: np.random.Generator,
     coef: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Any, np.ndarray]:
     """Orthonormal ``width`` columns spanning ``block`` minus its part in ``basis``.
 
     Classical Gram-Schmidt twice (CGS2) as matrix products against ``basis``,
@@ -165,31 +306,36 @@ def _orthonormalize(
     ``R = U.T @ x`` (``x`` the projected block: the coupling of the new
     columns to the block, the Lanczos residual factor).
     """
-    scale = float(np.max(np.linalg.norm(block, axis=0), initial=0.0))
+    scale = float(np.max(tall.norms(block), initial=0.0))
+    projected = basis is not None and basis.shape[1] > 0
     x = block
-    if basis.shape[1]:
-        c = basis.T @ block if coef is None else coef
-        x = block - basis @ c
-        x -= basis @ (basis.T @ x)
+    if projected:
+        c = tall.gram(basis, block) if coef is None else coef
+        x = tall.keep(tall.minus(block, basis, c))
+        x = tall.keep(tall.minus(x, basis, tall.gram(basis, x)))
     # QR first: LAPACK's SVD of a tall n x b block is several times slower than its QR
-    qx, rx = np.linalg.qr(x)
+    qx, rx = tall.qr(x)
     ur, s, _ = np.linalg.svd(rx)
     # a direction is new only if it is well above the rounding left by the projection
     good = min(int(np.sum(s > 1e-10 * scale)) if scale > 0 else 0, width)
-    u = qx @ ur[:, :good]
+    u = tall.times(qx, ur[:, :good])
     strong = int(np.sum(s[:good] >= WEAK * scale))
-    if good > strong and basis.shape[1]:
-        weak = u[:, strong:]
-        weak -= basis @ (basis.T @ weak)
-        weak -= u[:, :strong] @ (u[:, :strong].T @ weak)
-        u[:, strong:] = np.linalg.qr(weak)[0]
+    if good > strong and projected:
+        u = tall.keep(u)
+        head, weak = tall.take(u, slice(0, strong)), tall.take(u, slice(strong, good))
+        weak = tall.keep(tall.minus(weak, basis, tall.gram(basis, weak)))
+        weak = tall.keep(tall.minus(weak, head, tall.gram(head, weak)))
+        u = tall.hstack([head, tall.qr(weak)[0]])
     if good < width:
-        extra = rng.standard_normal((block.shape[0], width - good))
+        u = tall.keep(u)
+        extra = tall.random(rng, width - good)
         for _ in range(2):
-            extra = extra - basis @ (basis.T @ extra)
-            extra = extra - u @ (u.T @ extra)
-        u = np.hstack([u, np.linalg.qr(extra)[0]])
-    return u, u.T @ x
+            if projected:
+                extra = tall.keep(tall.minus(extra, basis, tall.gram(basis, extra)))
+            extra = tall.keep(tall.minus(extra, u, tall.gram(u, extra)))
+        u = tall.hstack([u, tall.qr(extra)[0]])
+    u = tall.keep(u)
+    return u, tall.gram(u, x)
 
 
 DENSE_FRACTION = 0.25
@@ -259,7 +405,7 @@ class _Schedule:
 
 
 def block_krylov_eigh(
-    matmat: Matmat,
+    matmat: Matmat | None,
     n: int,
     n_components: int,
     *,
@@ -271,6 +417,7 @@ def block_krylov_eigh(
     random_state: int | np.random.Generator | None = None,
     callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
     dense_fraction: float = DENSE_FRACTION,
+    panels: Panels | None = None,
 ) -> EigenResult:
     """Top ``n_components`` eigenpairs of a symmetric operator by block Lanczos.
 
@@ -294,8 +441,9 @@ def block_krylov_eigh(
 
     Parameters
     ----------
-    matmat : callable
+    matmat : callable or None
         ``V -> K V`` for ``(n, b)`` float64 blocks. Each call is one pass.
+        Unused (may be None) when ``panels`` is given.
     n : int
         Order of the operator.
     n_components : int
@@ -327,11 +475,17 @@ def block_krylov_eigh(
         a Krylov basis for that many pairs fills the space anyway (MNIST RBF,
         r = 0.3 n, tol 1e-8: the basis reached n), and this way saves the
         re-orthogonalisation and the Rayleigh-Ritz checks.
+    panels : Panels, optional
+        Where ``Q``, ``W`` and the other n-row panels live and how the
+        operator is applied to them; default :class:`DriverPanels` over
+        ``matmat`` (numpy, this process). The results do not depend on it
+        beyond rounding. (The identity-block path above is for driver panels only.)
 
     Notes
     -----
     Memory: the basis ``Q`` and its image ``W = K Q`` are ``n x max_basis``
-    float64 each, plus ``max_basis**2`` for the projected matrix. Per pass the
+    float64 each, where ``panels`` keep them (this process by default), plus
+    ``max_basis**2`` for the projected matrix on the driver. Per pass the
     driver spends ``8 n k b`` flops on re-orthogonalisation (k basis columns);
     a check ``~ RR_FLOPS_PER_K3 k^3``; the end ``4 n k r`` for ``Q S`` and ``W S``.
     """
@@ -352,33 +506,37 @@ def block_krylov_eigh(
             f"{r + 2 * b} (or n = {n})."
         )
     rng = np.random.default_rng(random_state)
-    if start is not None and np.shape(start) != (n, b):
+    if start is not None and tuple(np.shape(start)) != (n, b):
         raise InputError(f"start must have shape ({n}, {b}); got {np.shape(start)}.")
-    if r >= dense_fraction * n and 2 * cap >= n:
-        return _eigh_through_operator(matmat, n, r, b, tol, callback)
-    # column-major: a block of columns is contiguous, and columns never used
-    # are never touched (row-major would touch every page of the whole cap)
-    q = np.empty((n, cap), order="F")
-    w = np.empty((n, cap), order="F")
-    first = rng.standard_normal((n, b)) if start is None else np.asarray(start, float)
-    q[:, :b] = _orthonormalize(first, q[:, :0], b, rng)[0]
+    if panels is None:
+        if matmat is None:
+            raise InputError("block_krylov_eigh needs matmat or panels.")
+        panels = DriverPanels(matmat, n)
+    if isinstance(panels, DriverPanels) and r >= dense_fraction * n and 2 * cap >= n:
+        return _eigh_through_operator(panels.matmat, n, r, b, tol, callback)
+    tall = panels
+    tall.allocate(cap)
+    first = tall.random(rng, b) if start is None else start
+    tall.set_q(0, _orthonormalize(tall, first, None, b, rng)[0])
     t = np.zeros((cap, cap))
     schedule = _Schedule(n, b, tol)
-    m = 0  # locked columns q[:, :m]: converged Ritz vectors, out of T
+    m = 0  # locked columns Q[:, :m]: converged Ritz vectors, out of T
     locked_theta, locked_res = np.empty(0), np.empty(0)
     lo, hi, passes = 0, b, 0
     min_seen, scale = np.inf, 0.0
     values, estimates = np.full(r, np.nan), np.full(r, np.inf)
     info: dict[str, Any] = {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
     while True:
-        w[:, lo:hi] = matmat(q[:, lo:hi])
+        tall.apply(lo, hi)
         passes += 1
-        coef = q[:, :hi].T @ w[:, lo:hi]  # T's new columns and CGS's first coefficients
+        coef = tall.gram(tall.q(0, hi), tall.w(lo, hi))  # T's new columns, CGS's coefficients
         t[m:hi, lo:hi] = coef[m:]
         t[lo:hi, m:lo] = coef[m:lo].T
         width = min(b, n - hi)
         if width:
-            q_next, coupling = _orthonormalize(w[:, lo:hi], q[:, :hi], width, rng, coef)
+            q_next, coupling = _orthonormalize(
+                tall, tall.w(lo, hi), tall.q(0, hi), width, rng, coef
+            )
         wanted = r - m
         enough = hi >= r  # a block narrower than r needs several passes first
         full = hi + width > cap
@@ -399,8 +557,8 @@ def block_krylov_eigh(
             estimates = np.concatenate([locked_res, est])
             if not width or out_of_passes or bool(np.all(est <= tol)):
                 sw = s[:, :wanted]
-                u = q[:, m:hi] @ sw
-                res = _relative_residuals(w[:, m:hi] @ sw, u, theta[:wanted], scale)
+                u = tall.keep(tall.times(tall.q(m, hi), sw))
+                res = tall.residual_norms(tall.times(tall.w(m, hi), sw), u, theta[:wanted]) / scale
                 estimates = np.concatenate([locked_res, res])
                 if not width or out_of_passes or bool(np.all(res <= tol)):
                     if low is None:
@@ -409,18 +567,35 @@ def block_krylov_eigh(
                             estimates = estimates * scale / -min_seen
                     if callback is not None:
                         callback(passes, values.copy(), estimates.copy())
-                    return _finish(q[:, :m], u, values, estimates, passes, min_seen, b, tol, info)
+                    order = np.argsort(-values, kind="stable")
+                    vectors = tall.hstack([tall.q(0, m), u]) if m else u
+                    if np.any(order != np.arange(order.size)):
+                        vectors = tall.take(vectors, order)
+                    return EigenResult(
+                        values[order],
+                        tall.to_numpy(vectors),
+                        estimates[order],
+                        passes,
+                        bool(np.all(estimates <= tol)),
+                        "krylov",
+                        min_seen,
+                        block_size=b,
+                        info=info,
+                    )
             worst = float(np.max(est, initial=0.0))
             info["checks"].append((passes, hi - m, worst))
             schedule.after_check(passes, worst, hi - m, hi)
             if full:  # thick restart on the best Ritz vectors, locking the converged
                 sk = s[:, :keep]
-                ka = q[:, m:hi] @ sk
-                kw = w[:, m:hi] @ sk
-                res = _relative_residuals(kw[:, :wanted], ka[:, :wanted], theta[:wanted], scale)
+                ka = tall.keep(tall.times(tall.q(m, hi), sk))
+                kw = tall.keep(tall.times(tall.w(m, hi), sk))
+                head = slice(0, wanted)
+                res = tall.residual_norms(tall.take(kw, head), tall.take(ka, head), theta[:wanted])
+                res = res / scale
                 lock = np.flatnonzero(res <= tol)
                 order = np.concatenate([lock, np.setdiff1d(np.arange(keep), lock)])
-                q[:, m : m + keep], w[:, m : m + keep] = ka[:, order], kw[:, order]
+                tall.set_q(m, tall.take(ka, order))
+                tall.set_w(m, tall.take(kw, order))
                 locked_theta = np.concatenate([locked_theta, theta[lock]])
                 locked_res = np.concatenate([locked_res, res[lock]])
                 info["restarts"] += 1
@@ -431,12 +606,12 @@ def block_krylov_eigh(
                 del ka, kw
                 more = min(b, n - hi) - width  # cap was near n: the next block may widen
                 if more > 0:
-                    basis = np.hstack([q[:, :hi], q_next])
-                    extra = _orthonormalize(rng.standard_normal((n, more)), basis, more, rng)[0]
-                    q_next, width = np.hstack([q_next, extra]), width + more
+                    basis = tall.hstack([tall.q(0, hi), q_next])
+                    extra = _orthonormalize(tall, tall.random(rng, more), basis, more, rng)[0]
+                    q_next, width = tall.keep(tall.hstack([q_next, extra])), width + more
         if callback is not None:
             callback(passes, values.copy(), estimates.copy())
-        q[:, hi : hi + width] = q_next
+        tall.set_q(hi, q_next)
         lo, hi = hi, hi + width
 
 
@@ -472,33 +647,6 @@ def _eigh_through_operator(
     }
     return EigenResult(
         theta, s, res, passes, bool(np.all(res <= tol)), "krylov", low, block_size=b, info=info
-    )
-
-
-def _finish(
-    locked: np.ndarray,
-    active: np.ndarray,
-    values: np.ndarray,
-    residuals: np.ndarray,
-    passes: int,
-    min_seen: float,
-    b: int,
-    tol: float,
-    info: dict,
-) -> EigenResult:
-    order = np.argsort(-values, kind="stable")
-    vectors = np.hstack([locked, active]) if locked.shape[1] else active
-    residuals = residuals[order]
-    return EigenResult(
-        values[order],
-        vectors[:, order] if locked.shape[1] else vectors,
-        residuals,
-        passes,
-        bool(np.all(residuals <= tol)),
-        "krylov",
-        min_seen,
-        block_size=b,
-        info=info,
     )
 
 
@@ -543,6 +691,6 @@ def select_eigenpairs(
             "(the kernel matrix's effective rank bounds the dimension, Lemma 1).",
             RankWarning,
         )
-    keep = keep[:wanted]
-    vectors = flip_signs(result.eigenvectors[:, keep])
+    keep = keep[:wanted]  # a prefix: sliced, not copied, before the signs are fixed
+    vectors = flip_signs(result.eigenvectors[:, : keep.size])
     return values[keep].copy(), vectors, result.residuals[keep].copy()

@@ -23,12 +23,19 @@ from npt_dask._inputs import (
     is_sparse_rows,
 )
 from npt_dask._scheduler import compute, current_client, task_threads
-from npt_dask.eigen import EigenResult, block_krylov_eigh, dense_eigh, select_eigenpairs
+from npt_dask.eigen import (
+    DriverPanels,
+    EigenResult,
+    block_krylov_eigh,
+    dense_eigh,
+    select_eigenpairs,
+)
 from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
-from npt_dask.gram import KernelOperator, center_columns, drop_zero_features, kernel_matrix
+from npt_dask.gram import KernelOperator, drop_zero_features, kernel_matrix
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.panels import ChunkedPanels
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
@@ -62,6 +69,8 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         block_size=width,
         max_basis=params.max_basis,
         threads=task_threads(),
+        basis=params.basis,
+        cluster=current_client() is not None,
     )
 
 
@@ -96,9 +105,12 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
     n, r = int(x.shape[0]), int(params.n_components or 0)
     op = KernelOperator(drop_zero_features(x, kernel), kernel, center=params.center, kept=plan.kept)
     rng = np.random.default_rng(params.random_state)
-    start = _start_block(x, params, plan.block_size, rng)
-    if params.center:
-        start = center_columns(start)
+    panels: DriverPanels | ChunkedPanels
+    if plan.basis == "chunked":
+        panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
+    else:
+        panels = DriverPanels(op.matmat, n, op.row_chunks)
+    start = _start_block(x, params, plan.block_size, rng, panels)
     tol = _tolerance(params, x.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
     try:
@@ -113,25 +125,43 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
             start=start,
             random_state=rng,
             callback=report,
+            panels=panels,
         )
         m = op.row_means if params.center else np.zeros(n)
     finally:
         report.close()
         op.release()
+        if isinstance(panels, ChunkedPanels):
+            panels.close()
     return result, m, (float(m.mean()) if params.center else 0.0)
 
 
 def _start_block(
-    x: da.Array, params: FitParams, width: int, rng: np.random.Generator
-) -> np.ndarray:
-    """The Krylov start: Gaussian, or a warm start's coordinates of X (random columns past r)."""
-    n = int(x.shape[0])
+    x: da.Array,
+    params: FitParams,
+    width: int,
+    rng: np.random.Generator,
+    panels: DriverPanels | ChunkedPanels,
+) -> Any:
+    """The Krylov start, centred: Gaussian (one seeded draw per row chunk, the same for
+    either panels), or a warm start's coordinates of X (random columns past r)."""
     if params.start is None:
-        return rng.standard_normal((n, width))
-    # sliced before computing: the driver receives n x width, not every coordinate of the start
-    warm = np.asarray(compute(params.start.transform(x)[:, :width])[0], dtype=np.float64)
-    extra = rng.standard_normal((n, width - warm.shape[1]))
-    return np.hstack([warm, extra * np.linalg.norm(warm) / np.sqrt(warm.size or 1)])
+        block = panels.random(rng, width)
+    else:
+        # sliced before computing: no more than n x width of the start's coordinates
+        warm = params.start.transform(x)[:, :width]
+        if isinstance(panels, ChunkedPanels):
+            warm = panels.keep(warm.astype(np.float64).rechunk({1: -1}))
+            size = float(np.sqrt(np.sum(panels.norms(warm) ** 2)))
+        else:
+            warm = np.asarray(compute(warm)[0], dtype=np.float64)
+            size = float(np.linalg.norm(warm))
+        extra = panels.random(rng, width - int(warm.shape[1]))
+        scale = size / np.sqrt(max(int(warm.shape[0]) * int(warm.shape[1]), 1))
+        block = panels.hstack([warm, extra * scale])
+    if params.center:
+        block = block - block.mean(axis=0, keepdims=True)
+    return block
 
 
 def _tolerance(params: FitParams, dtype: np.dtype) -> float:
@@ -167,6 +197,7 @@ def fit(
     precision: str | None = _D["precision"],
     block_size: int | None = _D["block_size"],
     max_basis: int | None = _D["max_basis"],
+    basis: str = _D["basis"],
     max_passes: int = _D["max_passes"],
     on_negative: str = _D["on_negative"],
     random_state: int | np.random.Generator | None = _D["random_state"],
@@ -222,11 +253,22 @@ def fit(
     block_size : int, optional
         Krylov block width. Default: chosen by a cost model from the kernel
         work and the share of kept blocks (narrow when blocks are kept, wide
-        when they are recomputed; see :func:`npt_dask.planning.choose_block_size`).
+        when they are recomputed; see :func:`npt_dask.planning.plan_fit`).
     max_basis : int, optional
-        Most Krylov basis columns kept on the driver before a thick restart;
-        default ``max(12 b, 6 n_components)``, fewer if ``2 * 8 * n * max_basis``
-        bytes would exceed half of ``memory_budget``.
+        Most Krylov basis columns before a thick restart; default the fit
+        plan's (:func:`npt_dask.eigen.krylov_shape` for ``n_components >= 200``),
+        fewer on the driver if ``2 * 8 * n * max_basis`` bytes would not fit in
+        ``memory_budget`` and ``basis="driver"``.
+    basis : {"auto", "driver", "chunked"}, default "auto"
+        Where the Krylov basis ``Q``, its image ``K Q`` and the other n-row
+        panels live. ``"driver"``: numpy arrays in this process
+        (``16 n max_basis`` bytes). ``"chunked"``: row-chunked arrays on the
+        workers of a ``distributed`` cluster, or ``.npy`` files under dask's
+        ``temporary-directory`` with a local scheduler; this process then
+        holds only ``max_basis x max_basis`` matrices and the result (see
+        :mod:`npt_dask.panels`). ``"auto"``: chunked only when the fit plan
+        cannot give the solver its full basis within ``memory_budget`` here.
+        Results agree to rounding.
     max_passes : int, default 50
         Most Krylov passes over the kernel.
     on_negative : {"warn", "raise"}
@@ -272,7 +314,7 @@ def fit(
         n_components=n_components,
         center=center, solver=solver, tol=tol, rtol=rtol, chunk_size=chunk_size, cache=cache,
         memory_budget=memory_budget, precision=precision, block_size=block_size,
-        max_basis=max_basis, max_passes=max_passes, on_negative=on_negative,
+        max_basis=max_basis, basis=basis, max_passes=max_passes, on_negative=on_negative,
         random_state=random_state, landmarks=landmarks, landmark_method=landmark_method,
         start=start, progress=progress,
     )  # fmt: skip
@@ -385,7 +427,7 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
         on_negative=params.on_negative,  # type: ignore[arg-type]
     )
     if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
-        vectors = vectors - vectors.mean(axis=0)
+        vectors -= vectors.mean(axis=0)  # in place: an n x r copy fewer (flip_signs made it)
     # canonical C order: a saved and loaded model then computes bit for bit the same
     vectors, m = np.ascontiguousarray(vectors), np.ascontiguousarray(m)
     diagnostics = SolverDiagnostics(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import dask
@@ -47,8 +47,6 @@ from npt_dask._scheduler import (
     ship_blocks,
 )
 from npt_dask.blocks import (
-    FAN_IN,
-    add_arrays,
     block_products,
     kept_block,
     pair_products,
@@ -56,7 +54,6 @@ from npt_dask.blocks import (
     sym_gram_block,
 )
 from npt_dask.errors import InputError
-from npt_dask.graph import tree_reduce
 from npt_dask.kernels import KernelSpec
 from npt_dask.planning import cached_fraction, kept_pairs, upper_pairs
 
@@ -165,16 +162,23 @@ def center_columns(v: np.ndarray) -> np.ndarray:
     return v - v.mean(axis=0, keepdims=True)
 
 
-def _tree_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed:
-    """Sum Delayed contributions (``part[which]``) with a tree of fan-in ``FAN_IN``."""
-    groups = [items[k : k + FAN_IN] for k in range(0, len(items), FAN_IN)]
-    level = [
-        delayed(sum_parts, pure=True)(
-            [p for p, _ in g], [w for _, w in g], dask_key_name=f"{key}-l0-{n}"
+def _chain_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed:
+    """Sum Delayed contributions (``part[which]``) as a running sum, in the given order.
+
+    A pass's pair products each feed two row sums; a tree over them keeps a
+    pair's output alive until both rows' groups are complete, and the
+    scheduler ran many pairs ahead of the sums (measured: about 22 row
+    panels of ``n x (b + 1)`` alive at once). A running sum, in the order
+    the pairs are laid out, releases each output as soon as both rows have
+    added it: about one panel (the sums themselves) plus the pairs in flight.
+    """
+    part, which = items[0]
+    total = delayed(sum_parts, pure=True)([part], [which], dask_key_name=f"{key}-0")
+    for k, (part, which) in enumerate(items[1:], start=1):
+        total = delayed(sum_parts, pure=True)(
+            [total, part], [None, which], dask_key_name=f"{key}-{k}"
         )
-        for n, g in enumerate(groups)
-    ]
-    return tree_reduce(level, add_arrays, key=key)
+    return total
 
 
 class KernelOperator:
@@ -304,9 +308,13 @@ class KernelOperator:
             self._k_parts[i][j], self._k_parts[j][i], dask_key_name=key
         )
 
-    def _pass_graph(self, v: np.ndarray) -> list[Delayed]:
+    def _pass_graph(self, v: np.ndarray | list[Delayed]) -> list[Delayed]:
+        """The pass's row sums of ``calK v``; ``v`` numpy, or its row chunks as Delayed."""
         nb = len(self.row_chunks)
-        v_parts = ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
+        v_parts = (
+            v if isinstance(v, list)
+            else ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
+        )  # fmt: skip
         self._graphs += 1
         tag = f"{self._token}-p{self.passes}-g{self._graphs}"
         contributions: list[list[tuple[Delayed, int]]] = [[] for _ in range(nb)]
@@ -335,7 +343,7 @@ class KernelOperator:
                 contributions[i].append((pair, 0))
                 if i != j:
                     contributions[j].append((pair, 1))
-        return [_tree_sum(c, f"npt-rowsum-{tag}-{i}") for i, c in enumerate(contributions)]
+        return [_chain_sum(c, f"npt-rowsum-{tag}-{i}") for i, c in enumerate(contributions)]
 
     def uncentered_matmat(self, v: np.ndarray) -> np.ndarray:
         """``calK @ v`` for an ``(n, b)`` float64 block; one pass over the kernel."""
@@ -358,6 +366,42 @@ class KernelOperator:
         if not self.center:
             return self.uncentered_matmat(v)
         return center_columns(self.uncentered_matmat(center_columns(v)))
+
+    def chunked_matmat(self, v: da.Array, keep: Callable[[da.Array], da.Array]) -> da.Array:
+        """``K @ v`` for a row-chunked ``v``, never gathered: the result is held by ``keep``.
+
+        ``v`` is rechunked like the training rows if it is not already. The
+        pass's result (with the row sums of the first pass, which come free)
+        is held by ``keep`` (persisted on a cluster, written to local disk by
+        :class:`npt_dask.panels.ChunkedPanels`); its centring is a second,
+        ``n x b`` sized, held result.
+        """
+        v = v.rechunk({0: self.row_chunks, 1: -1}).astype(np.float64)
+        if v.ndim != 2 or v.shape[0] != self.n:
+            raise InputError(f"v must have shape ({self.n}, b); got {v.shape}.")
+        if self.center:
+            v = v - v.mean(axis=0, keepdims=True)
+        want_sums = self._row_sums is None
+        if want_sums:
+            ones = da.ones((self.n, 1), chunks=(self.row_chunks, 1))
+            v = da.concatenate([v, ones], axis=1).rechunk({1: -1})
+        width = int(v.shape[1])
+        rows = self._pass_graph(list(v.to_delayed()[:, 0]))
+        out = keep(
+            da.concatenate(
+                [
+                    da.from_delayed(part, (size, width), dtype=np.float64)
+                    for part, size in zip(rows, self.row_chunks, strict=True)
+                ]
+            )
+        )
+        self.passes += 1
+        if want_sums:
+            self._row_sums = np.asarray(compute(out[:, -1])[0], dtype=np.float64)
+            out = out[:, :-1]
+        if self.center:
+            out = keep(out - out.mean(axis=0, keepdims=True))
+        return out
 
     @property
     def row_means(self) -> np.ndarray:

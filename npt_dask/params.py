@@ -379,6 +379,14 @@ PARAMS: tuple[Param, ...] = (
         parse=_number_or(int),
     ),
     Param(
+        "basis",
+        (Options(("auto", "driver", "chunked")),),
+        "auto",
+        "where the Krylov basis lives: in this process, row-chunked on the workers or local "
+        "disk, or (auto) chunked only when the fit plan does not fit it here",
+        parse=str,
+    ),
+    Param(
         "max_passes",
         (Interval(_INT, 1, None),),
         50,
@@ -483,6 +491,7 @@ class FitParams:
     precision: str | None = None
     block_size: int | None = None
     max_basis: int | None = None
+    basis: str = "auto"
     max_passes: int = 50
     on_negative: str = "warn"
     random_state: Any = None

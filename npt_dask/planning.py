@@ -11,9 +11,14 @@ The memory a fit holds beyond its input rows, all counted against
 ``memory_budget``:
 
 * on the driver, the Krylov basis ``Q`` and its image ``K Q``
-  (:func:`basis_bytes`) and the solver's work arrays (:func:`work_bytes`);
-  for the dense solver the n x n matrix and its eigendecomposition
-  (:func:`dense_bytes`);
+  (:func:`basis_bytes`), the solver's work arrays (:func:`work_bytes`) and
+  its small matrices (:func:`small_bytes`); for the dense solver the n x n
+  matrix and its eigendecomposition (:func:`dense_bytes`);
+* or, when the basis does not fit there (``basis="chunked"``), only the small
+  matrices and the result (:func:`chunked_driver_bytes`): the basis and the
+  n-row panels live as row-chunked arrays (:mod:`npt_dask.panels`) on the
+  workers of a cluster or on local disk, ``panel_bytes`` in the plan, outside
+  ``memory_budget`` (workers bound them by their own memory limit and spill);
 * where the tasks run (the workers of a cluster, else this process), the
   kernel blocks in flight (:func:`in_flight_bytes`) and the blocks kept
   between passes (:func:`kept_pairs`).
@@ -30,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from npt_dask.eigen import LARGE_R, krylov_shape
+from npt_dask.eigen import DENSE_FRACTION, LARGE_R, krylov_shape
 from npt_dask.errors import InputError
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "basis_columns",
     "block_candidates",
     "cached_fraction",
+    "chunked_driver_bytes",
     "default_block_size",
     "default_memory_budget",
     "dense_bytes",
@@ -48,7 +54,9 @@ __all__ = [
     "fit_cost",
     "in_flight_bytes",
     "kept_pairs",
+    "pass_bytes",
     "plan_fit",
+    "small_bytes",
     "upper_pairs",
     "work_bytes",
 ]
@@ -71,6 +79,12 @@ product on one core (~1.5 ns an entry, ~70 flops at 49 GFLOP/s)."""
 
 PRODUCT_EFFICIENCY = 0.75
 """Block times a skinny (b ~ 100) panel runs at ~75% of the square-product rate."""
+
+PASS_PANELS = 6
+"""n-row panels of width ``b + 1`` a pass holds where its tasks run (see :func:`pass_bytes`).
+
+Measured with the basis off the driver, one pass, b = 40, chunks of 1,000 rows: peak RSS
+grew by 53 MB at n = 10,000 and 108 MB at n = 40,000, 5.6 panels per row."""
 
 BLOCKS_PER_TASK = 2
 """Kernel blocks' worth of float64 a task holds at once: its block (in the
@@ -105,6 +119,36 @@ def work_bytes(n: int, b: int, n_components: int) -> int:
     and four ``n x r`` (Ritz vectors, their image, the residual terms).
     """
     return 8 * n * (12 * (b + 1) + 4 * n_components)
+
+
+def small_bytes(columns: int) -> int:
+    """The solver's small matrices: the projected ``T`` (``columns x columns`` float64), the
+    symmetric copy ``eigh`` works on, and its Ritz coefficients (at most half as many
+    columns: a restart keeps half the basis): two and a half such matrices."""
+    return 20 * columns * columns
+
+
+def pass_bytes(n: int, b: int) -> int:
+    """A pass's n-row values where the tasks run: :data:`PASS_PANELS` panels ``n x (b + 1)``.
+
+    The block V (every pair needs its rows), the running row sums and the
+    result, its centred copy; held where the tasks run, whatever holds the basis.
+    """
+    return PASS_PANELS * 8 * n * (b + 1)
+
+
+def chunked_driver_bytes(n: int, columns: int, n_components: int) -> int:
+    """What the driver holds with the basis off it: the small matrices and the ``n x r``
+    eigenvectors it receives at the end of the solve, then (the small matrices gone) those
+    and their sign-fixed copy; and the row means."""
+    result = 8 * n * n_components
+    return max(small_bytes(columns) + result, 2 * result) + 8 * n
+
+
+def panel_bytes(n: int, columns: int, b: int, n_components: int) -> int:
+    """The chunked panels: the basis and its image, and the n-row panels of a step (eight
+    ``n x b`` and four ``n x r`` held at once at most)."""
+    return basis_bytes(n, columns) + 8 * n * (8 * b + 4 * n_components)
 
 
 def dense_bytes(n: int) -> int:
@@ -199,10 +243,13 @@ class FitPlan:
     """How a fit will run and what it will hold; see :func:`plan_fit`.
 
     ``driver_bytes`` is what the process calling ``fit`` holds (basis and
-    work arrays, or the dense matrix); ``worker_bytes`` what the tasks hold
-    (blocks in flight and kept blocks), on the workers of a cluster or in
-    the same process under the threaded scheduler. Their sum is within
+    work arrays, or the dense matrix; with ``basis="chunked"`` only the small
+    matrices and the result); ``worker_bytes`` what the tasks hold (blocks in
+    flight and kept blocks), on the workers of a cluster or in the same
+    process under the threaded scheduler. Their sum is within
     ``memory_budget`` unless ``cache="memory"`` asked to keep every block.
+    ``panel_bytes`` is the chunked basis and panels (workers' memory or local
+    disk: ``basis_home``), zero when the basis is on the driver.
     """
 
     solver: str
@@ -216,6 +263,9 @@ class FitPlan:
     worker_bytes: int
     memory_budget: int
     threads: int
+    basis: str = "driver"
+    panel_bytes: int = 0
+    basis_home: str = "driver"
 
     @property
     def n_pairs(self) -> int:
@@ -255,6 +305,9 @@ class FitPlan:
             "worker_bytes": self.worker_bytes,
             "memory_budget": self.memory_budget,
             "threads": self.threads,
+            "basis": self.basis,
+            "basis_home": self.basis_home,
+            "panel_bytes": self.panel_bytes,
         }
 
 
@@ -293,26 +346,56 @@ def _dense_plan(
 
 def _krylov_candidate(
     b: int, *, n: int, r: int, chunks: tuple[int, ...], itemsize: int, cache: str,
-    budget: int, max_basis: int | None, threads: int,
+    budget: int, max_basis: int | None, threads: int, home: str,
 ) -> FitPlan:  # fmt: skip
+    """The plan for width ``b``, its basis on the driver (``home="driver"``) or chunked
+    (``home`` is ``"workers"`` or ``"disk"``)."""
     in_flight = in_flight_bytes(max(chunks), threads)
+    chunked = home != "driver"
     if max_basis:
         columns = min(n, max_basis)
+    elif chunked:  # the columns the solver wants: the budget does not hold them
+        columns = _wanted_columns(n, r, b)
     elif r >= LARGE_R:  # the solver's own cap, or what the budget affords (it restarts)
-        affordable = (budget - work_bytes(n, b, r) - in_flight) // basis_bytes(n, 1)
-        columns = min(krylov_shape(n, r)[1], max(affordable, min(n, r + 2 * b)))
+        cap = krylov_shape(n, r)[1]
+        spare = budget - work_bytes(n, b, r) - small_bytes(cap) - in_flight
+        columns = min(cap, max(spare // basis_bytes(n, 1), min(n, r + 2 * b)))
     else:
         columns = basis_columns(n, r, b, budget)
-    driver = basis_bytes(n, columns) + work_bytes(n, b, r)
+    if chunked:
+        driver = chunked_driver_bytes(n, columns, r)
+    elif r >= DENSE_FRACTION * n and 2 * columns >= n:  # the solver's identity-block path
+        driver = dense_bytes(n)
+    else:
+        driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)
     if cache == "memory":
         kept = tuple(upper_pairs(len(chunks)))
     elif cache == "recompute":
         kept = ()
     else:
-        kept = kept_pairs(chunks, itemsize, budget - driver - in_flight)
+        spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
+        kept = kept_pairs(chunks, itemsize, spare)
     held = sum(chunks[i] * chunks[j] for i, j in kept) * itemsize
-    return FitPlan("krylov", n, r, chunks, b, columns, kept, driver, in_flight + held, budget,
-                   threads)  # fmt: skip
+    tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
+    return FitPlan(
+        "krylov", n, r, chunks, b, columns, kept, driver, tasks, budget, threads,
+        basis="chunked" if chunked else "driver",
+        panel_bytes=panel_bytes(n, columns, b, r) if chunked else 0,
+        basis_home=home,
+    )  # fmt: skip
+
+
+def _wanted_columns(n: int, r: int, b: int) -> int:
+    """The basis the solver would take with no memory limit."""
+    return krylov_shape(n, r)[1] if r >= LARGE_R else basis_columns(n, r, b, 2**62)
+
+
+def _wanted(plan: FitPlan) -> int:
+    return _wanted_columns(plan.n, plan.n_components or 0, plan.block_size)
+
+
+def _leanest(plans: list[FitPlan]) -> FitPlan | None:
+    return min(plans, key=lambda p: p.driver_bytes) if plans else None
 
 
 def _fits(plan: FitPlan) -> bool:
@@ -324,8 +407,14 @@ def _fits(plan: FitPlan) -> bool:
     return plan.max_basis >= least and held <= plan.memory_budget
 
 
-def _refuse(plan: FitPlan, max_basis: int | None) -> None:
+def _refuse(plan: FitPlan, max_basis: int | None, chunked: FitPlan | None = None) -> None:
     n, b = plan.n, plan.block_size
+    off = (
+        "" if chunked is None
+        else f" With the basis off the driver (basis='chunked') the driver would still need "
+        f"{chunked.driver_bytes / 2**30:.2f} GiB and the tasks "
+        f"{chunked.worker_bytes / 2**30:.2f} GiB."
+    )  # fmt: skip
     least = (plan.n_components or 0) + 2 * b
     in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
     raise InputError(
@@ -334,8 +423,8 @@ def _refuse(plan: FitPlan, max_basis: int | None) -> None:
         f"{work_bytes(n, b, plan.n_components or 0) / 2**30:.2f} GiB of work arrays and "
         f"{in_flight / 2**30:.2f} GiB of kernel blocks in flight), which memory_budget="
         f"{plan.memory_budget / 2**30:.2f} GiB or max_basis={max_basis} does not allow (at "
-        f"least n_components + 2 * block_size = {least} columns). Raise memory_budget, lower "
-        "n_components, block_size or chunk_size."
+        f"least n_components + 2 * block_size = {least} columns).{off} Raise memory_budget, "
+        "lower n_components, block_size or chunk_size."
     )
 
 
@@ -353,6 +442,8 @@ def plan_fit(
     block_size: int | None = None,
     max_basis: int | None = None,
     threads: int = 1,
+    basis: str = "auto",
+    cluster: bool = False,
 ) -> FitPlan:
     """The fit plan: the cheapest solver set-up that fits in ``memory_budget``.
 
@@ -363,6 +454,11 @@ def plan_fit(
     :func:`fit_cost` among those that fit is chosen. Nothing that does not
     fit is ever chosen: with no candidate left this raises an
     :class:`~npt_dask.errors.InputError` naming the sizes.
+
+    Where the basis lives (``basis``): ``"driver"``; ``"chunked"`` (row-chunked
+    panels on the workers when ``cluster``, else on local disk); ``"auto"``:
+    on the driver when the basis the solver wants fits there, else chunked
+    when that fits, else on the driver with a smaller basis (thick restarts).
 
     Examples
     --------
@@ -391,16 +487,26 @@ def plan_fit(
         widths = [krylov_shape(n, r)[0]]
     else:
         widths = block_candidates(n, r)
-    plans = [
-        _krylov_candidate(
-            b, n=n, r=r, chunks=chunks, itemsize=itemsize, cache=cache,
-            budget=memory_budget, max_basis=max_basis, threads=threads,
-        )
-        for b in widths
-    ]  # fmt: skip
-    feasible = [p for p in plans if _fits(p)]
+    home = "workers" if cluster else "disk"
+
+    def candidates(where: str) -> list[FitPlan]:
+        return [
+            _krylov_candidate(
+                b, n=n, r=r, chunks=chunks, itemsize=itemsize, cache=cache,
+                budget=memory_budget, max_basis=max_basis, threads=threads, home=where,
+            )
+            for b in widths
+        ]  # fmt: skip
+
+    on_driver = candidates("driver") if basis != "chunked" else []
+    chunked = candidates(home) if basis != "driver" else []
+    roomy = [p for p in on_driver if _fits(p) and p.max_basis >= _wanted(p)]
+    feasible = (
+        roomy or [p for p in chunked if _fits(p)] or [p for p in on_driver if _fits(p)]
+    )  # fmt: skip
     if not feasible:
-        _refuse(min(plans, key=lambda p: p.driver_bytes), max_basis)
+        lean_chunked = _leanest(chunked)
+        _refuse(_leanest(on_driver) or lean_chunked, max_basis, lean_chunked if on_driver else None)
     return min(
         feasible,
         key=lambda p: fit_cost(

@@ -20,10 +20,12 @@ from npt_dask.errors import InputError
 from npt_dask.planning import (
     FIXED_OVERHEAD,
     basis_bytes,
+    chunked_driver_bytes,
     dense_bytes,
     in_flight_bytes,
     kept_pairs,
     plan_fit,
+    small_bytes,
     upper_pairs,
     work_bytes,
 )
@@ -59,7 +61,14 @@ def test_plans_fit_their_budget_or_are_refused(n, r, chunk, budget):
             return
     plan = plan_fit(**kw)
     assert plan.solver == "krylov"
-    assert plan.driver_bytes == basis_bytes(n, plan.max_basis) + work_bytes(n, plan.block_size, r)
+    if plan.basis == "driver":
+        held = basis_bytes(n, plan.max_basis) + work_bytes(n, plan.block_size, r)
+        assert plan.driver_bytes == held + small_bytes(plan.max_basis)
+        assert plan.panel_bytes == 0
+    else:  # off the driver: only small matrices and the result stay here
+        assert plan.driver_bytes == chunked_driver_bytes(n, plan.max_basis, r)
+        assert plan.panel_bytes >= basis_bytes(n, plan.max_basis)
+        assert plan.basis_home == "disk"
     assert plan.driver_bytes + plan.worker_bytes <= budget
     assert plan.max_basis >= min(n, r + 2 * plan.block_size)
     assert plan.kept == tuple(upper_pairs(len(plan.row_chunks)))[: len(plan.kept)]
