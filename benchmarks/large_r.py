@@ -102,7 +102,7 @@ def main() -> None:
     _instrument(record)
     start = time.perf_counter()
     model = npt.fit(x, gamma=gamma, n_components=args.r, solver="krylov", tol=args.tol,
-                    max_passes=500, random_state=0)  # fmt: skip
+                    max_passes=500, random_state=0, progress=True)  # fmt: skip
     seconds = time.perf_counter() - start
     sampler.stop.set()
     peak = max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)

@@ -311,7 +311,7 @@ def gaussian_rows(rng: np.random.Generator, row_chunks: Sequence[int], width: in
 
 def tsqr_r(block: np.ndarray) -> np.ndarray:
     """The triangle of a row chunk's QR (the first half of a tall-skinny QR)."""
-    return np.linalg.qr(block, mode="r")
+    return np.asarray(np.linalg.qr(block, mode="r"))
 
 
 def tsqr_q(block: np.ndarray, factor: np.ndarray) -> np.ndarray:

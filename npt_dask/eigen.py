@@ -293,25 +293,32 @@ def _orthonormalize(
     width: int,
     rng: np.random.Generator,
     coef: np.ndarray | None = None,
-) -> tuple[Any, np.ndarray]:
+    start: int = 0,
+) -> tuple[Any, np.ndarray, int]:
     """Orthonormal ``width`` columns spanning ``block`` minus its part in ``basis``.
 
-    Classical Gram-Schmidt twice (CGS2) as matrix products against ``basis``,
-    reusing ``coef = basis.T @ block`` when the caller has it; then a QR and
-    an SVD of the small triangle. Only the weak directions (singular value
-    below ``WEAK`` times the block's largest column) get a third projection,
-    not the whole block. Directions below 1e-10 of the block vanish (an
-    invariant subspace was reached) and are replaced by random ones
-    orthogonal to everything so far. Returns the columns ``U`` and
-    ``R = U.T @ x`` (``x`` the projected block: the coupling of the new
-    columns to the block, the Lanczos residual factor).
+    Classical Gram-Schmidt twice (CGS2) as matrix products: the first
+    projection against ``basis[:, start:]`` only, reusing
+    ``coef = basis[:, start:].T @ block`` when the caller has it (a Lanczos
+    block couples to the previous block and itself alone; its other
+    coefficients are rounding, which the second, full projection removes),
+    the second against all of ``basis``; then a QR and an SVD of the small
+    triangle. Only the weak directions (singular value below ``WEAK`` times
+    the block's largest column) get a third projection, not the whole block.
+    Directions below 1e-10 of the block vanish (an invariant subspace was
+    reached) and are replaced by random ones orthogonal to everything so
+    far. Returns the columns ``U``, ``R = U.T @ x`` (``x`` the projected
+    block: the coupling of the new columns to the block, the Lanczos
+    residual factor) and how many columns came from ``block`` (the rest are
+    random).
     """
     scale = float(np.max(tall.norms(block), initial=0.0))
     projected = basis is not None and basis.shape[1] > 0
     x = block
     if projected:
-        c = tall.gram(basis, block) if coef is None else coef
-        x = tall.keep(tall.minus(block, basis, c))
+        near = basis if start == 0 else tall.take(basis, slice(start, None))
+        c = tall.gram(near, block) if coef is None else coef
+        x = tall.keep(tall.minus(block, near, c))
         x = tall.keep(tall.minus(x, basis, tall.gram(basis, x)))
     # QR first: LAPACK's SVD of a tall n x b block is several times slower than its QR
     qx, rx = tall.qr(x)
@@ -335,7 +342,7 @@ def _orthonormalize(
             extra = tall.keep(tall.minus(extra, u, tall.gram(u, extra)))
         u = tall.hstack([u, tall.qr(extra)[0]])
     u = tall.keep(u)
-    return u, tall.gram(u, x)
+    return u, tall.gram(u, x), good
 
 
 DENSE_FRACTION = 0.25
@@ -344,20 +351,60 @@ explicitly (see its ``dense_fraction``)."""
 
 FULL_EIGH_ORDER = 400
 """Projected matrices up to this order get a full ``eigh``; larger ones only the pairs
-needed (LAPACK's ``syevx``: bisection and inverse iteration, back-transforming only
-those vectors) and, at the end, the smallest eigenvalue in a values-only call."""
+needed, and the smallest eigenvalue, from one tridiagonal reduction (:func:`_top_eigh`)."""
+
+
+def _top_eigh(
+    a: np.ndarray, need: int, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Top ``need`` eigenpairs of the symmetric ``a`` (largest first) and its smallest
+    eigenvalue, from ONE tridiagonal reduction; None if LAPACK's MRRR fails.
+
+    LAPACK's ``dsyevr`` takes MRRR (``dstemr``) only for all eigenpairs and falls back to
+    bisection and inverse iteration (as ``syevx``) for a subset; calling the pieces
+    directly (``dsytrd``, ``dstemr`` for the wanted pairs, ``dstebz`` for the smallest
+    value, ``dormqr`` to back-transform the wanted vectors only) does the same work as
+    ``syevr`` on all pairs minus the unwanted vectors. Measured on a 3,400 x 3,400
+    projected matrix (MNIST RBF, r = 1000, 2 cores): 2.9 s against 4.6 s for ``syevx`` on
+    the subset plus 1.4 s for a values-only call for the smallest eigenvalue.
+    """
+    lapack = scipy.linalg.lapack
+    k = a.shape[0]
+    # a symmetric C-ordered matrix is its own transpose: hand LAPACK the Fortran view
+    a = a.T if a.flags.c_contiguous and not a.flags.f_contiguous else a
+    lwork = int(lapack.dsytrd_lwork(k, lower=1)[0])
+    c, d, e, tau, info = lapack.dsytrd(a, lower=1, lwork=lwork, overwrite_a=overwrite)
+    if info:
+        return None
+    _m, low, _blocks, _splits, info = lapack.dstebz(d, e, 2, 0.0, 0.0, 1, 1, 0.0, "E")
+    if info:
+        return None
+    m, theta, z, info = lapack.dstemr(d, np.append(e, 0.0), 2, 0.0, 0.0, k - need + 1, k)
+    if info or m != need:
+        return None
+    z = np.asfortranarray(z[:, need - 1 :: -1] if need else z[:, :0])  # largest first
+    if k > 1 and need:
+        h = np.asfortranarray(c[1:, : k - 1])  # the reflectors (dormtr, uplo = "L")
+        lwork = int(lapack.dormqr("L", "N", h, tau, z[1:], -1)[1][0])
+        z[1:], _work, info = lapack.dormqr("L", "N", h, tau, z[1:], lwork)
+        if info:
+            return None
+    return theta[need - 1 :: -1].copy() if need else theta[:0], z, float(low[0])
 
 
 def _ritz(t: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray, float | None]:
     """Top ``need`` eigenpairs of the projected matrix, largest first, and its smallest
     eigenvalue when it came for free (else None)."""
     k = t.shape[0]
-    t = (t + t.T) / 2
+    sym = (t + t.T) / 2
     if k <= FULL_EIGH_ORDER or 2 * need >= k:
-        theta, s = scipy.linalg.eigh(t, check_finite=False, overwrite_a=True)
+        theta, s = scipy.linalg.eigh(sym, check_finite=False, overwrite_a=True)
         return theta[::-1][:need], s[:, ::-1][:, :need], float(theta[0])
+    top = _top_eigh(sym, need, overwrite=True)
+    if top is not None:
+        return top
     theta, s = scipy.linalg.eigh(
-        t, check_finite=False, overwrite_a=True, driver="evx", subset_by_index=[k - need, k - 1]
+        (t + t.T) / 2, check_finite=False, driver="evx", subset_by_index=[k - need, k - 1]
     )
     return theta[::-1], s[:, ::-1], None
 
@@ -523,20 +570,28 @@ def block_krylov_eigh(
     m = 0  # locked columns Q[:, :m]: converged Ritz vectors, out of T
     locked_theta, locked_res = np.empty(0), np.empty(0)
     lo, hi, passes = 0, b, 0
+    near = 0  # first column the newest block couples to (block tridiagonal; all after a restart)
     min_seen, scale = np.inf, 0.0
     values, estimates = np.full(r, np.nan), np.full(r, np.inf)
     info: dict[str, Any] = {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
     while True:
         tall.apply(lo, hi)
         passes += 1
-        coef = tall.gram(tall.q(0, hi), tall.w(lo, hi))  # T's new columns, CGS's coefficients
-        t[m:hi, lo:hi] = coef[m:]
-        t[lo:hi, m:lo] = coef[m:lo].T
+        # T's new columns and CGS's first coefficients, against the columns the block couples
+        # to in exact arithmetic: the previous block and itself, or every active column after
+        # a restart or a random refill (the rest is rounding; CGS's second projection is full)
+        near = max(near, m)
+        coef = tall.gram(tall.q(near, hi), tall.w(lo, hi))
+        t[m:near, lo:hi] = 0.0
+        t[lo:hi, m:near] = 0.0
+        t[near:hi, lo:hi] = coef
+        t[lo:hi, near:lo] = coef[: lo - near].T
         width = min(b, n - hi)
         if width:
-            q_next, coupling = _orthonormalize(
-                tall, tall.w(lo, hi), tall.q(0, hi), width, rng, coef
+            q_next, coupling, good = _orthonormalize(
+                tall, tall.w(lo, hi), tall.q(0, hi), width, rng, coef, start=near
             )
+            near = lo if good == width else m
         wanted = r - m
         enough = hi >= r  # a block narrower than r needs several passes first
         full = hi + width > cap
@@ -603,6 +658,7 @@ def block_krylov_eigh(
                 m += lock.size
                 hi = m + keep - lock.size
                 t[m:hi, m:hi] = np.diag(theta[order[lock.size :]])
+                near = m  # the next block couples to every kept Ritz vector
                 del ka, kw
                 more = min(b, n - hi) - width  # cap was near n: the next block may widen
                 if more > 0:
@@ -631,9 +687,13 @@ def _eigh_through_operator(
             callback(passes, np.full(r, np.nan), np.full(r, np.inf))
     k += k.T.copy()  # symmetrise: the operator's rounding is not
     k *= 0.5
-    theta, s = scipy.linalg.eigh(k, check_finite=False, driver="evd")
-    low = float(theta[0])
-    theta, s = theta[::-1][:r].copy(), s[:, ::-1][:, :r].copy()
+    top = _top_eigh(k, r) if n > FULL_EIGH_ORDER else None
+    if top is not None:
+        theta, s, low = top
+    else:
+        theta, s = scipy.linalg.eigh(k, check_finite=False, driver="evd")
+        low = float(theta[0])
+        theta, s = theta[::-1][:r].copy(), s[:, ::-1][:, :r].copy()
     scale = max(float(np.max(np.abs(theta))), -low, np.finfo(np.float64).tiny)
     res = _relative_residuals(k @ s, s, theta, scale)
     if callback is not None:

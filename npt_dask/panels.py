@@ -274,7 +274,9 @@ class ChunkedPanels:
         return self.keep(q), r
 
     def norms(self, x: da.Array) -> np.ndarray:
-        squares = x.map_blocks(column_squares, chunks=((1,) * x.numblocks[0], x.chunks[1]))
+        squares = da.map_blocks(
+            column_squares, x, chunks=((1,) * x.numblocks[0], x.chunks[1]), dtype=np.float64
+        )
         return np.sqrt(np.asarray(compute(squares.sum(axis=0))[0]))
 
     def residual_norms(self, kv: da.Array, v: da.Array, theta: np.ndarray) -> np.ndarray:

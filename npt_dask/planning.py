@@ -506,7 +506,9 @@ def plan_fit(
     )  # fmt: skip
     if not feasible:
         lean_chunked = _leanest(chunked)
-        _refuse(_leanest(on_driver) or lean_chunked, max_basis, lean_chunked if on_driver else None)
+        leanest = _leanest(on_driver) or lean_chunked
+        assert leanest is not None  # there is at least one candidate width
+        _refuse(leanest, max_basis, lean_chunked if on_driver else None)
     return min(
         feasible,
         key=lambda p: fit_cost(
