@@ -96,10 +96,16 @@ def _relative_residuals(
 def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
     """All eigenpairs of an explicit symmetric matrix, top ``n_components`` returned."""
     n = k.shape[0]
+    r = n if n_components is None else min(n_components, n)
+    top = _top_eigh(k, r) if n > FULL_EIGH_ORDER and 2 * r < n else None
+    if top is not None:  # the wanted pairs and the smallest value from one reduction
+        values, vectors, low = top
+        scale = max(float(np.max(np.abs(values))), -low, np.finfo(np.float64).tiny)
+        residuals = _relative_residuals(k @ vectors, vectors, values, scale)
+        return EigenResult(values, vectors, residuals, 1, True, "dense", low)
     values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False)
     # (k is kept: the residuals below need it)
     values, vectors = values[::-1], vectors[:, ::-1]
-    r = n if n_components is None else min(n_components, n)
     scale = max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
     top_v = vectors[:, :r]
     residuals = _relative_residuals(k @ top_v, top_v, values[:r], scale)
@@ -465,6 +471,7 @@ def block_krylov_eigh(
     callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
     dense_fraction: float = DENSE_FRACTION,
     panels: Panels | None = None,
+    explicit: Callable[[], np.ndarray] | None = None,
 ) -> EigenResult:
     """Top ``n_components`` eigenpairs of a symmetric operator by block Lanczos.
 
@@ -527,6 +534,10 @@ def block_krylov_eigh(
         operator is applied to them; default :class:`DriverPanels` over
         ``matmat`` (numpy, this process). The results do not depend on it
         beyond rounding. (The identity-block path above is for driver panels only.)
+    explicit : callable, optional
+        ``() -> K`` as an ``(n, n)`` float64 array, for the identity-block path:
+        one blockwise evaluation of the matrix instead of ``ceil(n / b)`` products
+        with identity blocks (:meth:`npt_dask.gram.KernelOperator.explicit`).
 
     Notes
     -----
@@ -560,7 +571,7 @@ def block_krylov_eigh(
             raise InputError("block_krylov_eigh needs matmat or panels.")
         panels = DriverPanels(matmat, n)
     if isinstance(panels, DriverPanels) and r >= dense_fraction * n and 2 * cap >= n:
-        return _eigh_through_operator(panels.matmat, n, r, b, tol, callback)
+        return _eigh_through_operator(panels.matmat, n, r, b, tol, callback, explicit)
     tall = panels
     tall.allocate(cap)
     first = tall.random(rng, b) if start is None else start
@@ -672,19 +683,29 @@ def block_krylov_eigh(
 
 
 def _eigh_through_operator(
-    matmat: Matmat, n: int, r: int, b: int, tol: float, callback: Callable | None
+    matmat: Matmat,
+    n: int,
+    r: int,
+    b: int,
+    tol: float,
+    callback: Callable | None,
+    explicit: Callable[[], np.ndarray] | None = None,
 ) -> EigenResult:
-    """All of ``K`` through ``ceil(n / b)`` passes on identity blocks, then ``eigh``."""
-    k = np.empty((n, n), order="F")
-    passes = 0
-    for lo in range(0, n, b):
-        hi = min(n, lo + b)
-        block = np.zeros((n, hi - lo))
-        block[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
-        k[:, lo:hi] = matmat(block)
-        passes += 1
-        if callback is not None:
-            callback(passes, np.full(r, np.nan), np.full(r, np.inf))
+    """All of ``K`` (from ``explicit()`` in one pass, else through ``ceil(n / b)`` passes on
+    identity blocks), then the top ``r`` pairs of one ``eigh``."""
+    if explicit is not None:
+        k, passes = explicit(), 1
+    else:
+        k = np.empty((n, n), order="F")
+        passes = 0
+        for lo in range(0, n, b):
+            hi = min(n, lo + b)
+            block = np.zeros((n, hi - lo))
+            block[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
+            k[:, lo:hi] = matmat(block)
+            passes += 1
+            if callback is not None:
+                callback(passes, np.full(r, np.nan), np.full(r, np.inf))
     k += k.T.copy()  # symmetrise: the operator's rounding is not
     k *= 0.5
     top = _top_eigh(k, r) if n > FULL_EIGH_ORDER else None

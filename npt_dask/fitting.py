@@ -31,7 +31,7 @@ from npt_dask.eigen import (
     select_eigenpairs,
 )
 from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
-from npt_dask.gram import KernelOperator, drop_zero_features, kernel_matrix
+from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
@@ -86,15 +86,10 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPl
     report = FitProgress(params.n_components or n, 0.0, enabled=params.progress)
     try:
         report.stage(f"dense solver: kernel matrix {n:,} x {n:,}")
-        gram = kernel_matrix(x, x, kernel).compute().astype(np.float64, copy=False)
-        m = gram.mean(axis=1) if params.center else np.zeros(n)
+        op = KernelOperator(x, kernel, center=params.center, kept=())
+        gram = op.explicit()
+        m = op.row_means if params.center else np.zeros(n)
         g = float(m.mean())
-        if params.center:
-            gram -= m[:, None]
-            gram -= m[None, :]
-            gram += g
-        gram += gram.T  # symmetrise in place: (G + G^T) / 2
-        gram *= 0.5
         report.stage(f"dense solver: eigendecomposition of the {n:,} x {n:,} matrix")
         return dense_eigh(gram, params.n_components), m, g
     finally:
@@ -126,6 +121,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
             random_state=rng,
             callback=report,
             panels=panels,
+            explicit=op.explicit,
         )
         m = op.row_means if params.center else np.zeros(n)
     finally:

@@ -403,6 +403,27 @@ class KernelOperator:
             out = keep(out - out.mean(axis=0, keepdims=True))
         return out
 
+    def explicit(self) -> np.ndarray:
+        """The (centred) kernel matrix as an ``(n, n)`` float64 array, one block at a time.
+
+        For the dense solvers: the uncentred matrix is evaluated blockwise
+        (:func:`kernel_matrix`), its row means recorded (:attr:`row_means` then
+        costs no pass), and it is centred and symmetrised in place. Memory: the
+        ``n x n`` matrix, plus its blocks while they are gathered.
+        """
+        gram = np.asarray(compute(kernel_matrix(self.x, self.x, self.kernel))[0])
+        gram = gram.astype(np.float64, copy=False)
+        self._row_sums = gram.sum(axis=1)
+        self.passes += 1
+        if self.center:
+            m = self._row_sums / self.n
+            gram -= m[:, None]
+            gram -= m[None, :]
+            gram += float(m.mean())
+        gram += gram.T  # symmetrise in place: (G + G^T) / 2
+        gram *= 0.5
+        return gram
+
     @property
     def row_means(self) -> np.ndarray:
         """Row means ``m = calK 1 / n`` of the uncentred matrix (costs a pass if none ran)."""

@@ -29,6 +29,7 @@ import contextlib
 import os
 import tempfile
 import uuid
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.array import PerformanceWarning
 
 from npt_dask._scheduler import blas_threads_for_tasks, compute, current_client
 from npt_dask.blocks import (
@@ -241,7 +243,10 @@ class ChunkedPanels:
         )
 
     def gram(self, a: da.Array, b: da.Array) -> np.ndarray:
-        return np.asarray(compute(a.T @ b)[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PerformanceWarning)
+            product = a.T @ b
+        return np.asarray(compute(product)[0])
 
     def _small(self, c: np.ndarray, rows: tuple[int, ...]) -> da.Array:
         """A small matrix as a dask array: rows like the tall operand's columns."""
@@ -249,10 +254,14 @@ class ChunkedPanels:
         return da.from_array(c, chunks=(rows, self.block_size), name=False)
 
     def minus(self, x: da.Array, a: da.Array, c: np.ndarray) -> da.Array:
-        return x - a @ self._small(c, a.chunks[1])
+        return x - self.times(a, c)
 
     def times(self, a: da.Array, c: np.ndarray) -> da.Array:
-        return a @ self._small(c, a.chunks[1])
+        # dask warns that the product's partial blocks outnumber its inputs' (k / b column
+        # blocks times the row chunks): that is the memory-safe sum it is meant to be
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PerformanceWarning)
+            return a @ self._small(c, a.chunks[1])
 
     def qr(self, x: da.Array) -> tuple[da.Array, np.ndarray]:
         x = self.keep(x.rechunk({1: -1}))

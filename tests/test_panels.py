@@ -155,8 +155,28 @@ def test_bad_basis_value_is_refused_before_work():
 
 
 _CHILD = """
-import contextlib, json, resource, numpy as np, npt_dask as npt
+import contextlib, json, threading, numpy as np, psutil, npt_dask as npt
 from distributed import Client, LocalCluster
+
+
+def sampled(fn):
+    # peak RSS of this process while fn runs, sampled every 5 ms (ru_maxrss would also
+    # count what happened before, e.g. while the cluster started)
+    proc, peak, done = psutil.Process(), [0], threading.Event()
+    def watch():
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], proc.memory_info().rss)
+    base = proc.memory_info().rss
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        out = fn()
+    finally:
+        done.set()
+        thread.join()
+    return out, max(peak[0], base) - base
+
+
 if __name__ == "__main__":
     with contextlib.ExitStack() as stack:
         cluster = {cluster}
@@ -164,13 +184,11 @@ if __name__ == "__main__":
             stack.enter_context(cluster)
             stack.enter_context(Client(cluster))
         x = np.random.default_rng(0).normal(size=({n}, 8))
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        model = npt.fit(x, "rbf", gamma=0.05, n_components=10, solver="krylov",
-                        chunk_size=2000, memory_budget={budget}, basis="{basis}",
-                        block_size=60, max_basis=600, max_passes=6, random_state=0,
-                        cache="recompute")
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        print(json.dumps({{"growth": peak - base, "plan": model.diagnostics.plan}}))
+        model, growth = sampled(lambda: npt.fit(
+            x, "rbf", gamma=0.05, n_components=10, solver="krylov", chunk_size=2000,
+            memory_budget={budget}, basis="{basis}", block_size=60, max_basis=600,
+            max_passes=6, random_state=0, cache="recompute"))
+        print(json.dumps({{"growth": growth, "plan": model.diagnostics.plan}}))
 """
 _LOCAL_CLUSTER = (
     "LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)"
