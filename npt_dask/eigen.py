@@ -46,6 +46,7 @@ __all__ = [
     "flip_signs",
     "krylov_shape",
     "select_eigenpairs",
+    "takes_explicit_path",
 ]
 
 Matmat = Callable[[np.ndarray], np.ndarray]
@@ -355,6 +356,15 @@ DENSE_FRACTION = 0.25
 """From ``r >= DENSE_FRACTION * n`` on, :func:`block_krylov_eigh` decomposes the operator
 explicitly (see its ``dense_fraction``)."""
 
+
+def takes_explicit_path(
+    n: int, n_components: int, cap: int, dense_fraction: float = DENSE_FRACTION
+) -> bool:
+    """Whether :func:`block_krylov_eigh` (driver panels) decomposes the explicit matrix: the
+    wanted pairs are at least ``dense_fraction * n`` and the basis may take half of n."""
+    return n_components >= dense_fraction * n and 2 * cap >= n
+
+
 FULL_EIGH_ORDER = 400
 """Projected matrices up to this order get a full ``eigh``; larger ones only the pairs
 needed, and the smallest eigenvalue, from one tridiagonal reduction (:func:`_top_eigh`)."""
@@ -570,7 +580,7 @@ def block_krylov_eigh(
         if matmat is None:
             raise InputError("block_krylov_eigh needs matmat or panels.")
         panels = DriverPanels(matmat, n)
-    if isinstance(panels, DriverPanels) and r >= dense_fraction * n and 2 * cap >= n:
+    if isinstance(panels, DriverPanels) and takes_explicit_path(n, r, cap, dense_fraction):
         return _eigh_through_operator(panels.matmat, n, r, b, tol, callback, explicit)
     tall = panels
     tall.allocate(cap)
@@ -692,9 +702,9 @@ def _eigh_through_operator(
     explicit: Callable[[], np.ndarray] | None = None,
 ) -> EigenResult:
     """All of ``K`` (from ``explicit()`` in one pass, else through ``ceil(n / b)`` passes on
-    identity blocks), then the top ``r`` pairs of one ``eigh``."""
+    identity blocks), then its top ``r`` pairs by :func:`dense_eigh`."""
     if explicit is not None:
-        k, passes = explicit(), 1
+        k, passes = explicit(), 1  # symmetric already
     else:
         k = np.empty((n, n), order="F")
         passes = 0
@@ -706,19 +716,11 @@ def _eigh_through_operator(
             passes += 1
             if callback is not None:
                 callback(passes, np.full(r, np.nan), np.full(r, np.inf))
-    k += k.T.copy()  # symmetrise: the operator's rounding is not
-    k *= 0.5
-    top = _top_eigh(k, r) if n > FULL_EIGH_ORDER else None
-    if top is not None:
-        theta, s, low = top
-    else:
-        theta, s = scipy.linalg.eigh(k, check_finite=False, driver="evd")
-        low = float(theta[0])
-        theta, s = theta[::-1][:r].copy(), s[:, ::-1][:, :r].copy()
-    scale = max(float(np.max(np.abs(theta))), -low, np.finfo(np.float64).tiny)
-    res = _relative_residuals(k @ s, s, theta, scale)
+        k += k.T.copy()  # symmetrise: the operator's rounding is not
+        k *= 0.5
+    dense = dense_eigh(k, r)
     if callback is not None:
-        callback(passes, theta.copy(), res.copy())
+        callback(passes, dense.eigenvalues.copy(), dense.residuals.copy())
     info: dict[str, Any] = {
         "rayleigh_ritz": 1,
         "restarts": 0,
@@ -727,7 +729,15 @@ def _eigh_through_operator(
         "dense": True,
     }
     return EigenResult(
-        theta, s, res, passes, bool(np.all(res <= tol)), "krylov", low, block_size=b, info=info
+        dense.eigenvalues,
+        dense.eigenvectors,
+        dense.residuals,
+        passes,
+        bool(np.all(dense.residuals <= tol)),
+        "krylov",
+        dense.min_eigenvalue,
+        block_size=b,
+        info=info,
     )
 
 

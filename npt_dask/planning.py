@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from npt_dask.eigen import DENSE_FRACTION, LARGE_R, krylov_shape
+from npt_dask.eigen import LARGE_R, krylov_shape, takes_explicit_path
 from npt_dask.errors import InputError
 
 __all__ = [
@@ -364,7 +364,7 @@ def _krylov_candidate(
         columns = basis_columns(n, r, b, budget)
     if chunked:
         driver = chunked_driver_bytes(n, columns, r)
-    elif r >= DENSE_FRACTION * n and 2 * columns >= n:  # the solver's identity-block path
+    elif takes_explicit_path(n, r, columns):  # the solver decomposes the explicit matrix
         driver = dense_bytes(n)
     else:
         driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)

@@ -238,6 +238,7 @@ def test_synchronous_scheduler_uses_disk_panels(rows):
     with dask.config.set(scheduler="sync"):
         got = npt.fit(x, gamma=0.3, n_components=8, solver="krylov", basis="chunked",
                       chunk_size=None, random_state=0, tol=1e-10)  # fmt: skip
+    assert got.diagnostics.plan["basis_home"] == "disk"
     ref = npt.fit(x, gamma=0.3, n_components=8, solver="krylov", basis="driver",
                   chunk_size=None, random_state=0, tol=1e-10)  # fmt: skip
     np.testing.assert_allclose(got.eigenvalues, ref.eigenvalues, rtol=1e-12)
