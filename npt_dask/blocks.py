@@ -40,6 +40,7 @@ __all__ = [
     "add_tuples",
     "as_float64_block",
     "block_products",
+    "block_times",
     "chunk_seeds",
     "column_squares",
     "finish_rows",
@@ -205,14 +206,22 @@ def projection_terms(
     )
 
 
+def block_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``block @ w``: in float32 when both are float32 (BLAS's single-precision rate; the
+    caller accumulates in float64), else in float64."""
+    if block.dtype == np.float32 and w.dtype == np.float32:
+        return block @ w
+    return as_float64_block(block) @ np.asarray(w, dtype=np.float64)
+
+
 def kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
     """``kappa(z, x) @ w``: one training block's share of ``kappa(z) [A, 1/n]``."""
-    return as_float64_block(scratch_block(z, x, kernel)) @ w
+    return block_times(scratch_block(z, x, kernel), w)
 
 
 def gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``K_ij @ w_j`` for a block of a precomputed kernel matrix (test x train)."""
-    return as_float64_block(np.ascontiguousarray(block)) @ w
+    return block_times(np.ascontiguousarray(block), w)
 
 
 def finish_rows(
@@ -259,29 +268,33 @@ def fixed_point_terms(
 
 
 def project_rows(
-    z: np.ndarray,
-    training: Iterable[tuple[np.ndarray, np.ndarray]],
+    z: Any,
+    training: Iterable[tuple[Any, np.ndarray]],
     kernel: KernelSpec,
     terms: ProjectionTerms,
 ) -> np.ndarray:
-    """``[y | residual]`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
+    """``[y | residual]`` (float64) of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
 
-    For a precomputed kernel ``z`` holds the kernel rows against all training
-    rows and ``x_j`` only gives the width of training block j; the residual
-    is NaN (it needs ``kappa(z, z)``, which a test x train matrix lacks).
+    Each block product runs in the weights' precision (:func:`block_times`) and
+    is added into a float64 accumulator. For a precomputed kernel ``z`` is the
+    list of the rows' test x train column blocks, one per training block (whose
+    ``x_j`` is unused), and the residual is NaN (it needs ``kappa(z, z)``, which
+    a test x train matrix lacks).
     """
-    acc = None
-    start = 0
-    for x_j, w_j in training:
-        if kernel.is_precomputed:
-            stop = start + w_j.shape[0]
-            term = gram_times(z[:, start:stop], w_j)
-            start = stop
+    acc: np.ndarray | None = None
+    if kernel.is_precomputed:
+        terms_iter = (gram_times(z_j, w_j) for z_j, (_, w_j) in zip(z, training, strict=True))
+        rows = z[0].shape[0]
+    else:
+        terms_iter = (kernel_times(z, x_j, w_j, kernel) for x_j, w_j in training)
+        rows = z.shape[0]
+    for term in terms_iter:
+        if acc is None:
+            acc = term.astype(np.float64, copy=term.dtype != np.float64)
         else:
-            term = kernel_times(z, x_j, w_j, kernel)
-        acc = term if acc is None else acc.__iadd__(term)
+            acc += term
     assert acc is not None, "a model has at least one training block"
-    diag = np.full(z.shape[0], np.nan) if kernel.is_precomputed else kernel.diag(z)
+    diag = np.full(rows, np.nan) if kernel.is_precomputed else kernel.diag(z)
     return finish_rows(acc, diag, **terms)
 
 

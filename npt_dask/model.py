@@ -31,19 +31,13 @@ import dask.array as da
 import numpy as np
 
 from npt_dask import store
-from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked, wrap_rows
+from npt_dask._inputs import InputInfo, wrap_rows
 from npt_dask._scheduler import compute
-from npt_dask.blocks import (
-    FAN_IN,
-    finish_rows,
-    gram_times,
-    kernel_times,
-    projection_terms,
-    projection_weights,
-)
+from npt_dask.blocks import ProjectionTerms, projection_terms
 from npt_dask.errors import InputError, KernelScaleWarning, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
+from npt_dask.projector import Projector, projector_for
 
 __all__ = ["NPTModel", "SolverDiagnostics", "load"]
 
@@ -74,17 +68,9 @@ class SolverDiagnostics:
         return out
 
 
-def _kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    return kernel_times(z, x, w, kernel)[:, None, :]
-
-
 def _energy(both: np.ndarray, r: int) -> np.ndarray:
     y, res = both[:, :r], both[:, r]
     return np.stack([np.einsum("ij,ij->i", y, y), res * res], axis=1)
-
-
-def _gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
-    return gram_times(block, w)[:, None, :]
 
 
 def _no_rows(x: da.Array) -> da.Array:
@@ -228,29 +214,13 @@ class NPTModel:
         return wrap_rows(gamma.astype(x.dtype), info, name="projection")
 
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
-        if self.kernel.is_precomputed:
-            return as_kernel_matrix(
-                z,
-                name="Z",
-                chunk_size=self.chunk_size,
-                column_chunks=tuple(int(c) for c in self.x_train.chunks[0]),
-                dtype=self.precision,
-                keep_lazy_chunks=True,
-            )
-        x, info = as_row_chunked(
-            z, name="Z", chunk_size=self.chunk_size, dtype=self.precision, keep_lazy_chunks=True
-        )
-        if x.shape[1] != self.n_features:
-            raise InputError(
-                f"Z has {x.shape[1]} features, but the model was fitted on {self.n_features}."
-            )
-        return x, info
+        return self.projector().rows_of(z)
 
-    def _weights(self) -> da.Array:
-        w = projection_weights(self.eigenvectors, self.eigenvalues, self.n_samples)
-        return da.from_array(w, chunks=(self.x_train.chunks[0], -1))
+    def projector(self) -> Projector:
+        """The model's :class:`~npt_dask.projector.Projector` under the current scheduler."""
+        return projector_for(self)
 
-    def projection_terms(self) -> dict[str, Any]:
+    def projection_terms(self) -> ProjectionTerms:
         """The constants that finish a projection (:func:`npt_dask.blocks.finish_rows`)."""
         return projection_terms(
             self.projection_matrix, self.row_means, self.grand_mean, self.center
@@ -258,45 +228,7 @@ class NPTModel:
 
     def _project(self, z: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
-        w = self._weights()
-        nb = len(self.x_train.chunks[0])
-        if self.kernel.is_precomputed:
-            partial = da.blockwise(
-                _gram_times, "ijc", z, "ij", w, "jc",
-                adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True,
-            )  # fmt: skip
-            diag = da.full(z.shape[0], np.nan, chunks=(z.chunks[0],))
-        else:
-            partial = self._kernel_partial(z, w)
-            diag = kernel_diagonal(z, self.kernel)
-        p = partial.sum(axis=1, split_every=FAN_IN) if nb > 1 else partial[:, 0, :]
-        return da.blockwise(
-            finish_rows,
-            "ij",
-            p,
-            "ij",
-            diag,
-            "i",
-            **self.projection_terms(),
-            dtype=np.float64,
-            adjust_chunks={"j": self.n_components + 1},
-        )
-
-    def _kernel_partial(self, z: da.Array, w: da.Array) -> da.Array:
-        return da.blockwise(
-            _kernel_times,
-            "ijc",
-            z,
-            "id",
-            self.x_train,
-            "jd",
-            w,
-            "jc",
-            adjust_chunks={"j": 1},
-            dtype=np.float64,
-            concatenate=True,
-            kernel=self.kernel,
-        )
+        return self.projector().rows(z)
 
     def transform(self, z: Any) -> Any:
         """NPT coordinates ``y = Lambda^{-1/2} U^T k(z)`` of the rows of ``z``.

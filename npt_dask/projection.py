@@ -31,7 +31,6 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +41,12 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
-from npt_dask._inputs import InputInfo, as_row_chunked, check_finite_eagerly
-from npt_dask._scheduler import (
-    blas_threads_for_tasks,
-    current_client,
-    persist_blocks,
-    retry_on_lost_data,
-    ship_blocks,
-)
-from npt_dask.blocks import ProjectionTerms, project_rows, projection_weights
+from npt_dask._inputs import InputInfo, check_finite_eagerly
+from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
 from npt_dask.errors import InputError, InputTypeError, ProjectionError
-from npt_dask.kernels import KernelSpec
 from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
+from npt_dask.projector import projector_for
 
 __all__ = ["ProjectionError", "open_data", "project"]
 
@@ -69,49 +61,15 @@ def _digest(block: np.ndarray) -> np.uint64:
 # --- numeric task bodies (numpy only) -------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StoredTraining:
-    """Training blocks read one at a time from a model store, inside the task.
-
-    A task then holds one training block (``chunk * (d + r + 1)``) at a time
-    instead of the whole training set; the arrays are CRC-checked on read.
-    """
-
-    path: str
-    offsets: tuple[int, ...]
-    eigenvalues: np.ndarray
-
-    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        import zarr
-
-        group: Any = zarr.open_group(self.path, mode="r")  # members are arrays
-        x, u = group["x_train"], group["eigenvectors"]
-        n = self.offsets[-1]
-        for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
-            yield np.asarray(x[lo:hi]), projection_weights(u[lo:hi], self.eigenvalues, n)
-
-
-def _write_chunk(
-    z: Any,
-    index: int,
-    start: int,
-    training: Any,
-    kernel: KernelSpec,
-    finish: ProjectionTerms,
-    out: str,
-    dtype: str,
-) -> int:
+def _write_chunk(z: Any, index: int, start: int, both: np.ndarray, out: str, dtype: str) -> int:
+    """Write one chunk's ``[y | residual]`` and its input digest, then flag it done."""
     import zarr
 
-    if scipy.sparse.issparse(z):  # coordinates are dense; so are digests and checks
+    if scipy.sparse.issparse(z):  # digests are of the dense rows
         z = z.toarray()
-    if not np.isfinite(z).all():
-        raise InputError(f"Rows {start}..{start + len(z) - 1} contain NaN or infinity.")
-    if isinstance(training, tuple):  # (x blocks, w blocks) shipped to the worker
-        training = zip(*training, strict=True)
-    both = project_rows(z, training, kernel, finish).astype(dtype)
     group: Any = zarr.open_group(out, mode="r+")  # members are arrays
-    stop = start + z.shape[0]
+    stop = start + both.shape[0]
+    both = both.astype(dtype)
     group["coordinates"][start:stop] = both[:, :-1]
     group["residual"][start:stop] = both[:, -1]
     group["npt_digest"][index] = _digest(z)
@@ -452,15 +410,9 @@ def project(
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
     ):
         raise InputError(f"chunk_size must be a positive int or None; got {chunk_size!r}.")
-    x, info = as_row_chunked(
-        open_data(data, key=key, var=var),
-        name="data",
-        chunk_size=chunk_size or model.chunk_size,
-        dtype=model.precision,
+    x, info = projector_for(model).rows_of(
+        open_data(data, key=key, var=var), chunk_size=chunk_size or model.chunk_size, name="data"
     )
-    x = x.rechunk({0: chunk_size or model.chunk_size})
-    if x.shape[1] != model.n_features:
-        raise InputError(f"data has {x.shape[1]} features; the model expects {model.n_features}.")
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
     out = str(out)
@@ -471,28 +423,23 @@ def project(
         _done_chunks(out, model, x)
         _remove_partial_writes(Path(out))
 
+    attempts = iter(range(1 << 30))
+
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
-        tasks = _tasks(model, x, out, _done_chunks(out, model, x))
+        fresh = next(attempts) > 0
+        tasks = _tasks(model, x, out, _done_chunks(out, model, x), fresh)
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
     retry_on_lost_data(attempt)
     return xr.open_zarr(_consolidated(out), consolidated=True).drop_vars(["npt_done", "npt_digest"])
 
 
-def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any]:
-    offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
-    if model.store_path is not None:  # tasks stream training blocks from the store
-        training: Any = StoredTraining(
-            model.store_path, tuple(int(o) for o in offsets), model.eigenvalues
-        )
-    else:  # persisted where the tasks run (workers' memory under distributed), once
-        w = projection_weights(model.eigenvectors, model.eigenvalues, model.n_samples)
-        x_blocks = persist_blocks(model.x_train.to_delayed().ravel())
-        w_blocks = ship_blocks([w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)])
-        training = (x_blocks, w_blocks)
-    finish = model.projection_terms()
+def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
+    """One task per chunk: project and write it (the model's projector), or check a done one."""
+    projector = projector_for(model, fresh=fresh)
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
     parts = x.to_delayed().ravel()
+    projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run
     tasks = []
     for i, part in enumerate(parts):
         if done[i]:
@@ -500,14 +447,7 @@ def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray) -> list[Any
         else:
             tasks.append(
                 delayed(_write_chunk, pure=False)(
-                    part,
-                    i,
-                    int(starts[i]),
-                    training,
-                    model.kernel,
-                    finish,
-                    out,
-                    str(model.precision),
+                    part, i, int(starts[i]), projected[i], out, str(model.precision)
                 )
             )
     return tasks

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.blocks import projection_weights
 from npt_dask.errors import StoreError
 
 if TYPE_CHECKING:  # the model imports this module; this one never imports the model
@@ -56,6 +57,7 @@ __all__ = [
     "ModelManifest",
     "StoreError",
     "StoredModel",
+    "StoredTraining",
     "check_target",
     "manifest_checksum",
     "model_identity",
@@ -397,3 +399,29 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
             if manifest.checksums and digest != manifest.checksums.get(name):
                 raise StoreError(f"{path}/{name} does not match its checksum; it was altered.")
     return StoredModel(path.resolve(), manifest, small, x_train)
+
+
+@dataclass(frozen=True)
+class StoredTraining:
+    """A stored model's training blocks and projection weights, read inside a task.
+
+    Iterating yields ``(x_j, [A_j, 1/n])`` one training block at a time (in
+    ``dtype``, the precision of the block products), so a projection task holds
+    one training block (``chunk * (d + r + 1)``) instead of the whole training
+    set; every chunk is CRC-checked on read.
+    """
+
+    path: str
+    offsets: tuple[int, ...]
+    eigenvalues: np.ndarray
+    dtype: str = "float64"
+
+    def __iter__(self) -> Any:
+        import zarr
+
+        group: Any = zarr.open_group(self.path, mode="r")  # members are arrays
+        x, u = group["x_train"], group["eigenvectors"]
+        n = self.offsets[-1]
+        for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
+            w = projection_weights(np.asarray(u[lo:hi]), self.eigenvalues, n)
+            yield np.asarray(x[lo:hi]), w.astype(self.dtype, copy=False)

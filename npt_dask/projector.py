@@ -1,0 +1,225 @@
+"""The one projector: rows of any data set onto a fitted model, one task per row chunk.
+
+Every projection goes through :class:`Projector`: :meth:`NPTModel.transform`
+(and ``residual``, ``energy_split``, ``transform_with_residual``),
+:func:`npt_dask.project` (resumable zarr) and the training pass
+(:mod:`npt_dask.training`: coordinates, certificate and linear-method moments
+in one read of the training rows). A task takes one row chunk of the data,
+streams over the model's training blocks -- kernel block ``kappa(z, x_j)``
+times ``[A_j, 1/n]``, accumulated in float64 -- and finishes
+``[y | residual]`` (:func:`npt_dask.blocks.project_rows`).
+
+* **One chunking rule** (:func:`projection_rows`): numpy input is cut into
+  the model's ``chunk_size`` rows; dask and xarray input keep their row
+  chunks (the caller chose them).
+* **Training blocks** reach the tasks once per projector: under a
+  ``distributed`` client the training rows are persisted on the workers and
+  the weights scattered (the graph carries references, never the data);
+  locally the tasks share them by reference. A model loaded from a store
+  instead streams its training blocks from the store inside each task
+  (:class:`npt_dask.store.StoredTraining`), so a task holds one training
+  block at a time.
+* **Precision**: the block products run in the model's precision (float32
+  kernel blocks times float32 weights for a float32 model: BLAS's single
+  precision rate); every sum over training blocks, and everything after, is
+  float64.
+
+Layer rule: graph code over numpy blocks; the numbers come from
+:mod:`npt_dask.blocks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
+from npt_dask._scheduler import current_client, persist_blocks, ship_blocks
+from npt_dask.blocks import ProjectionTerms, project_rows, projection_weights
+from npt_dask.errors import InputError
+from npt_dask.kernels import KernelSpec
+from npt_dask.store import StoredTraining
+
+if TYPE_CHECKING:
+    from npt_dask.model import NPTModel
+
+__all__ = ["Projector", "projection_rows", "projector_for"]
+
+
+@dataclass(frozen=True)
+class ShippedTraining:
+    """Training blocks ``x_j`` and weights ``[A_j, 1/n]`` as task inputs (see module doc)."""
+
+    x_blocks: Sequence[Any]
+    w_blocks: Sequence[Any]
+
+    def task_input(self) -> Any:
+        return (list(self.x_blocks), list(self.w_blocks))
+
+
+def _pairs(training: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(x_j, w_j)`` inside a task: from shipped lists, or read from the store."""
+    if isinstance(training, tuple):
+        return zip(*training, strict=True)
+    return iter(training)
+
+
+def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
+    """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
+    blocks for a precomputed kernel)."""
+    import scipy.sparse
+
+    if kernel.is_precomputed:
+        z = [np.asarray(b.toarray() if scipy.sparse.issparse(b) else b) for b in z]
+    elif scipy.sparse.issparse(z):
+        z = z.toarray()
+    return project_rows(z, _pairs(training), kernel, terms)
+
+
+@dataclass(frozen=True)
+class Projector:
+    """What a projection task needs of a model (build it with :func:`projector_for`)."""
+
+    kernel: KernelSpec
+    training: Any  # ShippedTraining or StoredTraining
+    terms: ProjectionTerms
+    n_components: int
+    precision: np.dtype
+    n_features: int
+    train_chunks: tuple[int, ...]
+
+    def rows_of(
+        self, data: Any, *, chunk_size: int | None = None, name: str = "Z"
+    ) -> tuple[da.Array, InputInfo]:
+        """``data`` as row chunks by the one chunking rule (:func:`projection_rows`)."""
+        return projection_rows(
+            data,
+            kernel=self.kernel,
+            precision=self.precision,
+            n_features=self.n_features,
+            train_chunks=self.train_chunks,
+            chunk_size=chunk_size,
+            name=name,
+        )
+
+    def _task_input(self) -> Any:
+        if isinstance(self.training, ShippedTraining):
+            return self.training.task_input()
+        return self.training
+
+    def chunk_tasks(self, x: da.Array) -> list[Any]:
+        """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
+        parts = x.to_delayed()
+        training = self._task_input()
+        tasks = []
+        for i in range(parts.shape[0]):
+            z = list(parts[i]) if self.kernel.is_precomputed else parts[i, 0]
+            tasks.append(delayed(project_chunk, pure=False)(z, training, self.kernel, self.terms))
+        return tasks
+
+    def rows(self, x: da.Array) -> da.Array:
+        """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like x's rows."""
+        width = self.n_components + 1
+        blocks = [
+            da.from_delayed(task, shape=(int(c), width), dtype=np.float64)
+            for task, c in zip(self.chunk_tasks(x), x.chunks[0], strict=True)
+        ]
+        return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+
+
+def projection_rows(
+    data: Any,
+    *,
+    kernel: KernelSpec,
+    precision: np.dtype,
+    n_features: int,
+    train_chunks: tuple[int, ...],
+    chunk_size: int | None = None,
+    name: str = "Z",
+) -> tuple[da.Array, InputInfo]:
+    """The one chunking rule, with the features checked against the model.
+
+    Without ``chunk_size``: numpy rows in chunks of the model's largest training
+    chunk, lazy input in its own row chunks (the caller chose them). With
+    ``chunk_size`` (a zarr store, one stored chunk per task): every input in
+    regular chunks of that many rows.
+    """
+    size = chunk_size or max(train_chunks)
+    keep = chunk_size is None
+    if kernel.is_precomputed:
+        x, info = as_kernel_matrix(
+            data,
+            name=name,
+            chunk_size=size,
+            column_chunks=train_chunks,
+            dtype=precision,
+            keep_lazy_chunks=keep,
+        )
+    else:
+        x, info = as_row_chunked(
+            data, name=name, chunk_size=size, dtype=precision, keep_lazy_chunks=keep
+        )
+        if x.shape[1] != n_features:
+            raise InputError(
+                f"{name} has {x.shape[1]} features, but the model was fitted on {n_features} "
+                f"(the model expects {n_features})."
+            )
+    return (x if keep else x.rechunk({0: size})), info
+
+
+def _gemm_weights(model: NPTModel) -> np.ndarray:
+    w = projection_weights(model.eigenvectors, model.eigenvalues, model.n_samples)
+    return w.astype(model.precision, copy=False)
+
+
+def _ship(model: NPTModel) -> ShippedTraining:
+    offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
+    w = _gemm_weights(model)
+    blocks = [w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)]
+    if model.kernel.is_precomputed:  # no training rows: the test x train blocks carry them
+        x_blocks: list[Any] = [None] * len(blocks)
+    else:
+        x_blocks = persist_blocks(model.x_train.to_delayed().ravel())
+    return ShippedTraining(x_blocks, ship_blocks(blocks))
+
+
+def _build(model: NPTModel) -> Projector:
+    if model.store_path is not None and not model.kernel.is_precomputed:
+        offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(model.x_train.chunks[0])]))
+        training: Any = StoredTraining(
+            model.store_path, offsets, model.eigenvalues, str(model.precision)
+        )
+    else:
+        training = _ship(model)
+    return Projector(
+        kernel=model.kernel,
+        training=training,
+        terms=model.projection_terms(),
+        n_components=model.n_components,
+        precision=np.dtype(model.precision),
+        n_features=model.n_features,
+        train_chunks=tuple(int(c) for c in model.x_train.chunks[0]),
+    )
+
+
+def _client_key() -> str | None:
+    client = current_client()
+    return None if client is None else str(getattr(client, "id", id(client)))
+
+
+def projector_for(model: NPTModel, *, fresh: bool = False) -> Projector:
+    """The model's projector under the current scheduler (built once per client).
+
+    ``fresh`` ships the training blocks again (after a worker took them along:
+    see :func:`npt_dask._scheduler.retry_on_lost_data`).
+    """
+    cache: dict[str | None, Projector] = model.__dict__.setdefault("_projectors", {})
+    key = _client_key()
+    if fresh or key not in cache:
+        cache[key] = _build(model)
+    return cache[key]
