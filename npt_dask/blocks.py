@@ -25,6 +25,7 @@ functions as task bodies. One formula each:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,23 +35,30 @@ from npt_dask.kernels import KernelSpec
 
 __all__ = [
     "FAN_IN",
+    "GRAM_PANEL_ROWS",
     "PANEL_ROWS",
+    "LinearMoments",
     "ProjectionTerms",
     "add_arrays",
     "add_tuples",
     "as_float64_block",
     "block_products",
     "block_times",
+    "chunk_moments",
     "chunk_seeds",
     "column_squares",
+    "finish_parts",
     "finish_rows",
     "fixed_point_terms",
     "gaussian_block",
     "gaussian_rows",
+    "gram_of",
     "gram_times",
     "kept_block",
     "kernel_times",
+    "one_hot",
     "pair_products",
+    "project_parts",
     "project_rows",
     "projection_terms",
     "projection_weights",
@@ -224,6 +232,30 @@ def gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
     return block_times(np.ascontiguousarray(block), w)
 
 
+def finish_parts(
+    p: np.ndarray,
+    diag: np.ndarray,
+    offset: np.ndarray,
+    ones: np.ndarray,
+    grand_mean: float,
+    center: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(y, residual, ||y||^2)`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``.
+
+    ``y = A^T (kappa - m) - (mean(kappa) - g) A^T 1``: the last term is zero in
+    exact arithmetic (``U^T 1 = 0``) and is kept so rounding in U is not
+    amplified by a large constant part of the kernel. The residual is Lemma 5's
+    ``sqrt(max(0, k(z, z) - ||y||^2))``. ``y`` is C-contiguous (its own memory).
+    """
+    r = offset.shape[0]
+    y = p[:, :r] - offset
+    if center:
+        y -= (p[:, r] - grand_mean)[:, None] * ones
+    kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
+    norms = np.einsum("ij,ij->i", y, y)
+    return y, np.sqrt(np.maximum(kzz - norms, 0.0)), norms
+
+
 def finish_rows(
     p: np.ndarray,
     diag: np.ndarray,
@@ -232,19 +264,8 @@ def finish_rows(
     grand_mean: float,
     center: bool,
 ) -> np.ndarray:
-    """``[y | residual]`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``.
-
-    ``y = A^T (kappa - m) - (mean(kappa) - g) A^T 1``: the last term is zero in
-    exact arithmetic (``U^T 1 = 0``) and is kept so rounding in U is not
-    amplified by a large constant part of the kernel. The residual is Lemma 5's
-    ``sqrt(max(0, k(z, z) - ||y||^2))``.
-    """
-    r = offset.shape[0]
-    y = p[:, :r] - offset
-    if center:
-        y -= (p[:, r] - grand_mean)[:, None] * ones
-    kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
-    res = np.sqrt(np.maximum(kzz - np.einsum("ij,ij->i", y, y), 0.0))
+    """``[y | residual]`` (see :func:`finish_parts`)."""
+    y, res, _ = finish_parts(p, diag, offset, ones, grand_mean, center)
     return np.hstack([y, res[:, None]])
 
 
@@ -267,13 +288,13 @@ def fixed_point_terms(
     return np.hstack([w @ xf, w.sum(axis=1, keepdims=True)])
 
 
-def project_rows(
+def project_parts(
     z: Any,
     training: Iterable[tuple[Any, np.ndarray]],
     kernel: KernelSpec,
     terms: ProjectionTerms,
-) -> np.ndarray:
-    """``[y | residual]`` (float64) of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(y, residual, ||y||^2)`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
 
     Each block product runs in the weights' precision (:func:`block_times`) and
     is added into a float64 accumulator. For a precomputed kernel ``z`` is the
@@ -295,7 +316,105 @@ def project_rows(
             acc += term
     assert acc is not None, "a model has at least one training block"
     diag = np.full(rows, np.nan) if kernel.is_precomputed else kernel.diag(z)
-    return finish_rows(acc, diag, **terms)
+    return finish_parts(acc, diag, **terms)
+
+
+def project_rows(
+    z: Any,
+    training: Iterable[tuple[Any, np.ndarray]],
+    kernel: KernelSpec,
+    terms: ProjectionTerms,
+) -> np.ndarray:
+    """``[y | residual]`` (float64) of rows ``z`` (see :func:`project_parts`)."""
+    y, res, _ = project_parts(z, training, kernel, terms)
+    return np.hstack([y, res[:, None]])
+
+
+# --- moments of a linear method on coordinates -------------------------------------------
+
+
+def one_hot(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """``(len(labels), len(classes))`` float64 indicator of each row's class."""
+    index = np.searchsorted(classes, labels)
+    index = np.minimum(index, len(classes) - 1)
+    if not np.array_equal(classes[index], labels):
+        raise ValueError("a label is not among the classes found before the pass")
+    t = np.zeros((len(labels), len(classes)))
+    t[np.arange(len(labels)), index] = 1.0
+    return t
+
+
+GRAM_PANEL_ROWS = 8192
+"""Most rows per ``y^T y`` product: numpy's symmetric (``syrk``) path is known to crash a
+threaded OpenBLAS at about 16,000 rows."""
+
+
+def gram_of(y: np.ndarray) -> np.ndarray:
+    """``y^T y`` in float64, by numpy's symmetric product (half a general product's work),
+    at most :data:`GRAM_PANEL_ROWS` rows at a time."""
+    x = np.asarray(y, dtype=np.float64)
+    out = None
+    for start in range(0, max(len(x), 1), GRAM_PANEL_ROWS):
+        panel = x[start : start + GRAM_PANEL_ROWS]
+        term = panel.T @ panel
+        out = term if out is None else out.__iadd__(term)
+    assert out is not None
+    return out
+
+
+def chunk_moments(y: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A chunk's share of ridge's sufficient statistics, float64.
+
+    ``(n, sum y, sum t, y^T y, y^T t, sum t^2)``: summed over chunks they are
+    the moments of :class:`LinearMoments`.
+    """
+    x = np.asarray(y, dtype=np.float64)
+    tt = np.asarray(t, dtype=np.float64)
+    return (
+        np.array(float(len(x))),
+        x.sum(axis=0),
+        tt.sum(axis=0),
+        gram_of(x),
+        x.T @ tt,
+        np.einsum("ij,ij->j", tt, tt),
+    )
+
+
+@dataclass(frozen=True)
+class LinearMoments:
+    """Sufficient statistics of a linear method on coordinates Y with targets T.
+
+    ``classes`` is set when T is the one-hot indicator of class labels (then
+    ``t_sum`` holds the class counts); see :func:`chunk_moments`.
+    """
+
+    n: float
+    y_sum: np.ndarray  # (r,)
+    t_sum: np.ndarray  # (k,)
+    gram: np.ndarray  # (r, r) Y^T Y
+    cross: np.ndarray  # (r, k) Y^T T
+    t_norm2: np.ndarray  # (k,)
+    classes: np.ndarray | None = None
+
+    @classmethod
+    def from_tuple(cls, parts: Sequence[Any], classes: np.ndarray | None = None) -> LinearMoments:
+        n, y_sum, t_sum, gram, cross, t_norm2 = parts
+        return cls(float(n), y_sum, t_sum, gram, cross, t_norm2, classes)
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return (self.n, self.y_sum, self.t_sum, self.gram, self.cross, self.t_norm2)
+
+    def plus_minus_one(self) -> LinearMoments:
+        """The moments of the one-vs-all targets ``2 T - 1`` (scikit-learn's
+        ``RidgeClassifier``), one column for two classes (that of ``classes[1]``)."""
+        if self.classes is None:
+            raise ValueError("plus_minus_one needs class moments")
+        cols = slice(1, None) if len(self.classes) == 2 else slice(None)
+        cross = 2.0 * self.cross[:, cols] - self.y_sum[:, None]
+        t_sum = 2.0 * self.t_sum[cols] - self.n
+        return LinearMoments(
+            self.n, self.y_sum, t_sum, self.gram, cross, np.full(len(t_sum), self.n), self.classes
+        )
 
 
 # --- the Krylov solver's row-chunked panels -----------------------------------------------

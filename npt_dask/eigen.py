@@ -104,7 +104,7 @@ def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
         scale = max(float(np.max(np.abs(values))), -low, np.finfo(np.float64).tiny)
         residuals = _relative_residuals(k @ vectors, vectors, values, scale)
         return EigenResult(values, vectors, residuals, 1, True, "dense", low)
-    values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False)
+    values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False, driver="evd")
     # (k is kept: the residuals below need it)
     values, vectors = values[::-1], vectors[:, ::-1]
     scale = max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)

@@ -39,6 +39,8 @@ from npt_dask.panels import ChunkedPanels
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
+from npt_dask.projector import balanced_rows
+from npt_dask.training import linear_moments, training_pass
 
 __all__ = ["fit", "fit_params", "plan_for"]
 
@@ -201,6 +203,8 @@ def fit(
     landmark_method: str = _D["landmark_method"],
     start: NPTModel | None = _D["start"],
     progress: bool = _D["progress"],
+    labels: Any = None,
+    targets: Any = None,
 ) -> NPTModel:
     """Fit the Nonlinear Projection Trick: top eigenpairs of the kernel matrix.
 
@@ -289,6 +293,13 @@ def fit(
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.
+    labels, targets : array-like of shape (n,) (or (n, k) targets), optional
+        Class labels, or numeric targets, of the rows of X: the fit then also
+        returns ``model.moments`` (:class:`~npt_dask.blocks.LinearMoments`),
+        the sufficient statistics of ridge on the coordinates of every row of
+        X, for ``RidgeClassifier().fit_moments(model.moments)`` (or
+        ``Ridge``). With ``landmarks`` they come from the same pass as the
+        certificate: each row's landmark kernel is evaluated once for both.
 
     Returns
     -------
@@ -314,11 +325,12 @@ def fit(
         random_state=random_state, landmarks=landmarks, landmark_method=landmark_method,
         start=start, progress=progress,
     )  # fmt: skip
-    return fit_params(X, params)
+    return fit_params(X, params, labels=labels, targets=targets)
 
 
-def fit_params(X: Any, params: FitParams) -> NPTModel:
-    """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`."""
+def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
+    """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`
+    (``labels``/``targets`` as in :func:`fit`)."""
     spec = make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
         kernel_params=params.kernel_params,
@@ -337,7 +349,7 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
     spec = spec.resolve(int(x.shape[1]), variance)
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
-        return _solve(_persisted(x), spec, params, plan, info)
+        return _with_moments(_solve(_persisted(x), spec, params, plan, info), labels, targets)
     if spec.is_precomputed:
         raise InputError(
             "landmarks need the training rows; with kernel='precomputed' pass the landmark "
@@ -350,7 +362,7 @@ def fit_params(X: Any, params: FitParams) -> NPTModel:
                     {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip
     model = _solve(_persisted(rows), spec, params, plan, sub)
     method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
-    return _certified(model, x, method, idx)
+    return _certified(model, x, method, idx, labels, targets)
 
 
 SCALE_SAMPLE = 256
@@ -397,17 +409,33 @@ def _persisted(x: da.Array) -> da.Array:
     return x.persist() if current_client() is not None else x
 
 
-def _certified(model: NPTModel, x: da.Array, method: str, idx: np.ndarray) -> NPTModel:
-    """The landmark model with its certificate: every row's Lemma 5 residual, one pass."""
-    energy = np.asarray(compute(model.energy_split(x))[0])
+def _certified(
+    model: NPTModel, x: da.Array, method: str, idx: np.ndarray, labels: Any, targets: Any
+) -> NPTModel:
+    """The landmark model with its certificate (every row's Lemma 5 residual) and, with
+    labels or targets, the ridge moments of every row: one training pass."""
+    rows, _ = model.projector().rows_of(x)
+    rows = balanced_rows(rows, task_threads())
+    result = training_pass(model, rows, labels=labels, targets=targets)
     summary = {
         "method": method,
         "m": model.n_samples,
         "indices": [int(i) for i in idx],
-        "certificate": certificate(np.sqrt(energy[:, 1]), energy.sum(axis=1)),
+        "certificate": certificate(result.residuals, result.self_similarity),
     }
     diagnostics = dataclasses.replace(model.diagnostics, landmarks=summary)
-    return dataclasses.replace(model, diagnostics=diagnostics)
+    return dataclasses.replace(model, diagnostics=diagnostics, moments=result.moments)
+
+
+def _with_moments(model: NPTModel, labels: Any, targets: Any) -> NPTModel:
+    """An exact model's ridge moments, from its training coordinates (no kernel pass)."""
+    if labels is None and targets is None:
+        return model
+    y = da.from_array(
+        model.eigenvectors * np.sqrt(model.eigenvalues), chunks=(model.chunk_size, -1)
+    )
+    moments = linear_moments(y, labels=labels, targets=targets)
+    return dataclasses.replace(model, moments=moments)
 
 
 def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):

@@ -33,7 +33,7 @@ import numpy as np
 from npt_dask import store
 from npt_dask._inputs import InputInfo, wrap_rows
 from npt_dask._scheduler import compute
-from npt_dask.blocks import ProjectionTerms, projection_terms
+from npt_dask.blocks import LinearMoments, ProjectionTerms, projection_terms
 from npt_dask.errors import InputError, KernelScaleWarning, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
@@ -115,6 +115,7 @@ class NPTModel:
     train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
     store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
     train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
+    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (not saved)
 
     def __post_init__(self) -> None:
         if self.kernel.is_precomputed and self.x_train.shape[1] != 0:

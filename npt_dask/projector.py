@@ -40,7 +40,7 @@ from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
 from npt_dask._scheduler import current_client, persist_blocks, ship_blocks
-from npt_dask.blocks import ProjectionTerms, project_rows, projection_weights
+from npt_dask.blocks import ProjectionTerms, project_parts, project_rows, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.store import StoredTraining
@@ -48,7 +48,7 @@ from npt_dask.store import StoredTraining
 if TYPE_CHECKING:
     from npt_dask.model import NPTModel
 
-__all__ = ["Projector", "projection_rows", "projector_for"]
+__all__ = ["Projector", "balanced_rows", "projection_rows", "projector_for"]
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,25 @@ def _pairs(training: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     return iter(training)
 
 
-def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
-    """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
-    blocks for a precomputed kernel)."""
+def _dense_rows(z: Any, kernel: KernelSpec) -> Any:
     import scipy.sparse
 
     if kernel.is_precomputed:
-        z = [np.asarray(b.toarray() if scipy.sparse.issparse(b) else b) for b in z]
-    elif scipy.sparse.issparse(z):
-        z = z.toarray()
-    return project_rows(z, _pairs(training), kernel, terms)
+        return [np.asarray(b.toarray() if scipy.sparse.issparse(b) else b) for b in z]
+    return z.toarray() if scipy.sparse.issparse(z) else z
+
+
+def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
+    """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
+    blocks for a precomputed kernel)."""
+    return project_rows(_dense_rows(z, kernel), _pairs(training), kernel, terms)
+
+
+def project_chunk_parts(
+    z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Task body: ``(y, residual, ||y||^2)`` of one row chunk, ``y`` contiguous."""
+    return project_parts(_dense_rows(z, kernel), _pairs(training), kernel, terms)
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,8 @@ class Projector:
             name=name,
         )
 
-    def _task_input(self) -> Any:
+    def task_input(self) -> Any:
+        """The training blocks as a task argument (lists of shipped blocks, or the store)."""
         if isinstance(self.training, ShippedTraining):
             return self.training.task_input()
         return self.training
@@ -115,7 +125,7 @@ class Projector:
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
         parts = x.to_delayed()
-        training = self._task_input()
+        training = self.task_input()
         tasks = []
         for i in range(parts.shape[0]):
             z = list(parts[i]) if self.kernel.is_precomputed else parts[i, 0]
@@ -170,6 +180,21 @@ def projection_rows(
                 f"(the model expects {n_features})."
             )
     return (x if keep else x.rechunk({0: size})), info
+
+
+def balanced_rows(x: da.Array, threads: int) -> da.Array:
+    """``x`` in a multiple of ``threads`` equal row chunks, none larger than its largest.
+
+    For passes that keep no rows (the training pass): with 5 chunks on 2
+    threads the last chunk would run alone, a sixth of the pass on one core.
+    """
+    count = len(x.chunks[0])
+    if threads <= 1 or count % threads == 0 or count < threads:
+        return x
+    count = threads * -(-count // threads)
+    n = int(x.shape[0])
+    size = -(-n // count)
+    return x.rechunk({0: size})
 
 
 def _gemm_weights(model: NPTModel) -> np.ndarray:

@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask._inputs import check_finite_block, wrap_rows
 from npt_dask._scheduler import compute
+from npt_dask.blocks import LinearMoments, chunk_moments
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
 
@@ -42,16 +43,7 @@ _CRITERIA = ("gcv", "loo")
 
 
 def _target_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
-    x = np.asarray(block, dtype=np.float64)
-    t = np.asarray(targets, dtype=np.float64)
-    return (
-        np.array(float(len(x))),
-        x.sum(axis=0),
-        t.sum(axis=0),
-        x.T @ x,
-        x.T @ t,
-        np.einsum("ij,ij->j", t, t),
-    )
+    return chunk_moments(block, targets)
 
 
 def _pm_one(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -128,7 +120,7 @@ def _solve(moments: tuple, fit_intercept: bool, alphas: np.ndarray) -> _Solution
         t2 = t2 - t_sum * t_mean
     else:
         x_mean, t_mean = np.zeros_like(x_sum), np.zeros_like(t_sum)
-    values, vectors = scipy.linalg.eigh((gram + gram.T) / 2)
+    values, vectors = scipy.linalg.eigh((gram + gram.T) / 2, driver="evd")
     return _Solution(
         n=n,
         x_mean=x_mean,
@@ -325,6 +317,27 @@ class _RidgeBase(BaseEstimator):
     ) -> np.ndarray:
         """The one pass, the solve, and the choice of alpha; returns coef (r, k)."""
         moments = chunk_sums(moments_of, arrays, *args)
+        return self._fit_solution(moments, loo_of, arrays, *args, alphas=alphas)
+
+    def _fit_from(self, moments: Any, alphas: np.ndarray) -> np.ndarray:
+        """The solve from moments gathered elsewhere (no pass: GCV only)."""
+        if not isinstance(moments, LinearMoments):
+            raise InputTypeError(
+                "fit_moments takes the LinearMoments of a training pass (model.moments of "
+                f"npt.fit(..., labels=y) or targets=t); got {type(moments).__name__}."
+            )
+        if self.criterion == "loo" and len(alphas) > 1:
+            raise InputError(
+                "criterion='loo' needs a second pass over the coordinates, which moments alone "
+                "cannot give; use criterion='gcv' with fit_moments, or fit on the coordinates."
+            )
+        self.n_features_in_ = int(moments.gram.shape[0])
+        self.__dict__.pop("feature_names_in_", None)
+        return self._fit_solution(moments.as_tuple(), None, [], alphas=alphas)
+
+    def _fit_solution(
+        self, moments: tuple, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
+    ) -> np.ndarray:
         sol = _solve(moments, bool(self.fit_intercept), alphas)
         if len(alphas) == 1:
             scores = np.full(1, np.nan)
@@ -428,6 +441,24 @@ class Ridge(RegressorMixin, _RidgeBase):
             self.coef_ = coef.T
         return self
 
+    def fit_moments(self, moments: LinearMoments) -> Ridge:
+        """Fit from the moments of a training pass (``npt.fit(..., targets=t).moments``).
+
+        No pass over the coordinates: the r x r solve only (GCV scores the alphas).
+        """
+        alphas = _check_params(self)
+        if moments.classes is not None:
+            raise InputError(
+                "these moments are of class labels; use RidgeClassifier.fit_moments, or fit "
+                "with targets= for regression."
+            )
+        coef = self._fit_from(moments, alphas)
+        if coef.shape[1] == 1:
+            self.coef_, self.intercept_ = coef[:, 0], float(self.intercept_[0])
+        else:
+            self.coef_ = coef.T
+        return self
+
     def predict(self, X: Any) -> Any:
         """``X @ coef_.T + intercept_``; numpy in -> numpy out, lazy in -> lazy out."""
         scores, info = self._scores(X)
@@ -505,6 +536,23 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
             _label_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
         )
         self.coef_ = coef.T
+        return self
+
+    def fit_moments(self, moments: LinearMoments) -> RidgeClassifier:
+        """Fit from the class moments of a training pass (``npt.fit(..., labels=y).moments``).
+
+        No pass over the coordinates: the r x r solve only (GCV scores the alphas).
+        Equal to :meth:`fit` on the coordinates of the same rows with the same labels.
+        """
+        alphas = _check_params(self)
+        classes = getattr(moments, "classes", None)
+        if classes is None:
+            raise InputError(
+                "these moments are of numeric targets; use Ridge.fit_moments, or fit with "
+                "labels= for classification."
+            )
+        self.classes_ = classes
+        self.coef_ = self._fit_from(moments.plus_minus_one(), alphas).T
         return self
 
     def decision_function(self, X: Any) -> Any:

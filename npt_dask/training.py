@@ -1,0 +1,183 @@
+"""The training pass: one read of the training rows for a model and its consumers.
+
+A landmark model is fitted on m rows, but its users need three things of
+*every* training row: the Lemma 5 residual (the model's certificate), the
+coordinates (sometimes), and the sufficient statistics of a linear method on
+the coordinates (ridge: ``Y^T Y``, ``Y^T T``, column sums, counts). Each is a
+function of the same kernel block ``kappa(X_i, L)``, so one task per row
+chunk evaluates that block once (the model's projector task,
+:mod:`npt_dask.projector`) and produces all three from it:
+
+* ``[y | residual]`` of the chunk (float64), which lives for the task's
+  duration only (no n x r array is formed: use ``transform`` or
+  :func:`npt_dask.project` for coordinates that are kept);
+* the chunk's residuals and centred self-similarities (the certificate);
+* :class:`~npt_dask.blocks.LinearMoments` of the chunk's coordinates with its
+  labels (one-hot) or targets, summed over chunks in a fan-in tree in float64.
+
+The chain fit -> certificate -> ridge -> test projection -> predict thus
+evaluates each training row's landmark kernel once.
+
+Notes
+-----
+Memory per task: one row chunk, one kernel block against one training block
+(``chunk x training chunk``), the chunk's ``[y | residual]`` (``chunk x (r+1)``
+float64) and its moments (``r x r + r x k``); the tree's nodes hold
+:data:`~npt_dask.blocks.FAN_IN` moment tuples. The driver receives the summed
+moments and two float64 numbers per row (residual and self-similarity, for
+the certificate's quantiles): ``16 n`` bytes.
+
+Layer rule: graph code; the numbers come from :mod:`npt_dask.blocks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from npt_dask._scheduler import compute
+from npt_dask.blocks import LinearMoments, add_tuples, chunk_moments, one_hot
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.graph import tree_reduce
+from npt_dask.projector import project_chunk_parts
+
+if TYPE_CHECKING:
+    from npt_dask.model import NPTModel
+
+__all__ = ["PassResult", "class_labels", "linear_moments", "training_pass"]
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one training pass returns."""
+
+    residuals: np.ndarray  # (n,) Lemma 5 residual of every row
+    self_similarity: np.ndarray  # (n,) centred k(x, x) of every row
+    moments: LinearMoments | None
+
+
+def _pass_chunk(
+    z: Any,
+    aux: Any,
+    training: Any,
+    kernel: Any,
+    terms: Any,
+    classes: np.ndarray | None,
+    r: int,
+) -> tuple[Any, ...]:
+    """Task body: one kernel evaluation, then the chunk's residuals and moments."""
+    y, res, norms = project_chunk_parts(z, training, kernel, terms)
+    energy = norms + res * res
+    moments: tuple[np.ndarray, ...] = ()
+    if aux is not None:
+        t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
+        if not np.isfinite(t).all():
+            raise InputError("targets contain NaN or infinity; pass finite targets.")
+        moments = chunk_moments(y, t.reshape(len(y), -1))
+    return np.stack([res, energy]), moments
+
+
+def class_labels(labels: Any) -> np.ndarray:
+    """The sorted classes of 1-D labels (numpy, dask or DataArray: one read of the labels)."""
+    values = labels.data if type(labels).__name__ == "DataArray" else labels
+    if isinstance(values, da.Array):
+        values = compute(values)[0]
+    values = np.asarray(values)
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise InputError("labels contain NaN or infinity; pass one finite class label per row.")
+    classes = np.unique(values)
+    if len(classes) < 2:
+        raise InputError(f"labels need at least 2 classes; got {classes.tolist()}.")
+    return classes
+
+
+def _aux_blocks(aux: Any, x: da.Array, what: str) -> list[Any] | None:
+    if aux is None:
+        return None
+    values = aux.data if type(aux).__name__ == "DataArray" else aux
+    if not isinstance(values, da.Array):
+        values = np.asarray(values)
+    if values.shape[:1] != x.shape[:1] or values.ndim not in (1, 2):
+        raise InputError(
+            f"{what} must have one entry (or row) per training row: shape ({x.shape[0]},) or "
+            f"({x.shape[0]}, k); got {values.shape}."
+        )
+    if values.dtype.kind not in "biufUSO" or (
+        what == "targets" and values.dtype.kind not in "biuf"
+    ):
+        raise InputTypeError(f"{what} must be numeric; got dtype {values.dtype}.")
+    arr = (
+        values.rechunk({0: x.chunks[0]})
+        if isinstance(values, da.Array)
+        else da.from_array(values, chunks=(x.chunks[0], *values.shape[1:]))
+    )
+    return list(arr.to_delayed().ravel())
+
+
+def training_pass(
+    model: NPTModel,
+    x: da.Array,
+    *,
+    labels: Any = None,
+    targets: Any = None,
+) -> PassResult:
+    """Residuals and moments of every row of ``x``, one pass over the rows.
+
+    ``x`` is row-chunked as the projector's rule gives it (see
+    :meth:`npt_dask.projector.Projector.rows_of`); ``labels`` (class labels,
+    one-hot moments with ``classes``) or ``targets`` (numeric, 1-D or 2-D) are
+    read with the rows they belong to.
+    """
+    if labels is not None and targets is not None:
+        raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    classes = class_labels(labels) if labels is not None else None
+    given = labels if labels is not None else targets
+    aux = _aux_blocks(given, x, "labels" if labels is not None else "targets")
+    projector = model.projector()
+    training = projector.task_input()
+    r = model.n_components
+    parts = x.to_delayed()
+    stats, sums = [], []
+    for i in range(parts.shape[0]):
+        z = list(parts[i]) if model.kernel.is_precomputed else parts[i, 0]
+        task = delayed(_pass_chunk, pure=False, nout=2)(
+            z,
+            None if aux is None else aux[i],
+            training,
+            model.kernel,
+            projector.terms,
+            classes,
+            r,
+        )
+        stats.append(task[0])
+        sums.append(task[1])
+    total = tree_reduce(sums, add_tuples) if aux is not None else None
+    per_row, summed = compute(stats, total, release_scratch=True)
+    per_row = np.concatenate(per_row, axis=1)
+    moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
+    return PassResult(per_row[0], per_row[1], moments)
+
+
+def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> tuple:
+    t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
+    return chunk_moments(y, t.reshape(len(y), -1))
+
+
+def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> LinearMoments:
+    """:class:`~npt_dask.blocks.LinearMoments` of given row-chunked coordinates ``y``
+    with class ``labels`` or numeric ``targets``, one pass over the chunks."""
+    if (labels is None) == (targets is None):
+        raise InputError("pass labels= (classification) or targets= (regression), one of them.")
+    classes = class_labels(labels) if labels is not None else None
+    given = labels if labels is not None else targets
+    aux = _aux_blocks(given, y, "labels" if labels is not None else "targets")
+    assert aux is not None
+    parts = [
+        delayed(_coordinate_moments, pure=False)(block, a, classes)
+        for block, a in zip(y.to_delayed().ravel(), aux, strict=True)
+    ]
+    return LinearMoments.from_tuple(compute(tree_reduce(parts, add_tuples))[0], classes)
