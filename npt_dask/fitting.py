@@ -33,14 +33,14 @@ from npt_dask.eigen import (
 from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
 from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, make_kernel
-from npt_dask.landmarks import certificate, select_landmarks
+from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
 from npt_dask.projector import balanced_rows
-from npt_dask.training import linear_moments, training_pass
+from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
 
 __all__ = ["fit", "fit_params", "plan_for"]
 
@@ -54,6 +54,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
     with a warm ``start`` the block is as wide as the wanted components.
     """
     rows = _training_chunks(x, params.landmarks)
+    _check_landmark_rank(params, sum(rows))
     r = params.n_components
     width = params.block_size
     if params.start is not None and width is None and r is not None:
@@ -79,8 +80,18 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
 def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
     if landmarks is None:
         return tuple(int(c) for c in x.chunks[0])
-    m = int(landmarks) if isinstance(landmarks, int | np.integer) else len(landmarks)
+    checked = check_landmarks(landmarks, int(x.shape[0]))
+    m = checked if isinstance(checked, int) else len(checked)
     return tuple(normalize_chunks((max(x.chunks[0]),), (m,))[0])
+
+
+def _check_landmark_rank(params: FitParams, m: int) -> None:
+    r, most = params.n_components, m - int(params.center)
+    if params.landmarks is not None and r is not None and r > most:
+        raise InputError(
+            f"n_components={r} is more than a model on {m} landmarks can have (at most {most}"
+            f"{', centred' if params.center else ''}); lower n_components or raise landmarks."
+        )
 
 
 def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
@@ -343,6 +354,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
             X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
         )
     plan = plan_for(x, params)  # checks sizes and memory before any data is read
+    check_labels_or_targets(labels, targets, int(x.shape[0]))
     if info.lazy:
         check_finite_eagerly(x, "X")
     variance = data_variance(x) if spec.needs_variance else None

@@ -11,15 +11,16 @@ The pieces, each small:
 
 * :func:`uniform_landmarks` -- m distinct rows uniformly at random (seeded);
 * :func:`rpcholesky_landmarks` -- randomly pivoted partial Cholesky (Chen,
-  Epperly, Tropp & Webber 2022, block version): rows sampled with probability
-  proportional to the diagonal of the residual kernel, so redundant rows are
-  rarely picked twice;
+  Epperly, Tropp & Webber 2022, block version in about ten rounds, on a
+  uniform pool of candidates): rows sampled with probability proportional to
+  the diagonal of the residual kernel, so redundant rows are rarely picked
+  twice;
 * :func:`select_landmarks` -- resolve ``landmarks=`` (an int or row indices);
 * :func:`certificate` -- the residual summary recorded in the diagnostics.
 
 Layer rule: graph code over numpy blocks (kernel columns are streamed over the
-row chunks of X; the driver holds the n-vector of residual diagonals and, for
-RPCholesky, the n x m factor).
+row chunks of X; for RPCholesky the driver holds the pivots, their Cholesky
+factor and the candidates' residual diagonal, never an n x m factor).
 """
 
 from __future__ import annotations
@@ -29,15 +30,19 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import scipy.linalg
+from dask import delayed
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.gram import kernel_diagonal, kernel_matrix
+from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 
 __all__ = [
     "HISTOGRAM_BINS",
+    "RPCHOLESKY_POOL",
+    "RPCHOLESKY_ROUNDS",
     "certificate",
+    "check_landmarks",
     "rpcholesky_landmarks",
     "select_landmarks",
     "uniform_landmarks",
@@ -46,8 +51,12 @@ __all__ = [
 HISTOGRAM_BINS = 20
 """Bins of the certificate's residual histogram (from 0 to the largest residual)."""
 
-RPCHOLESKY_BLOCK = 100
-"""Pivots drawn per round of block RPCholesky (one streamed pass over X per round)."""
+RPCHOLESKY_ROUNDS = 10
+"""Rounds of block RPCholesky (one pass over the candidates each): m/10 pivots a round."""
+
+RPCHOLESKY_POOL = 10
+"""Candidates per landmark: RPCholesky picks m pivots among ``10 m`` rows of X drawn
+uniformly (all rows when X has no more), so its cost does not grow with n."""
 
 
 def uniform_landmarks(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
@@ -55,12 +64,28 @@ def uniform_landmarks(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
     return np.sort(rng.choice(n, size=m, replace=False))
 
 
-def _kernel_columns(x: da.Array, rows: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    """``kappa(X, X[rows])``, n x len(rows), streamed over the row chunks of X."""
-    pivots = da.from_array(np.asarray(x[np.sort(rows)].compute()), chunks=(-1, -1))
-    order = np.argsort(np.argsort(rows))  # back to the order of ``rows``
-    cols = compute(kernel_matrix(x, pivots, kernel))[0]
-    return np.asarray(cols, dtype=np.float64)[:, order]
+def _round_update(
+    z: Any,
+    d: np.ndarray,
+    pivots: np.ndarray,
+    k: int,
+    g: np.ndarray,
+    lower: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:
+    """Task body: a candidate chunk's residual diagonal after a round's new pivots.
+
+    ``kappa(z, P)`` against all pivots (the first ``k`` old, the rest new) is
+    evaluated once; the new pivots' residual columns are
+    ``C_new - C_old G`` with ``G = K_old^{-1} kappa(P_old, P_new)``, whitened
+    by the new pivots' Schur-complement Cholesky factor ``lower``.
+    """
+    if hasattr(z, "toarray"):
+        z = z.toarray()
+    cols = np.asarray(kernel(z, pivots), dtype=np.float64)
+    new = cols[:, k:] - cols[:, :k] @ g if k else cols
+    step = scipy.linalg.solve_triangular(lower, new.T, lower=True)
+    return np.maximum(d - np.einsum("ij,ij->j", step, step), 0.0)
 
 
 def rpcholesky_landmarks(
@@ -69,44 +94,109 @@ def rpcholesky_landmarks(
     m: int,
     rng: np.random.Generator,
     *,
-    block: int = RPCHOLESKY_BLOCK,
+    rounds: int = RPCHOLESKY_ROUNDS,
+    pool: int | None = None,
 ) -> np.ndarray:
     """Block randomly pivoted partial Cholesky: ``m`` pivot rows, sorted.
 
-    Each round samples ``block`` rows with probability proportional to the
-    residual diagonal ``d = diag(calK - F F^T)``, evaluates their kernel
-    columns in one pass over X, and extends the factor ``F`` by a Cholesky
-    step (rows whose residual has vanished are skipped). The uncentred kernel
-    is used: centring changes the model, not which rows span the data.
+    Candidates are ``pool`` rows of X drawn uniformly (default
+    ``RPCHOLESKY_POOL * m``, all rows when X has no more). Each of about
+    ``rounds`` rounds samples ``ceil((m - k) / rounds_left)`` candidates with
+    probability proportional to the residual diagonal ``d = diag(calK - F F^T)``,
+    keeps those whose Schur-complement pivot does not vanish (a greedy pivoted
+    Cholesky within the round), and updates ``d`` in one pass over the
+    candidates. The factor F is never stored: a round recomputes each
+    candidate's kernel against the pivots so far, so memory does not grow with
+    ``pool x m``. The uncentred kernel is used: centring changes the model, not
+    which rows span the data.
 
     Notes
     -----
-    Memory: the driver holds ``F`` (n x m float64) and ``d``; each task one
-    row chunk and its ``chunk x block`` kernel columns.
+    Passes over X: one to gather the pool, then one over the pool per round.
+    Driver memory: the pivots' rows (``m d`` in X's precision), the pivots'
+    Cholesky factor and the round's coupling ``G`` (``8 (m^2 + m b)``), the
+    pool's rows when it is not all of X (``pool d``) and its residual diagonal
+    (``8 pool``) -- independent of ``n x m``. Each task holds one candidate
+    chunk and its ``chunk x m`` kernel columns.
     """
     n = int(x.shape[0])
-    d = np.asarray(compute(kernel_diagonal(x, kernel))[0], dtype=np.float64).copy()
+    size = min(n, pool if pool is not None else RPCHOLESKY_POOL * m)
+    candidates = np.sort(rng.choice(n, size=size, replace=False)) if size < n else None
+    rows = x if candidates is None else _gathered(x, candidates)
+    d = np.asarray(compute(kernel_diagonal(rows, kernel))[0], dtype=np.float64).copy()
     scale = float(d.sum())
-    factor = np.zeros((n, m))
     chosen: list[int] = []
+    pivots: np.ndarray | None = None  # rows of the pivots so far
+    factor = np.zeros((0, 0))  # lower Cholesky factor of kappa(P, P)
+    done_rounds = 0
     while len(chosen) < m:
         total = float(d.sum())
         if total <= 1e-12 * scale:
-            break  # the chosen rows already span every row: no more landmarks are useful
-        want = min(block, m - len(chosen))
-        draws = np.unique(rng.choice(n, size=want, p=d / total))
+            break  # the chosen rows already span every candidate
+        want = -(-(m - len(chosen)) // max(rounds - done_rounds, 1))
+        draws = np.unique(rng.choice(len(d), size=want, p=d / total))
         draws = draws[d[draws] > 1e-12 * scale]
+        new_rows = _rows_at(rows, draws)
         k = len(chosen)
-        cols = _kernel_columns(x, draws, kernel) - factor[:, :k] @ factor[draws, :k].T
-        g = (cols[draws] + cols[draws].T) / 2
-        lower, keep = _pivoted_cholesky(g)
-        draws, cols = draws[keep], cols[:, keep]
-        step = scipy.linalg.solve_triangular(lower, cols.T, lower=True).T
-        factor[:, k : k + len(draws)] = step
-        chosen += [int(i) for i in draws]
-        d = np.maximum(d - np.einsum("ij,ij->i", step, step), 0.0)
+        cross = (
+            np.asarray(kernel(pivots, new_rows), dtype=np.float64)
+            if pivots is not None
+            else np.zeros((0, len(draws)))
+        )
+        g = scipy.linalg.cho_solve((factor, True), cross) if k else cross
+        schur = np.asarray(kernel(new_rows, new_rows), dtype=np.float64) - cross.T @ g
+        lower, keep = _pivoted_cholesky((schur + schur.T) / 2)
+        draws, new_rows, cross, g = draws[keep], new_rows[keep], cross[:, keep], g[:, keep]
+        pivots = new_rows if pivots is None else np.concatenate([pivots, new_rows])
+        d = _updated_diagonal(rows, d, pivots, k, g, lower, kernel)
         d[draws] = 0.0
-    return np.sort(np.asarray(chosen, dtype=np.int64))
+        factor = _extended_factor(factor, cross, lower)
+        chosen += [int(i) for i in draws]
+        done_rounds += 1
+    picked = np.asarray(chosen, dtype=np.int64)
+    return np.sort(picked if candidates is None else candidates[picked])
+
+
+def _gathered(x: da.Array, idx: np.ndarray) -> da.Array:
+    """Rows ``idx`` of X (one pass), row-chunked like X, in memory where tasks run."""
+    rows = x[idx].rechunk({0: max(x.chunks[0])})
+    return rows.persist()
+
+
+def _rows_at(rows: da.Array, idx: np.ndarray) -> np.ndarray:
+    block = compute(rows[idx])[0]
+    return np.asarray(block.toarray() if hasattr(block, "toarray") else block)
+
+
+def _updated_diagonal(
+    rows: da.Array,
+    d: np.ndarray,
+    pivots: np.ndarray,
+    k: int,
+    g: np.ndarray,
+    lower: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:
+    starts = np.concatenate([[0], np.cumsum(rows.chunks[0])])
+    parts = [
+        delayed(_round_update, pure=False)(
+            block, d[starts[i] : starts[i + 1]], pivots, k, g, lower, kernel
+        )
+        for i, block in enumerate(rows.to_delayed().ravel())
+    ]
+    return np.concatenate(compute(*parts, release_scratch=True))
+
+
+def _extended_factor(factor: np.ndarray, cross: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """The Cholesky factor of ``[[K_old, C], [C^T, K_new]]`` from that of ``K_old``,
+    ``C = kappa(P_old, P_new)`` and the Schur complement's factor ``lower``."""
+    k, b = factor.shape[0], lower.shape[0]
+    out = np.zeros((k + b, k + b))
+    out[:k, :k] = factor
+    if k:
+        out[k:, :k] = scipy.linalg.solve_triangular(factor, cross, lower=True).T
+    out[k:, k:] = lower
+    return out
 
 
 def _pivoted_cholesky(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,26 +224,20 @@ def _pivoted_cholesky(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lower[:k, :k], np.asarray(keep, dtype=np.int64)
 
 
-def select_landmarks(
-    landmarks: Any,
-    x: da.Array,
-    kernel: KernelSpec,
-    *,
-    method: str,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Sorted landmark row indices from ``landmarks=`` (an int m or row indices)."""
-    n = int(x.shape[0])
-    if isinstance(landmarks, int | np.integer):
+def check_landmarks(landmarks: Any, n: int) -> np.ndarray | int:
+    """``landmarks=`` validated against the n rows of X: the count m, or the sorted indices.
+
+    Raises :class:`InputError` naming the fix for a count above n, an index array that
+    is empty, 2-D, non-integer, out of range or repeated.
+    """
+    if isinstance(landmarks, int | np.integer) and not isinstance(landmarks, bool):
         m = int(landmarks)
         if m > n:
             raise InputError(
                 f"landmarks={m} is more than the {n} rows of X; use at most {n} "
                 "(landmarks=None fits on every row)."
             )
-        if method == "uniform" or m == n:
-            return uniform_landmarks(n, m, rng)
-        return rpcholesky_landmarks(x, kernel, m, rng)
+        return m
     idx = np.asarray(landmarks)
     if idx.ndim != 1 or idx.size < 2 or idx.dtype.kind not in "iu":
         raise InputError(
@@ -166,6 +250,24 @@ def select_landmarks(
             f"{idx.min()} to {idx.max()} ({idx.size - np.unique(idx).size} repeated)."
         )
     return np.sort(idx.astype(np.int64))
+
+
+def select_landmarks(
+    landmarks: Any,
+    x: da.Array,
+    kernel: KernelSpec,
+    *,
+    method: str,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Sorted landmark row indices from ``landmarks=`` (an int m or row indices)."""
+    n = int(x.shape[0])
+    checked = check_landmarks(landmarks, n)
+    if isinstance(checked, np.ndarray):
+        return checked
+    if method == "uniform" or checked == n:
+        return uniform_landmarks(n, checked, rng)
+    return rpcholesky_landmarks(x, kernel, checked, rng)
 
 
 def certificate(residuals: np.ndarray, self_similarity: np.ndarray) -> dict[str, Any]:

@@ -48,7 +48,13 @@ from npt_dask.projector import project_chunk_parts
 if TYPE_CHECKING:
     from npt_dask.model import NPTModel
 
-__all__ = ["PassResult", "class_labels", "linear_moments", "training_pass"]
+__all__ = [
+    "PassResult",
+    "check_labels_or_targets",
+    "class_labels",
+    "linear_moments",
+    "training_pass",
+]
 
 
 @dataclass(frozen=True)
@@ -95,21 +101,38 @@ def class_labels(labels: Any) -> np.ndarray:
     return classes
 
 
-def _aux_blocks(aux: Any, x: da.Array, what: str) -> list[Any] | None:
-    if aux is None:
-        return None
+def _checked(aux: Any, n: int, what: str) -> Any:
     values = aux.data if type(aux).__name__ == "DataArray" else aux
     if not isinstance(values, da.Array):
         values = np.asarray(values)
-    if values.shape[:1] != x.shape[:1] or values.ndim not in (1, 2):
+    if values.shape[:1] != (n,) or values.ndim not in ((1,) if what == "labels" else (1, 2)):
         raise InputError(
-            f"{what} must have one entry (or row) per training row: shape ({x.shape[0]},) or "
-            f"({x.shape[0]}, k); got {values.shape}."
+            f"{what} must have one entry (or row) per training row: shape ({n},)"
+            f"{'' if what == 'labels' else f' or ({n}, k)'}; got {values.shape}."
         )
-    if values.dtype.kind not in "biufUSO" or (
-        what == "targets" and values.dtype.kind not in "biuf"
-    ):
-        raise InputTypeError(f"{what} must be numeric; got dtype {values.dtype}.")
+    allowed = "biuf" if what == "targets" else "biufUS"
+    if values.dtype.kind not in allowed:
+        kind = "numeric" if what == "targets" else "numbers or strings"
+        raise InputTypeError(f"{what} must be {kind}; got dtype {values.dtype}.")
+    return values
+
+
+def check_labels_or_targets(labels: Any, targets: Any, n: int) -> np.ndarray | None:
+    """Validate ``labels=``/``targets=`` for n rows before any work; the classes, if labels."""
+    if labels is not None and targets is not None:
+        raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    if labels is not None:
+        _checked(labels, n, "labels")
+        return class_labels(labels)
+    if targets is not None:
+        _checked(targets, n, "targets")
+    return None
+
+
+def _aux_blocks(aux: Any, x: da.Array, what: str) -> list[Any] | None:
+    if aux is None:
+        return None
+    values = _checked(aux, int(x.shape[0]), what)
     arr = (
         values.rechunk({0: x.chunks[0]})
         if isinstance(values, da.Array)
@@ -134,9 +157,9 @@ def training_pass(
     """
     if labels is not None and targets is not None:
         raise InputError("pass labels= (classification) or targets= (regression), not both.")
-    classes = class_labels(labels) if labels is not None else None
     given = labels if labels is not None else targets
     aux = _aux_blocks(given, x, "labels" if labels is not None else "targets")
+    classes = class_labels(labels) if labels is not None else None
     projector = model.projector()
     training = projector.task_input()
     r = model.n_components
@@ -172,10 +195,10 @@ def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> L
     with class ``labels`` or numeric ``targets``, one pass over the chunks."""
     if (labels is None) == (targets is None):
         raise InputError("pass labels= (classification) or targets= (regression), one of them.")
-    classes = class_labels(labels) if labels is not None else None
     given = labels if labels is not None else targets
     aux = _aux_blocks(given, y, "labels" if labels is not None else "targets")
     assert aux is not None
+    classes = class_labels(labels) if labels is not None else None
     parts = [
         delayed(_coordinate_moments, pure=False)(block, a, classes)
         for block, a in zip(y.to_delayed().ravel(), aux, strict=True)

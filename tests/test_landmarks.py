@@ -71,7 +71,7 @@ def test_rpcholesky_never_picks_a_row_already_spanned():
     x = np.repeat(base, 25, axis=0)  # 1,000 rows, 40 distinct
     idx = rpcholesky_landmarks(da.from_array(x, chunks=(300, -1)),
                                npt.make_kernel("rbf", gamma=0.5), 40,
-                               np.random.default_rng(0), block=16)  # fmt: skip
+                               np.random.default_rng(0), rounds=3)  # fmt: skip
     assert len(np.unique(x[idx], axis=0)) == len(idx) == 40
     model = npt.fit(x, gamma=0.5, landmarks=40, landmark_method="rpcholesky", random_state=0)
     assert model.diagnostics.landmarks["certificate"]["max"] < 1e-6

@@ -194,6 +194,15 @@ def _check_params(est: Any) -> np.ndarray:
     return alphas
 
 
+def _check_moments(moments: Any) -> LinearMoments:
+    if not isinstance(moments, LinearMoments):
+        raise InputTypeError(
+            "fit_moments takes the LinearMoments of a training pass (model.moments of "
+            f"npt.fit(..., labels=y) or targets=t); got {type(moments).__name__}."
+        )
+    return moments
+
+
 def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
 
@@ -319,13 +328,8 @@ class _RidgeBase(BaseEstimator):
         moments = chunk_sums(moments_of, arrays, *args)
         return self._fit_solution(moments, loo_of, arrays, *args, alphas=alphas)
 
-    def _fit_from(self, moments: Any, alphas: np.ndarray) -> np.ndarray:
+    def _fit_from(self, moments: LinearMoments, alphas: np.ndarray) -> np.ndarray:
         """The solve from moments gathered elsewhere (no pass: GCV only)."""
-        if not isinstance(moments, LinearMoments):
-            raise InputTypeError(
-                "fit_moments takes the LinearMoments of a training pass (model.moments of "
-                f"npt.fit(..., labels=y) or targets=t); got {type(moments).__name__}."
-            )
         if self.criterion == "loo" and len(alphas) > 1:
             raise InputError(
                 "criterion='loo' needs a second pass over the coordinates, which moments alone "
@@ -447,6 +451,7 @@ class Ridge(RegressorMixin, _RidgeBase):
         No pass over the coordinates: the r x r solve only (GCV scores the alphas).
         """
         alphas = _check_params(self)
+        _check_moments(moments)
         if moments.classes is not None:
             raise InputError(
                 "these moments are of class labels; use RidgeClassifier.fit_moments, or fit "
@@ -545,7 +550,7 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
         Equal to :meth:`fit` on the coordinates of the same rows with the same labels.
         """
         alphas = _check_params(self)
-        classes = getattr(moments, "classes", None)
+        classes = _check_moments(moments).classes
         if classes is None:
             raise InputError(
                 "these moments are of numeric targets; use Ridge.fit_moments, or fit with "
