@@ -73,9 +73,10 @@ def _pass_chunk(
     kernel: Any,
     terms: Any,
     classes: np.ndarray | None,
-    r: int,
+    precision: str,
 ) -> tuple[Any, ...]:
-    """Task body: one kernel evaluation, then the chunk's residuals and moments."""
+    """Task body: one kernel evaluation, then the chunk's residuals and moments (their
+    ``Y^T Y`` in the model's precision, summed in float64)."""
     y, res, norms = project_chunk_parts(z, training, kernel, terms)
     energy = norms + res * res
     moments: tuple[np.ndarray, ...] = ()
@@ -83,7 +84,7 @@ def _pass_chunk(
         t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
         if not np.isfinite(t).all():
             raise InputError("targets contain NaN or infinity; pass finite targets.")
-        moments = chunk_moments(y, t.reshape(len(y), -1))
+        moments = chunk_moments(y, t.reshape(len(y), -1), precision)
     return np.stack([res, energy]), moments
 
 
@@ -162,7 +163,6 @@ def training_pass(
     classes = class_labels(labels) if labels is not None else None
     projector = model.projector()
     training = projector.task_input()
-    r = model.n_components
     parts = x.to_delayed()
     stats, sums = [], []
     for i in range(parts.shape[0]):
@@ -174,7 +174,7 @@ def training_pass(
             model.kernel,
             projector.terms,
             classes,
-            r,
+            str(model.precision),
         )
         stats.append(task[0])
         sums.append(task[1])
