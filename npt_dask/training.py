@@ -22,8 +22,12 @@ Notes
 -----
 Memory per task: one row chunk, one kernel block against one training block
 (``chunk x training chunk``), the chunk's ``[y | residual]`` (``chunk x (r+1)``
-float64) and its moments (``r x r + r x k``); the tree's nodes hold
-:data:`~npt_dask.blocks.FAN_IN` moment tuples. The driver receives the summed
+float64) and two moment tuples (``r x r + r x k`` each: its own, and its
+chain's running sums). The moments are summed along one chain per thread
+(chunk i joins chain ``i mod threads``), so at most ``2 x threads`` moment
+tuples exist at once whatever n -- a tree would hold ``FAN_IN`` of them per
+node (800 MB each at r = 10,000) -- and the order of summation is fixed, so
+the result does not depend on scheduling. The driver receives the summed
 moments and two float64 numbers per row (residual and self-similarity, for
 the certificate's quantiles): ``16 n`` bytes.
 
@@ -39,7 +43,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from npt_dask._scheduler import compute
+from npt_dask._scheduler import compute, task_threads
 from npt_dask.blocks import LinearMoments, add_tuples, chunk_moments, one_hot
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.graph import tree_reduce
@@ -69,23 +73,29 @@ class PassResult:
 def _pass_chunk(
     z: Any,
     aux: Any,
+    before: tuple[np.ndarray, ...] | None,
     training: Any,
     kernel: Any,
     terms: Any,
     classes: np.ndarray | None,
     precision: str,
 ) -> tuple[Any, ...]:
-    """Task body: one kernel evaluation, then the chunk's residuals and moments (their
-    ``Y^T Y`` in the model's precision, summed in float64)."""
+    """Task body: one kernel evaluation, then the chunk's residuals and its moments added
+    to the running sums ``before`` of its chain (``Y^T Y`` in the model's precision,
+    summed in float64)."""
     y, res, norms = project_chunk_parts(z, training, kernel, terms)
     energy = norms + res * res
-    moments: tuple[np.ndarray, ...] = ()
-    if aux is not None:
-        t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
-        if not np.isfinite(t).all():
-            raise InputError("targets contain NaN or infinity; pass finite targets.")
-        moments = chunk_moments(y, t.reshape(len(y), -1), precision)
-    return np.stack([res, energy]), moments
+    if aux is None:
+        return np.stack([res, energy]), None
+    t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
+    if not np.isfinite(t).all():
+        raise InputError("targets contain NaN or infinity; pass finite targets.")
+    mine = chunk_moments(y, t.reshape(len(y), -1), precision)
+    del y  # the chunk's coordinates are not kept
+    if before is not None:  # ours are fresh arrays: add in place
+        for acc, term in zip(mine, before, strict=True):
+            acc += term
+    return np.stack([res, energy]), mine
 
 
 def class_labels(labels: Any) -> np.ndarray:
@@ -164,12 +174,15 @@ def training_pass(
     projector = model.projector()
     training = projector.task_input()
     parts = x.to_delayed()
-    stats, sums = [], []
+    chains = max(1, min(task_threads(), parts.shape[0]))
+    stats: list[Any] = []
+    running: list[Any] = [None] * chains
     for i in range(parts.shape[0]):
         z = list(parts[i]) if model.kernel.is_precomputed else parts[i, 0]
         task = delayed(_pass_chunk, pure=False, nout=2)(
             z,
             None if aux is None else aux[i],
+            running[i % chains],
             training,
             model.kernel,
             projector.terms,
@@ -177,8 +190,8 @@ def training_pass(
             str(model.precision),
         )
         stats.append(task[0])
-        sums.append(task[1])
-    total = tree_reduce(sums, add_tuples) if aux is not None else None
+        running[i % chains] = task[1]
+    total = delayed(add_tuples, pure=False)(running) if aux is not None else None
     per_row, summed = compute(stats, total, release_scratch=True)
     per_row = np.concatenate(per_row, axis=1)
     moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
