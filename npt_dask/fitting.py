@@ -297,7 +297,9 @@ def fit(
     landmark_method : {"uniform", "rpcholesky"}, default "uniform"
         Uniform sampling, or randomly pivoted partial Cholesky (Chen, Epperly,
         Tropp & Webber 2022): rows drawn with probability proportional to what
-        the landmarks so far miss of them (the driver holds an n x m factor).
+        the landmarks so far miss of them, in about ten rounds over a uniform
+        pool of ``10 m`` candidate rows; no n x m factor is held (see
+        :func:`npt_dask.landmarks.rpcholesky_landmarks`).
     start : NPTModel, optional
         Warm start: the Krylov solver starts from this model's coordinates of
         X (e.g. a landmark model), so it needs far fewer passes.
