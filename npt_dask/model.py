@@ -102,6 +102,10 @@ class NPTModel:
         Whether the kernel was centred in feature space.
     diagnostics : SolverDiagnostics
         Solver, passes, residual norms, convergence.
+    moments : LinearMoments or None
+        With ``npt.fit(..., labels=y)`` or ``targets=t``: the ridge moments of
+        the training rows' coordinates (for ``RidgeClassifier.fit_moments``);
+        not saved with the model.
     """
 
     kernel: KernelSpec
