@@ -122,15 +122,21 @@ class Projector:
             return self.training.task_input()
         return self.training
 
+    def chunk_inputs(self, x: da.Array) -> list[Any]:
+        """Each row chunk of ``x`` as a task argument (its list of column blocks for a
+        precomputed kernel, whose test x train rows are chunked like the training rows)."""
+        parts = x.to_delayed()
+        if self.kernel.is_precomputed:
+            return [list(parts[i]) for i in range(parts.shape[0])]
+        return [parts[i, 0] for i in range(parts.shape[0])]
+
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
-        parts = x.to_delayed()
         training = self.task_input()
-        tasks = []
-        for i in range(parts.shape[0]):
-            z = list(parts[i]) if self.kernel.is_precomputed else parts[i, 0]
-            tasks.append(delayed(project_chunk, pure=False)(z, training, self.kernel, self.terms))
-        return tasks
+        return [
+            delayed(project_chunk, pure=False)(z, training, self.kernel, self.terms)
+            for z in self.chunk_inputs(x)
+        ]
 
     def rows(self, x: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like x's rows."""

@@ -173,12 +173,11 @@ def training_pass(
     classes = class_labels(labels) if labels is not None else None
     projector = model.projector()
     training = projector.task_input()
-    parts = x.to_delayed()
-    chains = max(1, min(task_threads(), parts.shape[0]))
+    inputs = projector.chunk_inputs(x)
+    chains = max(1, min(task_threads(), len(inputs)))
     stats: list[Any] = []
     running: list[Any] = [None] * chains
-    for i in range(parts.shape[0]):
-        z = list(parts[i]) if model.kernel.is_precomputed else parts[i, 0]
+    for i, z in enumerate(inputs):
         task = delayed(_pass_chunk, pure=False, nout=2)(
             z,
             None if aux is None else aux[i],
