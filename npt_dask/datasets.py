@@ -322,8 +322,9 @@ def deformed_mnist(
     x : dask array (n_rows, h * w), float32 in [0, 1]
     y : dask array (n_rows,), the labels of the originals
     """
-    import dask
     import dask.array as da
+
+    from npt_dask._scheduler import ship_blocks
 
     images, labels = _as_images(source_x, source_y)
     n_rows = _count("n_rows", n_rows, 1)
@@ -340,7 +341,9 @@ def deformed_mnist(
             f"ask for n_rows >= {len(images)}, or pass originals=False."
         )
     rows = da.arange(n_rows, chunks=chunk_size)
-    shared = dask.delayed(images, pure=True)  # one key: shipped once per worker
+    # under a distributed client the originals are scattered to every worker once
+    # (the graph holds a reference); locally the tasks share the array itself
+    shared = ship_blocks([images])[0]
     x = da.map_blocks(
         _rows_block, rows, shared,
         seed=seed, deformation=deformation, originals=bool(originals),
