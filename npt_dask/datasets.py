@@ -23,11 +23,13 @@ the lazy and writing functions.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,14 @@ from npt_dask.errors import InputError, InputTypeError
 
 __all__ = [
     "DATA_DIR_ENV",
+    "GENERATORS",
     "MNIST_TRAIN_ROWS",
     "Deformation",
     "data_path",
     "deformed_mnist",
     "first_per_class",
+    "generated_mismatch",
+    "generator_params",
     "load_npz",
     "open_generated",
     "write_deformed_mnist",
@@ -447,3 +452,63 @@ def open_generated(path: str | os.PathLike) -> Any:
             "foreign or interrupted); remove it and write it again with write_deformed_mnist."
         )
     return ds
+
+
+GENERATORS = ("deformed_mnist",)
+"""Names a pipeline's ``[data] generate`` table may give."""
+
+
+def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's generator table as keyword arguments of :func:`write_deformed_mnist`.
+
+    ``values`` holds ``name = "deformed_mnist"`` and any of ``n_rows``,
+    ``seed``, ``source``, ``chunk_size`` and ``deformation`` (a table of
+    :class:`Deformation` ranges). Unknown keys and bad values raise.
+
+    >>> generator_params({"name": "deformed_mnist", "n_rows": 70000})["n_rows"]
+    70000
+    """
+    if not isinstance(values, Mapping):
+        raise InputError(f"[data] generate must be a table; got {type(values).__name__}.")
+    values = dict(values)
+    name = values.pop("name", None)
+    if name not in GENERATORS:
+        raise InputError(f"[data] generate needs name = one of {GENERATORS}; got {name!r}.")
+    allowed = {"n_rows", "seed", "source", "chunk_size", "deformation"}
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise InputError(
+            f"Unknown key(s) {unknown} in [data] generate; allowed: {sorted(allowed)}."
+        )
+    for key, minimum in (("n_rows", 1), ("seed", 0), ("chunk_size", 1)):
+        if key in values:
+            values[key] = _count(f"[data] generate {key}", values[key], minimum)
+    if not isinstance(values.get("source", ""), str):
+        raise InputTypeError("[data] generate source must be a path string.")
+    table = values.pop("deformation", {})
+    if not isinstance(table, Mapping):
+        raise InputError("[data] generate deformation must be a table of Deformation ranges.")
+    fields = {f.name for f in dataclasses.fields(Deformation)}
+    unknown = sorted(set(table) - fields)
+    if unknown:
+        raise InputError(
+            f"Unknown key(s) {unknown} in [data] generate deformation; allowed: {sorted(fields)}."
+        )
+    defaults = {
+        key: p.default
+        for key, p in inspect.signature(write_deformed_mnist).parameters.items()
+        if key in allowed
+    }
+    return {**defaults, **values, "deformation": Deformation(**table)}
+
+
+def generated_mismatch(attrs: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    """How a generated store's ``attrs`` differ from :func:`generator_params` output, or None."""
+    wanted = {
+        "seed": params["seed"],
+        "n_rows": params["n_rows"],
+        "source": Path(params["source"]).name,
+        "deformation": dataclasses.asdict(params["deformation"] or Deformation()),
+    }
+    diffs = [f"{k}={attrs.get(k)!r} (wanted {v!r})" for k, v in wanted.items() if attrs.get(k) != v]
+    return ", ".join(diffs) or None
