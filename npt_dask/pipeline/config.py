@@ -5,7 +5,7 @@ and the output folder::
 
     name = "quickstart"
     [data]
-    source = "digits"          # "digits" (bundled with scikit-learn), "npz" or "moons"
+    source = "digits"          # "digits" (bundled with scikit-learn), "npz", "zarr" or "moons"
     test_fraction = 0.3
     [model]
     kernel = "rbf"
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 CONFIG_VERSION = 1
-SOURCES = ("digits", "npz", "moons")
+SOURCES = ("digits", "npz", "zarr", "moons")
 METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge")
 
 
@@ -71,6 +71,16 @@ class DataConfig:
     ``per_class`` the first that many rows of each. ``scale`` divides ``x``;
     ``shift`` is subtracted afterwards (``scale = 127.5, shift = 1`` maps
     pixels to [-1, 1]).
+
+    ``source="zarr"`` reads a zarr dataset with variables ``x`` (sample,
+    feature) and ``y`` (sample) lazily, chunk by chunk (``path`` is relative
+    to the working directory). ``train`` defaults to all its rows; ``test``
+    (required) are rows of ``test_path`` (an ``.npz`` read whole, looked up
+    like ``path`` of an npz, divided by ``test_scale``) if given, else of the
+    store. ``generate = {name = "deformed_mnist", ...}`` (keyword arguments
+    of :func:`npt_dask.datasets.write_deformed_mnist`; its ``source`` is
+    looked up like ``test_path``) writes the store first when it is absent;
+    a present store must have been generated with the same parameters.
     """
 
     source: str = "digits"
@@ -87,12 +97,16 @@ class DataConfig:
     n_samples: int = 2000
     noise: float = 0.2
     seed: int = 0
+    test_path: str | None = None
+    test_scale: float | None = None
+    generate: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise InputError(f"[data] source must be one of {SOURCES}; got {self.source!r}.")
         if self.source == "npz" and not self.path:
             raise InputError("[data] source='npz' needs path = '<file>.npz'.")
+        self._check_zarr()
         if not 0.0 < self.test_fraction < 1.0:
             raise InputError(f"[data] test_fraction must be in (0, 1); got {self.test_fraction}.")
         for name in ("train", "test"):
@@ -103,6 +117,34 @@ class DataConfig:
                 object.__setattr__(self, name, (int(rows[0]), int(rows[1])))
         if self.classes is not None:
             object.__setattr__(self, "classes", tuple(int(c) for c in self.classes))
+
+    def _check_zarr(self) -> None:
+        zarr_only = ("test_path", "test_scale", "generate")
+        if self.source != "zarr":
+            given = [k for k in zarr_only if getattr(self, k) is not None]
+            if given:
+                raise InputError(f"[data] {given} apply to source='zarr' only; remove them.")
+            return
+        if not self.path:
+            raise InputError("[data] source='zarr' needs path = '<store>.zarr'.")
+        if self.test is None:
+            raise InputError(
+                "[data] source='zarr' needs test = [start, stop): rows of test_path, "
+                "or of the store when test_path is not given."
+            )
+        if self.test_scale is not None and self.test_path is None:
+            raise InputError("[data] test_scale scales the rows of test_path; give test_path.")
+        subsets = [k for k in ("classes", "per_class", "per_class_test") if getattr(self, k)]
+        if subsets:
+            raise InputError(
+                f"[data] source='zarr' reads contiguous row ranges; remove {subsets} "
+                "and select rows with train/test."
+            )
+        if self.generate is not None:
+            from npt_dask.datasets import generator_params
+
+            generator_params(self.generate)  # refuses unknown keys and bad values now
+            object.__setattr__(self, "generate", dict(self.generate))
 
 
 ModelConfig = FitParams

@@ -32,7 +32,7 @@ from npt_dask.kernels import make_kernel
 from npt_dask.model import NPTModel, load
 from npt_dask.params import FitParams
 from npt_dask.pipeline.config import PipelineConfig
-from npt_dask.pipeline.data import Split, load_split
+from npt_dask.pipeline.data import Split, generate_if_absent, load_split
 from npt_dask.pipeline.methods import check_params, run_method
 from npt_dask.pipeline.report import write_figures, write_report
 from npt_dask.projection import project
@@ -93,6 +93,7 @@ def fit_or_reuse(
 
 
 _STAGED = "npt_staged_rows"
+_STORES = ("input_train.zarr", "input_test.zarr", "model.zarr", "train.zarr", "test.zarr")
 
 
 def stage_rows(x: np.ndarray, y: np.ndarray, path: Path, rows: int) -> Any:
@@ -118,6 +119,16 @@ def stage_rows(x: np.ndarray, y: np.ndarray, path: Path, rows: int) -> Any:
     encoding = {"x": {"chunks": (min(rows, len(x)), x.shape[1])}}
     ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False, encoding=encoding)
     return xr.open_zarr(path, consolidated=False)["x"]
+
+
+def _stage(split: Split, out: Path, chunk: int | None, clock: _Clock) -> dict[str, Any]:
+    """Each part's rows as a lazy DataArray: numpy rows staged to zarr, lazy rows as they are."""
+    parts = (("train", split.x_train, split.y_train), ("test", split.x_test, split.y_test))
+    return {
+        part: clock(f"stage_{part}", stage_rows, x, y, out / f"input_{part}.zarr", chunk)
+        if isinstance(x, np.ndarray) else x
+        for part, x, y in parts
+    }  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -219,7 +230,9 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     """Run ``config`` and return its report (also written to ``config.output.dir``).
 
     The rows are staged once into ``input_{train,test}.zarr`` in the output
-    folder, so workers read them chunk by chunk.
+    folder, so workers read them chunk by chunk (rows already in a zarr
+    dataset, ``[data] source = "zarr"``, are read from it, generated there
+    first when ``[data] generate`` asks and the store is absent).
 
     Parameters
     ----------
@@ -234,14 +247,11 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     out = Path(config.output.dir)
     out.mkdir(parents=True, exist_ok=True)
     clock = _Clock()
-    split: Split = clock("load", load_split, config.data)
-    chunk = config.model.chunk_size
-    rows = {
-        part: clock(f"stage_{part}", stage_rows, x, y, out / f"input_{part}.zarr", chunk)
-        for part, x, y in (("train", split.x_train, split.y_train),
-                           ("test", split.x_test, split.y_test))
-    }  # fmt: skip
     with _client(config, client) as active, active.as_current():
+        if config.data.generate is not None:  # on the cluster: each task writes its rows
+            clock("generate", generate_if_absent, config.data)
+        split: Split = clock("load", load_split, config.data)
+        rows = _stage(split, out, config.model.chunk_size, clock)
         model, reused = clock(
             "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
             rows["train"],
@@ -263,8 +273,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "worker_peak_gib": worker_peak / 2**30,
         },
         "methods": methods,
-        "outputs": {"dir": str(out), "stores": ["input_train.zarr", "input_test.zarr",
-                                                "model.zarr", "train.zarr", "test.zarr"],
+        "outputs": {"dir": str(out), "stores": [s for s in _STORES if (out / s).exists()],
                     "figures": written},
         "dashboard": dashboard,
     }  # fmt: skip
