@@ -18,7 +18,15 @@ from npt_dask.errors import InputError
 from npt_dask.model import NPTModel
 from npt_dask.pipeline.data import Split
 
-__all__ = ["PARAMS", "STAGES", "check_params", "run_method"]
+__all__ = [
+    "MODEL_ONLY_STAGES",
+    "MOMENT_STAGES",
+    "PARAMS",
+    "STAGES",
+    "check_params",
+    "needs_train_coordinates",
+    "run_method",
+]
 
 Figures = dict[str, Callable[[], Any]]
 
@@ -51,15 +59,21 @@ def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) ->
 
 
 def _ridge(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
-    """One-vs-all ridge on the coordinates, streaming over their zarr chunks (out of core)."""
+    """One-vs-all ridge: from the fit's training pass (``model.moments``: no second read of
+    the training rows), else streaming over the zarr chunks of the training coordinates."""
     from npt_dask.methods import RidgeClassifier
 
     alpha = params.pop("alpha", [10.0**k for k in range(-8, 1)])
     clf = RidgeClassifier(alpha=np.asarray(alpha, dtype=float), **params)
-    clf.fit(train["coordinates"], _labels(train))
+    if model.moments is not None and model.moments.classes is not None:
+        clf.fit_moments(model.moments)
+        source = "training pass moments"
+    else:
+        clf.fit(train["coordinates"], _labels(train))
+        source = "training coordinates"
     pred = clf.predict(test["coordinates"])
     acc = _accuracy(getattr(pred, "values", pred), _labels(test))
-    return {"alpha": float(clf.alpha_), "test_accuracy": acc}, {}
+    return {"alpha": float(clf.alpha_), "fitted_from": source, "test_accuracy": acc}, {}
 
 
 def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
@@ -167,6 +181,19 @@ PARAMS = {
     "kpca": {"show"},
     "alignment": set(),
 }  # fmt: skip
+
+
+MOMENT_STAGES = frozenset({"ridge"})
+"""Stages served by the training pass's moments (:attr:`NPTModel.moments`)."""
+
+MODEL_ONLY_STAGES = frozenset({"kpca", "kernel_svm_reference"})
+"""Stages that read no training coordinates at all."""
+
+
+def needs_train_coordinates(methods: Any, model: NPTModel) -> bool:
+    """Whether some configured stage reads the projected training rows (``train.zarr``)."""
+    served = MODEL_ONLY_STAGES | (MOMENT_STAGES if model.moments is not None else frozenset())
+    return any(method.name not in served for method in methods)
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ to the old model).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import resource
 import time
@@ -33,7 +34,12 @@ from npt_dask.model import NPTModel, load
 from npt_dask.params import FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, generate_if_absent, load_split
-from npt_dask.pipeline.methods import check_params, run_method
+from npt_dask.pipeline.methods import (
+    MOMENT_STAGES,
+    check_params,
+    needs_train_coordinates,
+    run_method,
+)
 from npt_dask.pipeline.report import write_figures, write_report
 from npt_dask.projection import project
 
@@ -75,21 +81,30 @@ def _matches(model: NPTModel, cfg: FitParams, x: np.ndarray, rows: Any) -> bool:
 
 
 def fit_or_reuse(
-    cfg: FitParams, x: np.ndarray, path: Path, progress: bool = False, rows: Any = None
+    cfg: FitParams,
+    x: np.ndarray,
+    path: Path,
+    progress: bool = False,
+    rows: Any = None,
+    labels: Any = None,
 ) -> tuple[NPTModel, bool]:
     """Load the model at ``path`` if it is this config's fit on ``x``, else fit and save.
 
     ``rows`` are the same rows lazily (staged in zarr); the fit reads them
-    chunk by chunk instead of shipping ``x`` inside the task graph.
+    chunk by chunk instead of shipping ``x`` inside the task graph. With
+    ``labels`` a new fit also returns the ridge moments of the training rows
+    (:attr:`NPTModel.moments`, from the same pass as a landmark model's
+    certificate); a reused model has none.
     """
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
             if _matches(model, cfg, x, rows):
                 return model, True
-    model = fit_params(x if rows is None else rows, cfg.replace(progress=progress))
+    model = fit_params(x if rows is None else rows, cfg.replace(progress=progress), labels=labels)
     model.save(path)
-    return load(path), False  # stream training blocks from the store when projecting
+    # stream training blocks from the store when projecting; the moments are not stored
+    return dataclasses.replace(load(path), moments=model.moments), False
 
 
 _STAGED = "npt_staged_rows"
@@ -218,7 +233,7 @@ def _run_methods(
     methods, figures = {}, _model_figures(model, proj["test"], config)
     for method in config.methods:
         metrics, figs = run_method(
-            method.name, method.params, proj["train"], proj["test"], split, model
+            method.name, method.params, proj.get("train"), proj["test"], split, model
         )
         methods[method.key] = metrics
         clock.seconds[method.key] = metrics["seconds"]
@@ -252,11 +267,14 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             clock("generate", generate_if_absent, config.data)
         split: Split = clock("load", load_split, config.data)
         rows = _stage(split, out, config.model.chunk_size, clock)
+        wants_moments = any(method.name in MOMENT_STAGES for method in config.methods)
         model, reused = clock(
             "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
-            rows["train"],
+            rows["train"], split.y_train if wants_moments else None,
         )  # fmt: skip
         resume = reused and not config.output.overwrite
+        if not needs_train_coordinates(config.methods, model):
+            rows = {"test": rows["test"]}  # the training pass gave what the stages need
         proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
         methods, figures = _run_methods(config, model, proj, split, clock)
         worker_peak = _worker_peak(active)
