@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
+import npt_dask as npt
 from npt_dask.errors import InputError
 from npt_dask.pipeline import PipelineConfig, load_config, run
 from npt_dask.pipeline.config import MethodConfig
@@ -175,3 +176,41 @@ def test_staging_never_replaces_a_foreign_directory(tmp_path, client):
         run(config, client=client, progress=False)
     assert (foreign / "mine.txt").read_text() == "user data"
     assert not (tmp_path / "out" / "model.zarr").exists()
+
+
+def test_landmark_ridge_pipeline_reads_the_training_rows_once(tmp_path, client):
+    """Landmarks + ridge only: the fit's training pass gives the ridge moments, no
+    train.zarr is written, and the classifier equals ridge on the projected rows."""
+    from npt_dask.methods import RidgeClassifier
+
+    config = PipelineConfig.from_dict(
+        {
+            **MOONS,
+            "model": {
+                "kernel": "rbf",
+                "gamma": 2.0,
+                "landmarks": 40,
+                "n_components": None,
+                "chunk_size": 64,
+            },
+            "methods": [{"name": "ridge", "alpha": [1e-3, 1e-1]}],
+            "output": {"dir": str(tmp_path / "out"), "plots": False},
+        }
+    )
+    report = run(config, client=client, progress=False)
+    out = tmp_path / "out"
+    ridge = report["methods"]["ridge"]
+    assert ridge["fitted_from"] == "training pass moments"
+    assert not (out / "train.zarr").exists()
+    assert (out / "test.zarr").exists()
+    import xarray as xr
+
+    model = npt.load(out / "model.zarr")
+    train = xr.open_zarr(out / "input_train.zarr", consolidated=False)
+    test = xr.open_zarr(out / "test.zarr", consolidated=False)
+    ref = RidgeClassifier(alpha=[1e-3, 1e-1]).fit(
+        model.transform(train["x"].values), train["label"].values
+    )
+    acc = float(np.mean(ref.predict(test["coordinates"].values) == test["label"].values))
+    assert ridge["alpha"] == ref.alpha_
+    assert ridge["test_accuracy"] == acc
