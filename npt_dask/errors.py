@@ -20,6 +20,7 @@ __all__ = [
     "InputTypeError",
     "KernelParameterError",
     "KernelScaleWarning",
+    "KernelValueError",
     "NPTError",
     "NPTWarning",
     "NegativeEigenvalueError",
@@ -46,6 +47,11 @@ class InputTypeError(NPTError, TypeError):
 
 class KernelParameterError(InputError):
     """A kernel name or kernel parameter is invalid."""
+
+
+class KernelValueError(InputError):
+    """A kernel gave values that are not a kernel block: non-finite (an overflow, or a
+    callable returning NaN/inf), or a callable returned no numbers or the wrong shape."""
 
 
 class ClusterError(NPTError, ValueError):

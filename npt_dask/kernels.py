@@ -23,7 +23,17 @@ Two more kinds of kernel, as scikit-learn's ``KernelPCA`` takes them:
   workers. A model with one cannot be saved: a function is code, and the
   stores hold no pickle. scikit-learn calls its callable once per *pair of
   rows*; such a function (two rows in, a number out) is recognised and
-  evaluated pair by pair, as there (slow: prefer a block function);
+  evaluated pair by pair, as there (slow: prefer a block function). The
+  convention is found by probing the function on a few rows whose counts
+  differ from each other and from the number of features (so no shape can
+  coincide); a function that works both ways with different answers is
+  refused: declare it with :func:`blockwise` or :func:`pairwise`.
+
+Every kernel block and diagonal is checked once for NaN and inf as it is
+made (one reduction over the block, negligible next to its evaluation): an
+overflow (huge data, a huge ``gamma``) or a callable returning non-finite
+values raises :class:`~npt_dask.errors.KernelValueError` naming the kernel,
+its parameters and the data range, instead of reaching the eigensolver.
 * ``"precomputed"``: the caller gives the kernel matrix itself; its blocks are
   read, never evaluated (:mod:`npt_dask.gram`), so the spec has no function.
 
@@ -45,7 +55,7 @@ import scipy.sparse
 from scipy.spatial.distance import cdist
 
 from npt_dask._parallel import map_row_slices
-from npt_dask.errors import InputError, KernelParameterError
+from npt_dask.errors import InputError, KernelParameterError, KernelValueError
 from npt_dask.params import KERNEL_ALIASES, KERNEL_NAMES, check_param
 
 __all__ = [
@@ -53,8 +63,10 @@ __all__ = [
     "CALLABLE",
     "GAMMA_SCALE",
     "KERNELS",
+    "KERNEL_FORM",
     "PRECOMPUTED",
     "KernelSpec",
+    "blockwise",
     "make_kernel",
     "pairwise",
 ]
@@ -64,6 +76,13 @@ PRECOMPUTED = "precomputed"
 
 CALLABLE = "callable"
 """The name of a spec wrapping a Python function ``f(A, B, **kernel_params)``."""
+
+KERNEL_FORM = "npt_kernel_form"
+"""Attribute of a function declaring its convention: ``"block"`` (``f(A, B)`` returns
+the block) or ``"pair"`` (``f(x, z)`` returns a number); set by :func:`blockwise`
+and :func:`pairwise`. Undeclared functions are probed (see :func:`_form`)."""
+
+_PROBE_ROWS = (2, 3, 4)  # row counts of the convention probe (two of them, != d)
 
 _TILE_ELEMENTS = 1 << 15  # elements per tile of an elementwise pass (~256 KiB)
 
@@ -447,7 +466,15 @@ class KernelSpec:
         if self.needs_variance:
             if variance is None:
                 raise KernelParameterError("gamma='scale' needs the variance of the data.")
-            return replace(self, gamma=1.0 / (n_features * variance) if variance > 0 else 1.0)
+            gamma = 1.0 / (n_features * variance) if variance > 0 else 1.0
+            if not (np.isfinite(variance) and np.isfinite(gamma) and gamma > 0):
+                raise KernelValueError(
+                    f"gamma='scale' is 1 / (n_features * var(X)), but var(X) = {variance:.3g} "
+                    f"over- or underflows float64 (gamma would be {gamma:.3g}): the data are on "
+                    "an extreme scale. Rescale X (e.g. sklearn.preprocessing.StandardScaler) "
+                    "or pass gamma as a number."
+                )
+            return replace(self, gamma=gamma)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -521,40 +548,71 @@ class KernelSpec:
                 f"{(a.shape[0], b.shape[0])}; got {out.dtype} {out.shape}."
             )
         if self.name == CALLABLE:
-            return self._call_function(a, b, out)
-        return KERNELS[self.name].block(a, b, self, out)
+            block = self._call_function(a, b, out)
+        else:
+            block = KERNELS[self.name].block(a, b, self, out)
+        self._check_finite(block, a, b)
+        return block
 
     def _call_function(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
         assert self.function is not None
         dtype = _block_dtype(a, b)
         params = dict(self.params)
-        try:
-            block = self.function(a, b, **params)
-            failure: Exception | None = None
-        except Exception as exc:  # maybe a function of two single rows
-            block, failure = None, exc
-        block = (
-            None if block is None
-            else _dense(block, dtype) if _is_sparse(block)
-            else np.asarray(block, dtype=dtype)
-        )  # fmt: skip
-        if block is None or block.shape != (a.shape[0], b.shape[0]):
-            if _per_pair(self.function, a, b, params):  # scikit-learn's convention
-                block = np.asarray(pairwise(self.function)(a, b, **params), dtype=dtype)
-            elif failure is not None:
-                raise failure
-        assert block is not None
-        if block.shape != (a.shape[0], b.shape[0]):
-            raise KernelParameterError(
-                f"The kernel function {self.function_name} returned shape {block.shape} for "
-                f"blocks of {a.shape[0]} and {b.shape[0]} rows; it must return the "
-                f"({a.shape[0]}, {b.shape[0]}) kernel block. A function of two single rows "
-                "(scikit-learn's per-pair convention) must return a number."
-            )
+        shape = (a.shape[0], b.shape[0])
+        if 0 in shape:
+            block = np.empty(shape, dtype=dtype)
+        elif _form(self.function, a, b, params, self.describe()) == "pair":
+            block = pairwise(self.function)(a, b, **params).astype(dtype, copy=False)
+        else:
+            got, problem = _attempt(self.function, a, b, params, dtype)
+            if got is None or got.shape != shape:
+                what = problem if got is None else f"returned shape {got.shape}"
+                raise KernelValueError(
+                    f"The {self.describe()} {what} for blocks of {shape[0]} and {shape[1]} "
+                    f"rows; it must return the {shape} kernel block of numbers."
+                )
+            block = got
         if out is None:
             return np.ascontiguousarray(block)
         out[...] = block
         return out
+
+    def describe(self) -> str:
+        """``"rbf kernel (gamma=0.5)"``, ``"kernel function mod.f (kernel_params {...})"``."""
+        if self.name == CALLABLE:
+            given = f" with kernel_params {dict(self.params)}" if self.params else ""
+            return f"kernel function {self.function_name}{given}"
+        if self.name == PRECOMPUTED:
+            return "precomputed kernel"
+        values = ", ".join(f"{p}={getattr(self, p):.3g}" for p in KERNELS[self.name].defaults)
+        return f"{self.name} kernel" + (f" ({values})" if values else "")
+
+    def _check_finite(self, block: np.ndarray, a: Any, b: Any) -> None:
+        """Refuse a block with NaN or inf, naming the kernel and the data (one reduction)."""
+        if np.isfinite(np.add.reduce(block, axis=None)) or np.isfinite(block).all():
+            return  # the sum of finite values is finite unless it overflows itself
+        found = " and ".join(
+            word for word, hit in (("NaN", np.isnan(block).any()), ("inf", np.isinf(block).any()))
+            if hit
+        )  # fmt: skip
+        top = max(_max_abs(a), _max_abs(b))
+        where = f"on rows with values up to {top:.3g} ({block.dtype} kernel blocks)"
+        if self.name == CALLABLE:
+            raise KernelValueError(
+                f"The {self.describe()} returned {found} {where}; a kernel must return finite "
+                "numbers. Fix the function (or its kernel_params) for these rows."
+            )
+        fixes = ["rescale X (e.g. sklearn.preprocessing.StandardScaler)"]
+        if "gamma" in KERNELS[self.name].defaults:
+            fixes.append("lower gamma")
+        if block.dtype == np.float32:
+            fixes.append("compute in float64 (precision='float64')")
+        raise KernelValueError(
+            f"The {self.describe()} gave {found} {where}: the kernel overflowed "
+            f"{block.dtype} (largest {np.finfo(block.dtype).max:.3g}). "
+            + ", or ".join(fixes).replace("rescale", "Rescale", 1)
+            + "."
+        )
 
     def diag(self, a: np.ndarray) -> np.ndarray:
         """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``.
@@ -563,8 +621,11 @@ class KernelSpec:
         """
         self._check_ready(a)
         if self.name == CALLABLE:
-            return np.array(np.diagonal(self._call_function(a, a, None)), dtype=np.float64)
-        return KERNELS[self.name].diag(a, self)
+            values = np.array(np.diagonal(self._call_function(a, a, None)), dtype=np.float64)
+        else:
+            values = KERNELS[self.name].diag(a, self)
+        self._check_finite(values, a, a)
+        return values
 
 
 def _plain(value: Any) -> Any:
@@ -576,15 +637,90 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _per_pair(f: Callable[..., Any], a: Any, b: Any, params: Mapping[str, Any]) -> bool:
-    """True when ``f`` maps two single rows to a number (scikit-learn's callable convention)."""
-    if a.shape[0] == 0 or b.shape[0] == 0:
-        return False
+def _max_abs(a: Any) -> float:
+    """The largest absolute value in a block (dense or sparse; 0 when empty)."""
+    values = np.asarray(a.data if _is_sparse(a) else a)
+    finite = np.abs(values[np.isfinite(values)]) if values.size else values
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _attempt(
+    f: Callable[..., Any], a: Any, b: Any, params: Mapping[str, Any], dtype: Any = None
+) -> tuple[np.ndarray | None, str]:
+    """``f(a, b)`` as a numeric ndarray, or ``None`` and what went wrong instead."""
     try:
-        value = f(_dense(a[:1])[0], _dense(b[:1])[0], **params)
-    except Exception:
-        return False
-    return bool(np.ndim(value) == 0)
+        value = f(a, b, **params)
+    except Exception as exc:
+        return None, f"raised {type(exc).__name__}: {exc}"
+    if value is None:
+        return None, "returned None"
+    array = _dense(value) if _is_sparse(value) else np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        return None, f"returned {array.dtype} values, not numbers"
+    return (array if dtype is None else array.astype(dtype, copy=False)), ""
+
+
+def _form(f: Callable[..., Any], a: Any, b: Any, params: Mapping[str, Any], name: str) -> str:
+    """``"block"`` or ``"pair"``: how the callable kernel ``f`` is to be called.
+
+    A declared form (:data:`KERNEL_FORM`) is used as it is. Otherwise ``f`` is
+    probed on ``p`` and ``q`` rows of ``a`` and ``b`` (``p != q``, neither equal
+    to the number of features, so a per-pair ``x @ z`` cannot return a block of
+    the right shape by coincidence) and on their first rows alone.
+    """
+    declared = getattr(f, KERNEL_FORM, None)
+    if declared in ("block", "pair"):
+        return str(declared)
+    p, q = [k for k in _PROBE_ROWS if k != a.shape[1]][:2]
+    block, block_problem = _attempt(
+        f, a[np.arange(p) % a.shape[0]], b[np.arange(q) % b.shape[0]], params
+    )
+    value, pair_problem = _attempt(f, _dense(a[:1])[0], _dense(b[:1])[0], params)
+    is_block = block is not None and block.shape == (p, q)
+    is_pair = value is not None and value.size == 1
+    if block is not None and value is not None and is_block and is_pair:
+        if np.allclose(block[0, 0], value.ravel()[0], rtol=1e-6, atol=0.0, equal_nan=True):
+            return "block"  # the same kernel either way: the block call is faster
+        raise KernelParameterError(
+            f"The {name} gives one value for two rows ({float(value.ravel()[0]):.6g}) and "
+            f"another for the same rows in a block ({float(block[0, 0]):.6g}), so it is not "
+            "clear whether it takes blocks or single rows. Say which: "
+            "kernel=npt_dask.kernels.blockwise(f) for f(A, B) -> (len(A), len(B)) block, or "
+            "kernel=npt_dask.kernels.pairwise(f) for f(x, z) -> number (scikit-learn's form)."
+        )
+    if is_block:
+        return "block"
+    if is_pair:
+        return "pair"
+    got = block_problem or f"returned shape {getattr(block, 'shape', ())}"
+    got_pair = pair_problem or f"returned shape {getattr(value, 'shape', ())}"
+    raise KernelValueError(
+        f"The {name} {got} for blocks of {p} and {q} rows, and {got_pair} for two single "
+        f"rows. A kernel function must return the ({p}, {q}) block of numbers for "
+        "f(A, B) (or a number for f(x, z), scikit-learn's per-pair form)."
+    )
+
+
+def blockwise(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Declare ``f(A, B, **params)`` a block function: it is called on blocks, never probed.
+
+    >>> import numpy as np
+    >>> k = blockwise(lambda a, b: a @ b.T)
+    >>> make_kernel(k)(np.eye(2), np.ones((3, 2))).shape
+    (2, 3)
+    """
+
+    def block(a: Any, b: Any, **params: Any) -> Any:
+        return f(a, b, **params)
+
+    return _declared(block, f, "block", "{}")
+
+
+def _declared(wrapper: Callable[..., Any], f: Callable[..., Any], form: str, label: str):
+    setattr(wrapper, KERNEL_FORM, form)
+    wrapper.__qualname__ = label.format(getattr(f, "__qualname__", type(f).__name__))
+    wrapper.__module__ = getattr(f, "__module__", None) or __name__
+    return wrapper
 
 
 def pairwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
@@ -605,12 +741,18 @@ def pairwise(f: Callable[..., Any]) -> Callable[..., np.ndarray]:
         out = np.empty((a_d.shape[0], b_d.shape[0]))
         for i in range(a_d.shape[0]):
             for j in range(b_d.shape[0]):
-                out[i, j] = f(a_d[i], b_d[j], **params)
+                raw = f(a_d[i], b_d[j], **params)
+                value = np.asarray(raw)
+                if value.dtype.kind not in "biuf" or value.size != 1:
+                    raise KernelValueError(
+                        f"The kernel function {getattr(f, '__qualname__', f)} returned "
+                        f"{raw!r} for rows {i} and {j}; a per-pair kernel must return a "
+                        "number."
+                    )
+                out[i, j] = value.item()
         return out
 
-    block.__qualname__ = f"pairwise({getattr(f, '__qualname__', type(f).__name__)})"
-    block.__module__ = getattr(f, "__module__", None) or __name__
-    return block
+    return _declared(block, f, "block", "pairwise({})")
 
 
 def make_kernel(
