@@ -29,6 +29,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "StoreError",
+    "StoreWarning",
     "warn",
 ]
 
@@ -89,6 +90,10 @@ class NegativeEigenvalueWarning(NPTWarning):
 class KernelScaleWarning(NPTWarning):
     """The kernel is nearly the identity or nearly constant on the data: almost surely
     a kernel parameter on the wrong scale for the data (e.g. unscaled pixels)."""
+
+
+class StoreWarning(NPTWarning):
+    """A store holds something this version does not use (fields of a newer version)."""
 
 
 class RankWarning(NPTWarning):

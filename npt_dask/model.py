@@ -34,7 +34,7 @@ from npt_dask import store
 from npt_dask._inputs import InputInfo, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, ProjectionTerms, projection_terms
-from npt_dask.errors import InputError, KernelScaleWarning, warn
+from npt_dask.errors import InputError, KernelScaleWarning, StoreError, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 from npt_dask.projector import Projector, projector_for
@@ -395,9 +395,19 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
     """
     stored = store.read(path, verify=verify)
     manifest, small = stored.manifest, stored.arrays
-    diagnostics = SolverDiagnostics(residuals=small["residuals"], **dict(manifest.diagnostics))
-    return NPTModel(
-        KernelSpec.from_dict(manifest.kernel),
+    where = f"{stored.path}: the manifest's diagnostics"
+    fields = store.parse_fields(SolverDiagnostics, dict(manifest.diagnostics), where)
+    fields.pop("residuals", None)  # stored as an array
+    try:
+        diagnostics = SolverDiagnostics(residuals=small["residuals"], **fields)
+        kernel = KernelSpec.from_dict(manifest.kernel)
+    except (TypeError, ValueError) as exc:  # a missing diagnostic, an invalid kernel spec
+        raise StoreError(
+            f"{stored.path}: the model manifest is malformed ({exc}); the store is damaged. "
+            "Save the model again."
+        ) from exc
+    model = NPTModel(
+        kernel,
         stored.x_train,
         small["eigenvalues"],
         small["eigenvectors"],
@@ -408,3 +418,5 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         store_path=str(stored.path),
         train_diagonal=small.get("train_diagonal"),
     )
+    model.__dict__["identity"] = stored.identity  # pinned: the model as read, not as it is now
+    return model

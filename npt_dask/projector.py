@@ -223,7 +223,7 @@ def _build(model: NPTModel) -> Projector:
     if model.store_path is not None and not model.kernel.is_precomputed:
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(model.x_train.chunks[0])]))
         training: Any = StoredTraining(
-            model.store_path, offsets, model.eigenvalues, str(model.precision)
+            model.store_path, offsets, model.eigenvalues, str(model.precision), model.identity
         )
     else:
         training = _ship(model)

@@ -35,7 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import typing
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -46,8 +48,9 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
+from npt_dask._owners import OWNER_PATTERN, is_dead, owner_tag
 from npt_dask.blocks import projection_weights
-from npt_dask.errors import StoreError
+from npt_dask.errors import StoreError, StoreWarning, warn
 
 if TYPE_CHECKING:  # the model imports this module; this one never imports the model
     from npt_dask.model import NPTModel
@@ -61,13 +64,16 @@ __all__ = [
     "check_target",
     "manifest_checksum",
     "model_identity",
+    "parse_fields",
     "read",
     "read_manifest",
+    "recover",
     "save",
 ]
 
 FORMAT_VERSION = 1
 KIND = "npt-model"
+CHECKSUM = "npt_checksum"  # group attribute: manifest_checksum of the "npt" manifest
 _ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "x_train")
 _PRECOMPUTED_ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "train_diagonal")
 STORED_ROWS = "stored"
@@ -97,30 +103,84 @@ class ModelManifest:
     kind: str = KIND
     checksums: Mapping[str, str] = field(default_factory=dict)
     training_rows: str = STORED_ROWS  # or NO_ROWS (precomputed kernel)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer version, kept
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable dict (a deep copy); ``training_rows`` only when not stored."""
         out = json.loads(json.dumps(asdict(self)))
         if out["training_rows"] == STORED_ROWS:
             del out["training_rows"]  # the common case: manifests as before
-        return out
+        extra = out.pop("extra")
+        return {**extra, **out}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelManifest:
-        """Validate and build; a newer format or another kind is a StoreError."""
+    def from_dict(cls, data: Mapping[str, Any], *, note: bool = True) -> ModelManifest:
+        """Validate and build; a newer format or another kind is a StoreError.
+
+        Fields this version does not know (from a newer minor version) are kept
+        in ``extra`` (so the manifest's checksum is unchanged) with a note; a
+        field of the wrong type is a StoreError.
+        """
         if not isinstance(data, Mapping) or data.get("kind") != KIND:
             raise StoreError("The store's 'npt' attribute does not describe an npt model.")
         version = data.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
             raise StoreError(
                 f"The model was written in format version {version!r}; this npt-dask reads "
                 f"up to {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
-        names = {f for f in cls.__dataclass_fields__}
+        names = set(cls.__dataclass_fields__) - {"extra"}
         missing = names - set(data) - {"kind", "checksums", "training_rows"}
         if missing:
             raise StoreError(f"The model manifest lacks {sorted(missing)}; the store is damaged.")
-        return cls(**{k: data[k] for k in names if k in data})
+        own = {k: v for k, v in data.items() if k != "extra"}  # "extra" is ours, not a field
+        known = parse_fields(cls, own, "the model manifest", note=note)
+        extra = {k: data[k] for k in data if k not in names}
+        return cls(**known, extra=extra)
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {
+    int: (int,),
+    float: (int, float),
+    bool: (bool,),
+    str: (str,),
+}
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint) or hint
+    if origin in _SCALARS:
+        return isinstance(value, _SCALARS[origin]) and (
+            origin is bool or not isinstance(value, bool)
+        )
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        return isinstance(value, Mapping)
+    return True  # arrays and anything else: checked where they are read
+
+
+def parse_fields(
+    cls: type, data: Mapping[str, Any], where: str, *, note: bool = True
+) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` in ``data``, type-checked (zarr v3's
+    ``parse_extra_fields`` manner): a wrong type is a StoreError; a key ``cls``
+    does not know (written by a newer npt-dask) is left out with a note."""
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(hints))
+    if unknown and note:
+        warn(
+            f"{where} has fields {unknown} that this npt-dask does not know (written by a "
+            "newer version?); they are kept in the manifest but not used.",
+            StoreWarning,
+        )
+    out = {}
+    for name in set(hints) & set(data):
+        if not _matches(data[name], hints[name]):
+            raise StoreError(
+                f"{where}: field {name!r} is {data[name]!r}, not a {hints[name]}; the store is "
+                "damaged (or was edited by hand). Save the model again."
+            )
+        out[name] = data[name]
+    return out
 
 
 _NOT_IDENTITY = ("created", "package_version")
@@ -255,12 +315,14 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    recover(path)
+    tmp = _sibling(path, "tmp")
     try:
         group = zarr.open_group(str(tmp), mode="w-", zarr_format=3)
         for name, (values, dims) in arrays.items():
             _write_array(group, name, values, dims, model.chunk_size)
-        group.attrs["npt"] = manifest.to_dict()  # last: a store without it is no model
+        # last, in one write: a store without them is no model
+        group.attrs.update({"npt": manifest.to_dict(), CHECKSUM: manifest_checksum(manifest)})
         _swap_into_place(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -304,7 +366,7 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
         return
     check_target(path)
-    old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+    old = _sibling(path, "old")
     os.replace(path, old)
     try:
         os.replace(tmp, path)
@@ -314,12 +376,64 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def read_manifest(path: str | os.PathLike) -> ModelManifest:
-    """The manifest of the model store at ``path`` (no array is read)."""
-    return _open_manifest(Path(path))[1]
+def _sibling(path: Path, kind: str) -> Path:
+    """``.<name>.<kind>-<owner>-<random>``: a save's temporary or set-aside directory."""
+    return path.parent / f".{path.name}.{kind}-{owner_tag()}-{uuid.uuid4().hex[:8]}"
 
 
-def _open_manifest(path: Path) -> tuple[Any, ModelManifest]:
+def _leftovers(path: Path) -> list[tuple[str, Path]]:
+    """``(kind, dir)`` of the temporaries of saves at ``path`` whose writer is dead."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(tmp|old)-({OWNER_PATTERN})-[0-9a-f]{{8}}$")
+    if not path.parent.is_dir():
+        return []
+    found = []
+    for entry in path.parent.iterdir():
+        match = pattern.match(entry.name)
+        if match and is_dead(match.group(2)):
+            found.append((match.group(1), entry))
+    return found
+
+
+def recover(path: str | os.PathLike) -> bool:
+    """Repair what a killed :func:`save` at ``path`` left behind; True if a model was restored.
+
+    A save killed between its two renames leaves nothing at ``path``: the
+    swap is finished with its new model when that was complete, else the
+    previous model is put back. Temporaries of dead writers (this host,
+    process gone) are removed; those of live or remote writers are left alone.
+    """
+    path = Path(path)
+    leftovers = _leftovers(path)
+    restored = False
+    if not path.exists():
+        complete = {kind: [p for k, p in leftovers if k == kind and _is_model_store(p)]
+                    for kind in ("tmp", "old")}  # fmt: skip
+        for candidate in sorted(complete["tmp"] or complete["old"], key=_mtime, reverse=True):
+            try:
+                os.replace(candidate, path)
+            except OSError:
+                continue
+            restored = True
+            break
+    for _, p in leftovers:
+        shutil.rmtree(p, ignore_errors=True)
+    return restored
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return (path / "zarr.json").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def read_manifest(path: str | os.PathLike, *, note: bool = True) -> ModelManifest:
+    """The manifest of the model store at ``path`` (no array is read); ``note``: warn
+    about fields this version does not know."""
+    return _open_manifest(Path(path), note=note)[1]
+
+
+def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest]:
     import zarr
 
     if not (path / "zarr.json").is_file():
@@ -333,7 +447,15 @@ def _open_manifest(path: Path) -> tuple[Any, ModelManifest]:
     meta = group.attrs["npt"]
     if not isinstance(meta, Mapping):
         raise StoreError(f"{path}: the 'npt' attribute is not a manifest; the store is damaged.")
-    return group, ModelManifest.from_dict(meta)
+    manifest = ModelManifest.from_dict(meta, note=note)
+    recorded = group.attrs.get(CHECKSUM)  # absent in stores saved before it existed
+    if recorded is not None and recorded != manifest_checksum(manifest):
+        raise StoreError(
+            f"{path}: the model manifest does not match its checksum; it was altered after "
+            "the model was saved (kernel, centring, shapes or diagnostics). Refit and save "
+            "the model again, or restore the store from a copy."
+        )
+    return group, manifest
 
 
 def _checked_array(group: Any, name: str, manifest: ModelManifest, path: Path) -> Any:
@@ -369,6 +491,7 @@ class StoredModel:
     manifest: ModelManifest
     arrays: Mapping[str, np.ndarray]
     x_train: da.Array
+    identity: str  # manifest_checksum(manifest): the model as read
 
 
 def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
@@ -379,12 +502,18 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
     chunk happen on every read regardless.
     """
     path = Path(path)
+    recover(path)
     group, manifest = _open_manifest(path)
     names = _PRECOMPUTED_ARRAYS if manifest.training_rows != STORED_ROWS else _ARRAYS
     arrays = {name: _checked_array(group, name, manifest, path) for name in names}
     small = {name: _read(arrays[name], name, path) for name in names if name != "x_train"}
     if "x_train" in arrays:
-        x_train = da.from_zarr(arrays["x_train"])
+        x_train = da.from_array(
+            CheckedArray(arrays["x_train"], f"{path}/x_train"),
+            chunks=arrays["x_train"].chunks,
+            asarray=False,
+            name=f"x_train-{manifest_checksum(manifest)[:16]}",
+        )
     else:  # a precomputed kernel: an (n, 0) placeholder that carries the row chunks
         x_train = da.zeros(
             (manifest.n_samples, 0), chunks=(manifest.chunk_size, (0,)), dtype=manifest.precision
@@ -398,7 +527,25 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
                 raise StoreError(f"{path}/{name} failed its integrity check: {exc}") from exc
             if manifest.checksums and digest != manifest.checksums.get(name):
                 raise StoreError(f"{path}/{name} does not match its checksum; it was altered.")
-    return StoredModel(path.resolve(), manifest, small, x_train)
+    return StoredModel(path.resolve(), manifest, small, x_train, manifest_checksum(manifest))
+
+
+class CheckedArray:
+    """A stored zarr array whose reads fail as a StoreError naming it (not zarr's bare
+    checksum ``ValueError``); ``da.from_array`` keeps this small object in the graph."""
+
+    def __init__(self, array: Any, where: str) -> None:
+        self.array, self.where = array, where
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        try:
+            return np.asarray(self.array[index])
+        except ValueError as exc:  # zarr's checksum mismatch, a chunk that does not decode
+            raise StoreError(
+                f"{self.where} failed its integrity check ({exc}); the store is damaged. "
+                "Restore it from a copy or save the model again."
+            ) from exc
 
 
 @dataclass(frozen=True)
@@ -415,13 +562,32 @@ class StoredTraining:
     offsets: tuple[int, ...]
     eigenvalues: np.ndarray
     dtype: str = "float64"
+    identity: str = ""  # manifest checksum the task must find (empty: not checked)
 
     def __iter__(self) -> Any:
         import zarr
 
+        self.check_identity()
         group: Any = zarr.open_group(self.path, mode="r")  # members are arrays
-        x, u = group["x_train"], group["eigenvectors"]
+        x = CheckedArray(group["x_train"], f"{self.path}/x_train")
+        u = CheckedArray(group["eigenvectors"], f"{self.path}/eigenvectors")
         n = self.offsets[-1]
         for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
-            w = projection_weights(np.asarray(u[lo:hi]), self.eigenvalues, n)
-            yield np.asarray(x[lo:hi]), w.astype(self.dtype, copy=False)
+            w = projection_weights(u[lo:hi], self.eigenvalues, n)
+            yield x[lo:hi], w.astype(self.dtype, copy=False)
+        self.check_identity()  # every block read came from the recorded model
+
+    def check_identity(self) -> None:
+        """Refuse, inside a task, a store that no longer holds the model the run started with."""
+        if not self.identity:
+            return
+        try:
+            now = manifest_checksum(_open_manifest(Path(self.path), note=False)[1])
+        except StoreError as exc:
+            now = f"unreadable ({exc})"
+        if now != self.identity:
+            raise StoreError(
+                f"The model at {self.path} changed while it was in use (its manifest "
+                f"checksum is now {now[:16]}..., the run started with {self.identity[:16]}...); "
+                "nothing computed from it was kept. Load the model again and rerun."
+            )
