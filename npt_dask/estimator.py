@@ -36,7 +36,7 @@ from npt_dask.errors import (
 from npt_dask.fitting import fit_params
 from npt_dask.kernels import PRECOMPUTED
 from npt_dask.model import NPTModel
-from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults
+from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults, names
 from npt_dask.preimage import InverseMap, fit_inverse_map
 
 __all__ = ["NonlinearProjection"]
@@ -49,6 +49,7 @@ def _is_lazy(X: Any) -> bool:
 
 
 _EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
+_FIT_NAMES = tuple(names())
 _E = {p.name: p.default for p in ESTIMATOR_PARAMS}
 
 
@@ -122,7 +123,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Centre in feature space (kernel PCA); ``False``: uncentred exact feature map.
     solver : {"auto", "dense", "krylov"}, default "auto"
     tol : float, optional
-        Krylov eigen-residual tolerance (default 1e-8).
+        Krylov eigen-residual tolerance (None: 1e-8). KernelPCA's ``tol=0``
+        ("automatic") is ``tol=None`` here.
     rtol : float, optional
         Drop eigenvalues below ``rtol * lambda_1``.
     chunk_size : int, default 4096
@@ -133,8 +135,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Bytes the fit may hold beyond the input rows.
     precision : {"float32", "float64"}, optional
         Kernel block precision; default the input's (float32 stays float32).
-    random_state : int, Generator or None
-        Seeds the Krylov start block.
+    random_state : int, RandomState instance, Generator or None
+        Seeds the Krylov start block (and the landmark draw).
     kernel_params : dict, optional
         Parameters of a callable kernel; for a named kernel, its ``gamma``,
         ``degree`` or ``coef0``.
@@ -148,6 +150,22 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         With ``n_components`` above the rank of the centred kernel matrix, the
         missing components are zero columns (``KernelPCA``'s output) unless
         this is True, which drops them (with a ``RankWarning``).
+    eigen_solver : {"auto", "dense", "arpack", "randomized", "krylov"}, optional
+        KernelPCA's name of ``solver`` (``"arpack"`` and ``"randomized"`` mean
+        the Krylov solver); it wins over ``solver`` unless both are set and differ
+        (an error). None: ``solver`` decides.
+    max_iter : int, optional
+        KernelPCA's name: the most Krylov passes (``npt.fit``'s ``max_passes``;
+        None: its default, 50).
+    iterated_power : int or "auto", default "auto"
+        Accepted for KernelPCA compatibility; no effect (the Krylov solver has
+        no power iterations: it stops on ``tol``).
+    copy_X : bool, default True
+        Keep a copy of numpy training rows (``transform`` reads them); False
+        keeps a reference, so changing X afterwards changes the model, as KernelPCA.
+    n_jobs : int, optional
+        Accepted for KernelPCA compatibility; no effect (threads are dask's
+        scheduler's: use a ``distributed.Client`` or ``dask.config``).
 
     Attributes
     ----------
@@ -174,6 +192,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         None for the linear kernel, whose map is solved in primal form).
     inverse_map_ : npt_dask.preimage.InverseMap
         The fitted pre-image map (``fit_inverse_transform``).
+    n_iter_ : int
+        Passes over the kernel matrix the solver made (1 for the dense solver).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when fitted on data with string column names.
@@ -210,11 +230,16 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         cache: str = _D["cache"],
         memory_budget: int | None = _D["memory_budget"],
         precision: str | None = _D["precision"],
-        random_state: int | np.random.Generator | None = _D["random_state"],
+        random_state: int | np.random.RandomState | np.random.Generator | None = _D["random_state"],
         kernel_params: dict | None = _D["kernel_params"],
         alpha: float = _E["alpha"],
         fit_inverse_transform: bool = _E["fit_inverse_transform"],
         remove_zero_eig: bool = _E["remove_zero_eig"],
+        eigen_solver: str | None = _E["eigen_solver"],
+        max_iter: int | None = _E["max_iter"],
+        iterated_power: int | str = _E["iterated_power"],
+        copy_X: bool = _E["copy_X"],
+        n_jobs: int | None = _E["n_jobs"],
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -234,6 +259,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.alpha = alpha
         self.fit_inverse_transform = fit_inverse_transform
         self.remove_zero_eig = remove_zero_eig
+        self.eigen_solver = eigen_solver
+        self.max_iter = max_iter
+        self.iterated_power = iterated_power
+        self.copy_X = copy_X
+        self.n_jobs = n_jobs
 
     def _fit_params(self) -> FitParams:
         """The parameters, validated by the one table :mod:`npt_dask.params` (as npt.fit).
@@ -243,9 +273,21 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         ``alpha``, ``fit_inverse_transform`` and ``remove_zero_eig`` are checked
         by the same table (:data:`npt_dask.params.ESTIMATOR_PARAMS`).
         """
-        values = self.get_params(deep=False)
-        for name in _EXTRA:
-            check_param(name, values.pop(name))
+        given = self.get_params(deep=False)
+        for name in _EXTRA.keys() & given.keys():
+            check_param(name, given[name])
+        # only the table's names: a subclass may add parameters of its own
+        values = {name: given[name] for name in _FIT_NAMES if name in given}
+        solver = given.get("eigen_solver")
+        if solver is not None:
+            if values.get("solver", "auto") not in ("auto", solver):
+                raise InputError(
+                    f"solver={values['solver']!r} and eigen_solver={solver!r} disagree; "
+                    "eigen_solver is KernelPCA's name of solver: set only one of them."
+                )
+            values["solver"] = solver
+        if given.get("max_iter") is not None:
+            values["max_passes"] = given["max_iter"]
         return FitParams(**values)
 
     def _validate(self, X: Any, *, reset: bool) -> Any:
@@ -281,7 +323,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
                 "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
                 "needs the kernel on the coordinates. Use a named or callable kernel."
             )
+        given = X
         X = self._validate(X, reset=True)
+        if self.copy_X and X is given and hasattr(X, "copy") and not _is_lazy(X):
+            X = X.copy()  # the model reads its training rows at transform
         for name in ("inverse_map_", "dual_coef_"):
             self.__dict__.pop(name, None)
         n = int(X.shape[0])
@@ -299,6 +344,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self._replay(caught, model)
         self.model_: NPTModel | None = model
         self.gamma_ = model.kernel.gamma
+        self.n_iter_ = max(1, int(model.diagnostics.passes))
         width = self._width(model.n_components, model.n_samples)
         self.n_components_ = width
         self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
@@ -326,14 +372,32 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """
         negative = [w for w in caught if issubclass(w.category, NegativeEigenvalueWarning)]
         wanted = self._width(model.n_components, model.n_samples)
-        if negative and self.n_components is not None and wanted > model.n_components:
-            lam1, low = float(model.eigenvalues[0]), model.diagnostics.min_eigenvalue
-            raise InputError(
-                f"There are significant negative eigenvalues ({low:.4g}, {low / lam1:.3g} of "
-                f"the largest): the kernel matrix is not positive semi-definite, and "
-                f"n_components={self.n_components} reaches past its {model.n_components} "
+        low = model.diagnostics.min_eigenvalue
+        # KernelPCA's randomized solver takes the largest eigenvalues in modulus: it
+        # refuses when a negative one is among them, and so does its alias here
+        by_modulus = (
+            getattr(self, "eigen_solver", None) == "randomized"
+            and low is not None
+            and abs(low) > float(model.eigenvalues[-1])
+        )
+        if (
+            negative
+            and self.n_components is not None
+            and (wanted > model.n_components or by_modulus)
+        ):
+            lam1 = float(model.eigenvalues[0])
+            why = (
+                f"eigen_solver='randomized' takes the {self.n_components} largest in modulus, "
+                "a negative one among them. Use eigen_solver='arpack' (the same Krylov solver "
+                "here, largest positive first) or a PSD kernel."
+                if wanted <= model.n_components
+                else f"n_components={self.n_components} reaches past its {model.n_components} "
                 f"positive eigenvalues. Ask for at most {model.n_components} components or "
                 "use a PSD kernel."
+            )
+            raise InputError(
+                f"There are significant negative eigenvalues ({low:.4g}, {low / lam1:.3g} of "
+                f"the largest): the kernel matrix is not positive semi-definite, and {why}"
             )
         for w in caught:
             if issubclass(w.category, RankWarning) and not self.remove_zero_eig:
@@ -357,12 +421,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         )
         self.model_ = None
         self.gamma_ = self.gamma
+        self.n_iter_ = 1
         self.n_components_ = width
         self.eigenvalues_ = np.zeros(width)
         self.eigenvectors_ = np.zeros((n, width))
         self.explained_variance_ = np.zeros(width)
         self.explained_variance_ratio_ = np.zeros(width)
-        dtype = np.dtype(self.precision) if self.precision else np.dtype(X.dtype)
+        precision = getattr(self, "precision", None)  # a subclass may not take it
+        dtype = np.dtype(precision) if precision else np.dtype(X.dtype)
         self._degenerate_dtype = dtype if dtype == np.float32 else np.dtype(np.float64)
         return self
 
@@ -436,9 +502,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
+        precision = getattr(self, "precision", None)  # a subclass may not take it
         # precision fixes the output dtype; None keeps the input's (float32 stays float32)
         tags.transformer_tags.preserves_dtype = (
-            [str(self.precision)] if self.precision in ("float32", "float64")
+            [str(precision)] if precision in ("float32", "float64")
             else ["float64", "float32"]
         )  # fmt: skip
         tags.input_tags.sparse = self.kernel != PRECOMPUTED

@@ -344,7 +344,7 @@ def fit(
 def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
     """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`
     (``labels``/``targets`` as in :func:`fit`)."""
-    spec = make_kernel(
+    spec = _start_kernel(params) or make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
         kernel_params=params.kernel_params,
     )  # fmt: skip
@@ -361,6 +361,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
         check_finite_eagerly(x, "X")
     variance = data_variance(x) if spec.needs_variance else None
     spec = spec.resolve(int(x.shape[1]), variance)
+    _warn_start_kernel(params, spec)
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
         return _with_moments(_solve(_persisted(x), spec, params, plan, info), labels, targets)
@@ -377,6 +378,33 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     model = _solve(_persisted(rows), spec, params, plan, sub)
     method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
     return _certified(model, x, method, idx, labels, targets)
+
+
+_KERNEL_ARGS = ("kernel", "gamma", "degree", "coef0", "kernel_params")
+
+
+def _start_kernel(params: FitParams) -> KernelSpec | None:
+    """The warm start's kernel, when the caller left every kernel argument at its default.
+
+    A start carries its kernel over (``npt.fit(X, n_components=100, start=lm)``
+    fits with ``lm``'s kernel, not ``gamma = 1/d``).
+    """
+    kernel = getattr(params.start, "kernel", None)
+    defaults = all(getattr(params, a) == _D[a] for a in _KERNEL_ARGS)
+    return kernel if isinstance(kernel, KernelSpec) and defaults else None
+
+
+def _warn_start_kernel(params: FitParams, spec: KernelSpec) -> None:
+    """Warn when ``start`` was fitted with another kernel than the one asked for."""
+    kernel = getattr(params.start, "kernel", None)
+    if isinstance(kernel, KernelSpec) and kernel != spec:
+        warn(
+            f"start= was fitted with another kernel ({kernel.to_dict()}) than this fit's "
+            f"({spec.to_dict()}): its coordinates are only a guess and the solver may need "
+            "as many passes as a cold start. Leave the kernel arguments out to use start's "
+            "kernel.",
+            KernelScaleWarning,
+        )
 
 
 SCALE_SAMPLE = 256
@@ -406,8 +434,9 @@ def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
     )
     if float(np.max(np.abs(off))) < 1e-6 * top:
         warn(
-            f"The kernel matrix is nearly the identity on these data ({spec.name}, "
-            f"gamma={spec.gamma:.3g}: distinct rows have similarity below 1e-6): every "
+            f"The kernel matrix is nearly the identity on these data ({spec.name}"
+            f"{'' if spec.gamma is None else f', gamma={spec.gamma:.3g}'}: distinct rows "
+            "have similarity below 1e-6): every "
             f"eigenvalue is about the same and the coordinates carry no structure.{fix}",
             KernelScaleWarning,
         )

@@ -257,7 +257,9 @@ def _bool(text: str) -> Any:
 _REAL = numbers.Real
 _INT = numbers.Integral
 _NONE = Options((None,))
-_SEED = InstanceOf((np.random.Generator,), "a numpy Generator")
+_SEED = InstanceOf(
+    (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState instance"
+)
 
 PARAMS: tuple[Param, ...] = (
     Param(
@@ -441,6 +443,31 @@ ESTIMATOR_PARAMS: tuple[Param, ...] = (
     Param("alpha", (Interval(_REAL, 0, None, "left"),), 1.0, "ridge of the pre-image map"),
     Param("fit_inverse_transform", (Options((True, False)),), False, "learn inverse_transform"),
     Param("remove_zero_eig", (Options((True, False)),), False, "drop zero-eigenvalue columns"),
+    Param(
+        "eigen_solver",
+        (Options(("auto", "dense", "krylov", *SOLVER_ALIASES)), _NONE),
+        None,
+        "KernelPCA's name of solver (None: solver decides)",
+    ),
+    Param(
+        "max_iter",
+        (Interval(_INT, 1, None), _NONE),
+        None,
+        "KernelPCA's name of max_passes (None: max_passes decides)",
+    ),
+    Param(
+        "iterated_power",
+        (Interval(_INT, 0, None), Options(("auto",))),
+        "auto",
+        "KernelPCA's randomized-solver power iterations: accepted, no effect",
+    ),
+    Param("copy_X", (Options((True, False)),), True, "keep a copy of numpy training rows"),
+    Param(
+        "n_jobs",
+        (Interval(_INT, None, None), _NONE),
+        None,
+        "KernelPCA's thread count: accepted, no effect (dask's scheduler sets threads)",
+    ),
 )
 """``NonlinearProjection``'s parameters beyond the fit (scikit-learn's KernelPCA)."""
 

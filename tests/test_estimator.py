@@ -145,6 +145,7 @@ def test_get_set_params_clone_round_trip():
         "kernel", "gamma", "degree", "coef0", "n_components", "center", "solver", "tol",
         "rtol", "chunk_size", "cache", "memory_budget", "precision", "random_state",
         "kernel_params", "alpha", "fit_inverse_transform", "remove_zero_eig",
+        "eigen_solver", "max_iter", "iterated_power", "copy_X", "n_jobs",
     }  # fmt: skip
     assert est.set_params(gamma=0.7, center=False) is est
     assert est.gamma == 0.7
