@@ -197,6 +197,7 @@ class GrowingModel:
     batches: tuple[dict[str, Any], ...] = ()
     seen_residuals: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     seen_energy: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    rotation: NPTModel | None = None  # the rotated model of this basis, once computed
 
     @property
     def n_basis(self) -> int:
@@ -250,7 +251,7 @@ class GrowingModel:
         if self.rows_added == 0:
             base = parent
         else:
-            base = _rotated(parent, self.basis, self.kernel, self.center)
+            base = self.rotation or _rotated(parent, self.basis, self.kernel, self.center)
         diagnostics = dataclasses.replace(base.diagnostics, landmarks=self.growth_record())
         return dataclasses.replace(base, diagnostics=diagnostics)
 
@@ -396,8 +397,11 @@ def grow(
         "before": _summary(*before),
         "after": _summary(*after),
     }
+    # no new rows: the rotation already done (if any) still holds
+    same = None if len(added) else (grown.__dict__.get("model") or grown.rotation)
     return dataclasses.replace(
         grown,
+        rotation=same,
         basis=new_basis,
         factor=new_factor,
         batches=(*grown.batches, record),

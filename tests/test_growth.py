@@ -170,3 +170,12 @@ def test_grow_bad_input_names_the_fix(parent, data):
         parent.partial_fit(data[40:60], residual_tol=-1)
     with pytest.raises(InputError, match="max_landmarks"):
         grow(parent, data[40:60], max_landmarks=2.5)  # type: ignore[arg-type]
+
+
+def test_a_batch_that_adds_nothing_keeps_the_rotation(parent, data):
+    grown = parent.partial_fit(data[40:100], residual_tol=0.05)
+    values = grown.eigenvalues  # rotates once
+    same = grown.partial_fit(data[:40], residual_tol=0.05)  # the basis rows: nothing new
+    assert same.rows_added == grown.rows_added
+    assert same.eigenvalues is values
+    assert len(same.model.diagnostics.landmarks["batches"]) == 2
