@@ -362,6 +362,24 @@ class NPTModel:
             },
         )
 
+    def partial_fit(
+        self, X_new: Any, *, residual_tol: float | None = None, max_landmarks: int | None = None
+    ) -> Any:
+        """The model grown by a batch of new rows: a :class:`~npt_dask.growth.GrowingModel`.
+
+        Rows of ``X_new`` with more than ``residual_tol`` of ``kappa(x, x)``
+        outside the model's span (default :data:`npt_dask.growth.RESIDUAL_TOL`;
+        0: every new direction) join the training rows, greedily (pivoted
+        Cholesky), up to ``max_landmarks`` rows; the batch costs no ``m^3``
+        step. The grown model equals a fresh full-rank fit on its training rows;
+        its ``diagnostics.landmarks`` records each batch, the certificate and
+        the lineage. Full-rank models only (``n_components=None``); see
+        :mod:`npt_dask.growth`.
+        """
+        from npt_dask.growth import grow  # growth builds on this module
+
+        return grow(self, X_new, residual_tol=residual_tol, max_landmarks=max_landmarks)
+
     def save(self, path: Any) -> Any:
         """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`)."""
         return store.save(self, path)
