@@ -428,9 +428,11 @@ def _write_atomically(path: Path, x: Any, y: Any, attrs: dict, chunk_size: int) 
         encoding = {"x": {"chunks": (chunk_size, x.shape[1])}, "y": {"chunks": (chunk_size,)}}
         ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding)
         zarr.open_group(str(tmp), mode="r+").attrs[GENERATED_ATTR] = "deformed_mnist"
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
         if path.exists():  # overwrite=True, checked to be a generated store
-            shutil.rmtree(path)
+            os.replace(path, old)  # a complete store stays at path until the swap
         os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

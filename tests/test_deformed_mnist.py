@@ -234,6 +234,7 @@ def test_existing_paths_are_not_replaced_silently(tmp_path, source):
         write_deformed_mnist(path, n_rows=50, source=source)
     write_deformed_mnist(path, n_rows=60, seed=1, source=source, overwrite=True)
     assert open_generated(path).sizes["sample"] == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deformed.zarr", "digits.npz"]
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
