@@ -382,13 +382,14 @@ def write_deformed_mnist(
     source: str | os.PathLike = "mnist.npz",
     chunk_size: int = 10_000,
     deformation: Deformation | None = None,
+    originals: bool = True,
     overwrite: bool = False,
 ) -> Path:
     """Write :func:`deformed_mnist` rows to a zarr v3 store at ``path``, atomically.
 
     The store is an xarray Dataset: ``x`` (sample, feature) float32 in [0, 1],
     ``y`` (sample) labels, attributes ``seed``, ``source``, ``n_originals``,
-    ``n_rows`` and the deformation ranges. Each dask task (on the workers
+    ``n_rows``, ``originals`` and the deformation ranges. Each dask task (on the workers
     when a ``distributed`` client is active) generates one chunk of rows and
     writes it. The store is written under a temporary name beside ``path``
     and renamed into place when complete: an interrupted write leaves no
@@ -405,10 +406,12 @@ def write_deformed_mnist(
     with np.load(found, allow_pickle=False) as data:
         images, labels = data["x"][:MNIST_TRAIN_ROWS], data["y"][:MNIST_TRAIN_ROWS]
     deformation = deformation or Deformation()
-    x, y = deformed_mnist(images, labels, n_rows, seed, chunk_size, deformation=deformation)
+    x, y = deformed_mnist(
+        images, labels, n_rows, seed, chunk_size, deformation=deformation, originals=originals
+    )
     attrs = {
         "seed": seed, "source": found.name, "n_originals": len(images), "n_rows": n_rows,
-        "deformation": dataclasses.asdict(deformation),
+        "originals": bool(originals), "deformation": dataclasses.asdict(deformation),
     }  # fmt: skip
     _write_atomically(path, x, y, attrs, chunk_size)
     return path
@@ -425,9 +428,11 @@ def _write_atomically(path: Path, x: Any, y: Any, attrs: dict, chunk_size: int) 
         encoding = {"x": {"chunks": (chunk_size, x.shape[1])}, "y": {"chunks": (chunk_size,)}}
         ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding)
         zarr.open_group(str(tmp), mode="r+").attrs[GENERATED_ATTR] = "deformed_mnist"
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
         if path.exists():  # overwrite=True, checked to be a generated store
-            shutil.rmtree(path)
+            os.replace(path, old)  # a complete store stays at path until the swap
         os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -462,8 +467,8 @@ def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
     """A config's generator table as keyword arguments of :func:`write_deformed_mnist`.
 
     ``values`` holds ``name = "deformed_mnist"`` and any of ``n_rows``,
-    ``seed``, ``source``, ``chunk_size`` and ``deformation`` (a table of
-    :class:`Deformation` ranges). Unknown keys and bad values raise.
+    ``seed``, ``source``, ``chunk_size``, ``originals`` and ``deformation`` (a
+    table of :class:`Deformation` ranges). Unknown keys and bad values raise.
 
     >>> generator_params({"name": "deformed_mnist", "n_rows": 70000})["n_rows"]
     70000
@@ -474,7 +479,7 @@ def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
     name = values.pop("name", None)
     if name not in GENERATORS:
         raise InputError(f"[data] generate needs name = one of {GENERATORS}; got {name!r}.")
-    allowed = {"n_rows", "seed", "source", "chunk_size", "deformation"}
+    allowed = {"n_rows", "seed", "source", "chunk_size", "deformation", "originals"}
     unknown = sorted(set(values) - allowed)
     if unknown:
         raise InputError(
@@ -485,6 +490,8 @@ def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
             values[key] = _count(f"[data] generate {key}", values[key], minimum)
     if not isinstance(values.get("source", ""), str):
         raise InputTypeError("[data] generate source must be a path string.")
+    if not isinstance(values.get("originals", True), bool):
+        raise InputTypeError("[data] generate originals must be true or false.")
     table = values.pop("deformation", {})
     if not isinstance(table, Mapping):
         raise InputError("[data] generate deformation must be a table of Deformation ranges.")
@@ -507,6 +514,7 @@ def generated_mismatch(attrs: Mapping[str, Any], params: Mapping[str, Any]) -> s
     wanted = {
         "seed": params["seed"],
         "n_rows": params["n_rows"],
+        "originals": params["originals"],
         "source": Path(params["source"]).name,
         "deformation": dataclasses.asdict(params["deformation"] or Deformation()),
     }

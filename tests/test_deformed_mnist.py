@@ -185,8 +185,20 @@ def test_written_store_round_trips(tmp_path, source, digits):
     assert (attrs["seed"], attrs["source"], attrs["n_originals"], attrs["n_rows"]) == (
         5, "digits.npz", N0, 150,
     )  # fmt: skip
+    assert attrs["originals"] is True
     assert attrs["deformation"]["alpha"] == Deformation().alpha
     assert [p.name for p in path.parent.iterdir()] == ["deformed.zarr"]  # no temporaries
+
+
+def test_a_store_of_deformations_only(tmp_path, source, digits):
+    path = write_deformed_mnist(tmp_path / "d.zarr", 10, 1, source=source, originals=False)
+    ds = open_generated(path)
+    assert ds.attrs["originals"] is False
+    x, _ = _rows(digits, n_rows=10, seed=1, originals=False)
+    np.testing.assert_array_equal(ds["x"].values, x)
+    with pytest.raises(InputError, match="originals=False"):
+        write_deformed_mnist(tmp_path / "e.zarr", 10, source=source)
+    assert not (tmp_path / "e.zarr").exists()
 
 
 def test_interrupted_write_leaves_nothing_that_loads(tmp_path, source, monkeypatch):
@@ -222,6 +234,7 @@ def test_existing_paths_are_not_replaced_silently(tmp_path, source):
         write_deformed_mnist(path, n_rows=50, source=source)
     write_deformed_mnist(path, n_rows=60, seed=1, source=source, overwrite=True)
     assert open_generated(path).sizes["sample"] == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deformed.zarr", "digits.npz"]
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")

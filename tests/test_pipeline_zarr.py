@@ -144,13 +144,17 @@ def test_generate_writes_once_and_refuses_a_different_store(tmp_path, source):
     cfg = _config(tmp_path, source, data=_data(tmp_path, source, generate=other)).data
     with pytest.raises(InputError, match=r"other parameters \(seed=2 \(wanted 3\)\)"):
         generate_if_absent(cfg)
+    other = {**generate, "originals": False}
+    cfg = _config(tmp_path, source, data=_data(tmp_path, source, generate=other)).data
+    with pytest.raises(InputError, match=r"originals=True \(wanted False\)"):
+        generate_if_absent(cfg)
 
 
 @pytest.fixture(scope="module")
 def client():
     with (
         LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as c,
     ):
