@@ -10,7 +10,7 @@ functions as task bodies. One formula each:
   (its own memory, kept between passes), :func:`as_float64_block`;
 * a Krylov pass's pair products: :func:`block_products`, :func:`pair_products`;
 * projections: :func:`projection_weights` (``[A, 1/n]``, ``A = U Lambda^{-1/2}``),
-  :func:`kernel_times` (one training block's contribution), :func:`finish_rows`
+  :func:`kernel_times` (one training block's contribution), :func:`finish_parts`
   (centring and the Lemma 5 residual), :func:`project_rows` (all of it, streaming
   over training blocks in one task);
 * sums: :func:`sum_parts`, :func:`add_arrays`, :func:`add_tuples` (the nodes of the
@@ -48,7 +48,6 @@ __all__ = [
     "chunk_seeds",
     "column_squares",
     "finish_parts",
-    "finish_rows",
     "fixed_point_terms",
     "gaussian_block",
     "gaussian_rows",
@@ -202,7 +201,7 @@ def projection_weights(u_rows: np.ndarray, eigenvalues: np.ndarray, n: int) -> n
 
 
 class ProjectionTerms(dict):
-    """The constants of :func:`finish_rows`: ``offset``, ``ones``, ``grand_mean``, ``center``."""
+    """The constants of :func:`finish_parts`: ``offset``, ``ones``, ``grand_mean``, ``center``."""
 
 
 def projection_terms(
@@ -254,19 +253,6 @@ def finish_parts(
     kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
     norms = np.einsum("ij,ij->i", y, y)
     return y, np.sqrt(np.maximum(kzz - norms, 0.0)), norms
-
-
-def finish_rows(
-    p: np.ndarray,
-    diag: np.ndarray,
-    offset: np.ndarray,
-    ones: np.ndarray,
-    grand_mean: float,
-    center: bool,
-) -> np.ndarray:
-    """``[y | residual]`` (see :func:`finish_parts`)."""
-    y, res, _ = finish_parts(p, diag, offset, ones, grand_mean, center)
-    return np.hstack([y, res[:, None]])
 
 
 def fixed_point_terms(

@@ -169,18 +169,14 @@ def _rows_at(rows: da.Array, idx: np.ndarray) -> np.ndarray:
 
 
 def _updated_diagonal(
-    rows: da.Array,
-    d: np.ndarray,
-    pivots: np.ndarray,
-    k: int,
-    g: np.ndarray,
-    lower: np.ndarray,
-    kernel: KernelSpec,
+    rows: da.Array, d: np.ndarray, pivots: np.ndarray, *round_terms: Any
 ) -> np.ndarray:
+    """The candidates' residual diagonal after a round: one task per candidate chunk
+    (:func:`_round_update`, given ``k, g, lower, kernel``)."""
     starts = np.concatenate([[0], np.cumsum(rows.chunks[0])])
     parts = [
         delayed(_round_update, pure=False)(
-            block, d[starts[i] : starts[i + 1]], pivots, k, g, lower, kernel
+            block, d[starts[i] : starts[i + 1]], pivots, *round_terms
         )
         for i, block in enumerate(rows.to_delayed().ravel())
     ]

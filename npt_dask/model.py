@@ -226,7 +226,7 @@ class NPTModel:
         return projector_for(self)
 
     def projection_terms(self) -> ProjectionTerms:
-        """The constants that finish a projection (:func:`npt_dask.blocks.finish_rows`)."""
+        """The constants that finish a projection (:func:`npt_dask.blocks.finish_parts`)."""
         return projection_terms(
             self.projection_matrix, self.row_means, self.grand_mean, self.center
         )
