@@ -457,8 +457,7 @@ def _certified(
 ) -> NPTModel:
     """The landmark model with its certificate (every row's Lemma 5 residual) and, with
     labels or targets, the ridge moments of every row: one training pass."""
-    rows, _ = model.projector().rows_of(x)
-    rows = balanced_rows(rows, task_threads())
+    rows = balanced_rows(model.projector().rows_of(x)[0], task_threads())
     result = training_pass(model, rows, labels=labels, targets=targets)
     summary = {
         "method": method,

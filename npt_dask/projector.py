@@ -39,7 +39,7 @@ import numpy as np
 from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
-from npt_dask._scheduler import current_client, persist_blocks, ship_blocks
+from npt_dask._scheduler import current_client, persist_blocks, ship_blocks, task_threads
 from npt_dask.blocks import ProjectionTerms, project_parts, project_rows, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
@@ -160,10 +160,11 @@ def projection_rows(
 ) -> tuple[da.Array, InputInfo]:
     """The one chunking rule, with the features checked against the model.
 
-    Without ``chunk_size``: numpy rows in chunks of the model's largest training
-    chunk, lazy input in its own row chunks (the caller chose them). With
-    ``chunk_size`` (a zarr store, one stored chunk per task): every input in
-    regular chunks of that many rows.
+    Without ``chunk_size``: numpy rows in chunks of at most the model's largest
+    training chunk, as many as keeps every thread busy (:func:`balanced_rows`:
+    the chunking of numpy output is invisible to the caller), lazy input in its
+    own row chunks (the caller chose them). With ``chunk_size`` (a zarr store,
+    one stored chunk per task): every input in regular chunks of that many rows.
     """
     size = chunk_size or max(train_chunks)
     keep = chunk_size is None
@@ -185,7 +186,9 @@ def projection_rows(
                 f"{name} has {x.shape[1]} features, but the model was fitted on {n_features} "
                 f"(the model expects {n_features})."
             )
-    return (x if keep else x.rechunk({0: size})), info
+    if not keep:
+        return x.rechunk({0: size}), info
+    return (x if info.lazy else balanced_rows(x, task_threads())), info
 
 
 def balanced_rows(x: da.Array, threads: int) -> da.Array:
