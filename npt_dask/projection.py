@@ -30,7 +30,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import socket
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ from dask import delayed
 from dask.array.core import normalize_chunks
 
 from npt_dask._inputs import InputInfo, check_finite_eagerly
+from npt_dask._owners import OWNER_PATTERN, describe, is_dead, owner_tag
 from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
 from npt_dask.errors import InputError, InputTypeError, ProjectionError
 from npt_dask.model import NPTModel
@@ -61,12 +66,19 @@ def _digest(block: np.ndarray) -> np.uint64:
 # --- numeric task bodies (numpy only) -------------------------------------------------
 
 
+def _dense(z: Any) -> np.ndarray:
+    """A chunk's input rows, dense: digests are of the dense rows (of the whole kernel
+    rows for a precomputed kernel, whose chunk comes as a list of column blocks)."""
+    if isinstance(z, list):
+        return np.hstack([_dense(b) for b in z])
+    return z.toarray() if scipy.sparse.issparse(z) else np.asarray(z)
+
+
 def _write_chunk(z: Any, index: int, start: int, both: np.ndarray, out: str, dtype: str) -> int:
     """Write one chunk's ``[y | residual]`` and its input digest, then flag it done."""
     import zarr
 
-    if scipy.sparse.issparse(z):  # digests are of the dense rows
-        z = z.toarray()
+    z = _dense(z)
     group: Any = zarr.open_group(out, mode="r+")  # members are arrays
     stop = start + both.shape[0]
     both = both.astype(dtype)
@@ -80,8 +92,7 @@ def _write_chunk(z: Any, index: int, start: int, both: np.ndarray, out: str, dty
 def _check_chunk(z: Any, index: int, out: str) -> int:
     import zarr
 
-    if scipy.sparse.issparse(z):
-        z = z.toarray()
+    z = _dense(z)
     group: Any = zarr.open_group(out, mode="r")  # members are arrays
     stored = group["npt_digest"][index]
     if stored != _digest(z):
@@ -246,30 +257,198 @@ def _is_projection_store(path: Path) -> bool:
     return isinstance(meta, dict) and "npt_projection" in (meta.get("attributes") or {})
 
 
-def _prepare_output(path: Path, resume: bool) -> None:
-    """Refuse an output path holding anything but a projection; clear one if not resuming."""
+_NAMES = ("coordinates", "residual", "npt_done", "npt_digest", "sample", "component")
+_LOCK = "npt-writer.lock"  # in the store: JSON naming the one process writing it
+
+
+def _check_output(path: Path) -> None:
+    """Refuse an output path holding anything but a projection (or a half-created one)."""
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise ProjectionError(f"Cannot write {path}: {parent} is a file, not a directory.")
-    if not path.exists():
-        return
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
         raise ProjectionError(
             f"{path} exists and is a file, not a projection store; refusing to overwrite it. "
             "Choose another output path."
         )
-    if not any(path.iterdir()):
-        path.rmdir()
-        return
-    if not _is_projection_store(path):
+    ours = not path.is_dir() or _is_projection_store(path) or _half_created(path)
+    if not ours and any(p.name != _LOCK for p in path.iterdir()):
         raise ProjectionError(
             f"{path} exists and is not an npt projection store (a model or other data?); "
             "refusing to overwrite it or write into it. Choose another output path."
         )
-    if not resume:
-        import shutil
 
-        shutil.rmtree(path)
+
+def _half_created(path: Path) -> bool:
+    """A store whose creation was interrupted by an older npt-dask (this one creates
+    stores atomically): its arrays without the root metadata, or the root without all
+    of its arrays. Nothing in it is flagged done; it is recreated."""
+    entries = [p for p in path.iterdir() if p.name != _LOCK] if path.is_dir() else []
+    if not entries:
+        return False
+    arrays = {p.name for p in entries if (p / "zarr.json").is_file()}
+    if not (path / "zarr.json").is_file():
+        return arrays == {p.name for p in entries} and bool(arrays & set(_NAMES))
+    return _is_projection_store(path) and not set(_NAMES) <= arrays
+
+
+@contextlib.contextmanager
+def _writer(
+    path: Path, model: NPTModel, x: da.Array, info: InputInfo, resume: bool
+) -> Iterator[None]:
+    """Be the one writer of the projection store at ``path`` for the whole block.
+
+    The store is created atomically (built under a temporary sibling name with
+    this process's lock inside, then renamed into place), so no path ever holds
+    half a store; an existing store is locked (:func:`_acquire`), cleared if not
+    resuming or half-created, else checked to hold this projection.
+    """
+    _check_output(path)
+    _remove_dead_builds(path)
+    while True:
+        if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # an empty directory: as if absent
+            if _create_atomically(path, model, x, info):
+                break
+            continue  # another writer created it first: lock it like any store
+        _acquire(path)
+        if resume and not _half_created(path):
+            try:
+                _done_chunks(str(path), model, x)  # another projection: refused
+            except BaseException:
+                _release(path)
+                raise
+            _remove_partial_writes(path)
+            break
+        _discard(path)  # under our lock, which goes with it
+        resume = True
+    try:
+        yield
+    finally:
+        _release(path)
+
+
+def _build_pattern(path: Path) -> re.Pattern[str]:
+    return re.compile(rf"^\.{re.escape(path.name)}\.npt-new-({OWNER_PATTERN})-[0-9a-f]{{8}}$")
+
+
+def _create_atomically(path: Path, model: NPTModel, x: da.Array, info: InputInfo) -> bool:
+    """Build the store beside ``path`` and rename it into place; False if another
+    writer's store got there first."""
+    tmp = path.parent / f".{path.name}.npt-new-{owner_tag()}-{uuid.uuid4().hex[:8]}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _create_store(str(tmp), model, x, info)
+        _write_lock(tmp / _LOCK)
+        os.rename(tmp, path)
+    except OSError:
+        if path.is_dir() and any(path.iterdir()):
+            return False
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def _remove_dead_builds(path: Path) -> None:
+    """Remove stores that killed writers were building beside ``path``."""
+    pattern = _build_pattern(path)
+    if not path.parent.is_dir():
+        return
+    for entry in path.parent.iterdir():
+        match = pattern.match(entry.name)
+        if match and is_dead(match.group(1)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _discard(path: Path) -> None:
+    """Remove the store at ``path`` (renamed aside first: the path is never half-deleted)."""
+    aside = path.parent / f".{path.name}.npt-old-{uuid.uuid4().hex[:8]}"
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_lock(lock: Path) -> None:
+    """Create ``lock`` naming this process, atomically and exclusively.
+
+    The content is written to a unique file (``O_EXCL``) and hard-linked to
+    ``lock``: the link fails if ``lock`` exists, and a reader never sees it empty.
+    """
+    content = {
+        "owner": owner_tag(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    draft = lock.with_name(f"{lock.name}.{uuid.uuid4().hex[:8]}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(content, f)
+        os.link(draft, lock)
+    finally:
+        draft.unlink(missing_ok=True)
+
+
+def _holder(lock: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads(lock.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"owner": "unknown"}
+    return found if isinstance(found, dict) else {"owner": "unknown"}
+
+
+def _acquire(path: Path) -> None:
+    """Take the writer lock of the store at ``path``; a lock of a dead process on this
+    host is broken; a live (or unverifiable) holder is a ProjectionError naming it."""
+    lock = path / _LOCK
+    for _ in range(5):
+        try:
+            _write_lock(lock)
+            return
+        except FileExistsError:
+            holder = _holder(lock)
+            if holder is None:  # released meanwhile
+                continue
+            if not is_dead(str(holder.get("owner"))):
+                raise ProjectionError(_held_message(path, holder)) from None
+            _break(lock, holder)
+    raise ProjectionError(f"{path}: could not take its writer lock {lock}; try again.")
+
+
+def _held_message(path: Path, holder: dict[str, Any]) -> str:
+    who = describe(str(holder.get("owner")))
+    return (
+        f"{path} is being written by {who} (host {holder.get('host', '?')}, pid "
+        f"{holder.get('pid', '?')}, since {holder.get('started', '?')}); a store has one "
+        "writer at a time. Wait for it to finish (then rerun to reuse its chunks), or write "
+        f"to another path. If that process is gone (it ran on another host), remove "
+        f"{path / _LOCK} and rerun."
+    )
+
+
+def _break(lock: Path, holder: dict[str, Any]) -> None:
+    """Remove the stale ``lock`` of ``holder``, unless another process took it meanwhile."""
+    aside = lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:
+        return
+    if _holder(aside) != holder:  # a live lock taken since we read it: put it back
+        with contextlib.suppress(OSError):
+            os.link(aside, lock)
+    aside.unlink(missing_ok=True)
+
+
+def _release(path: Path) -> None:
+    """Remove the store's writer lock if this process holds it."""
+    lock = path / _LOCK
+    holder = _holder(lock)
+    if holder is not None and holder.get("owner") == owner_tag():
+        lock.unlink(missing_ok=True)
 
 
 _PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
@@ -416,13 +595,6 @@ def project(
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
     out = str(out)
-    _prepare_output(Path(out), resume)
-    if not os.path.exists(out):
-        _create_store(out, model, x, info)
-    else:  # resuming: refuse a store of another projection, then drop torn writes
-        _done_chunks(out, model, x)
-        _remove_partial_writes(Path(out))
-
     attempts = iter(range(1 << 30))
 
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
@@ -430,15 +602,26 @@ def project(
         tasks = _tasks(model, x, out, _done_chunks(out, model, x), fresh)
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
-    retry_on_lost_data(attempt)
-    return xr.open_zarr(_consolidated(out), consolidated=True).drop_vars(["npt_done", "npt_digest"])
+    with _writer(Path(out), model, x, info, resume):
+        retry_on_lost_data(attempt)
+        _consolidated(out)
+    return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
+
+
+def _row_parts(x: da.Array, model: NPTModel) -> list[Any]:
+    """One task input per row chunk: its block, or (a precomputed kernel's test x train
+    rows, chunked by the training chunks) the list of its column blocks."""
+    parts = x.to_delayed()
+    if model.kernel.is_precomputed:
+        return [list(row) for row in parts]
+    return list(parts[:, 0])
 
 
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
     """One task per chunk: project and write it (the model's projector), or check a done one."""
     projector = projector_for(model, fresh=fresh)
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
-    parts = x.to_delayed().ravel()
+    parts = _row_parts(x, model)
     projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run
     tasks = []
     for i, part in enumerate(parts):

@@ -79,8 +79,25 @@ def _dense_rows(z: Any, kernel: KernelSpec) -> Any:
 
 def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
     """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
-    blocks for a precomputed kernel)."""
-    return project_rows(_dense_rows(z, kernel), _pairs(training), kernel, terms)
+    blocks for a precomputed kernel); a non-finite result is an error naming the kernel."""
+    both = project_rows(_dense_rows(z, kernel), _pairs(training), kernel, terms)
+    if not np.isfinite(both[:, :-1]).all():  # (a precomputed kernel's residual is NaN)
+        raise InputError(_non_finite_message(kernel))
+    return both
+
+
+def _non_finite_message(kernel: KernelSpec) -> str:
+    """The rows are finite (checked on input), so NaN or inf came from the kernel."""
+    if kernel.is_callable:
+        what = f"The kernel function {kernel.function_name} returned NaN or inf"
+    elif kernel.is_precomputed:
+        what = "The precomputed test x train kernel rows gave NaN or inf"
+    else:
+        what = f"The kernel {kernel.to_dict()} gave NaN or inf (an overflow?)"
+    return (
+        f"{what} on rows being projected; nothing was written for them. Make the kernel "
+        "return finite values for these rows (or scale the rows), then project again."
+    )
 
 
 def project_chunk_parts(
