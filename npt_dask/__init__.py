@@ -28,6 +28,7 @@ from npt_dask.errors import (
     NPTError,
     ProjectionError,
     RankWarning,
+    ResidualWarning,
     StoreError,
 )
 from npt_dask.estimator import NonlinearProjection
@@ -61,6 +62,7 @@ __all__ = [
     "NotFittedError",
     "ProjectionError",
     "RankWarning",
+    "ResidualWarning",
     "SolverDiagnostics",
     "StoreError",
     "TLSConfig",

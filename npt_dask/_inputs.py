@@ -33,6 +33,7 @@ __all__ = [
     "as_row_chunked",
     "check_finite_block",
     "check_finite_eagerly",
+    "check_symmetric",
     "float_dtype",
     "is_sparse_rows",
     "wrap_rows",
@@ -227,9 +228,30 @@ def as_kernel_matrix(
     x = x.rechunk({1: cols})
     if isinstance(array, da.Array) and x.dtype.kind == "f":
         x = x.map_blocks(check_finite_block, dtype=x.dtype)
+    if column_chunks is None:
+        check_symmetric(x, name)
     if x.dtype != dtype:
         x = x.astype(dtype)
     return x, info
+
+
+def check_symmetric(k: da.Array, name: str) -> None:
+    """Refuse a training kernel matrix that is not symmetric up to rounding.
+
+    One read pass (each block beside its transposed partner). Below the
+    tolerance, ``sqrt(eps)`` of ``max |K|``, the asymmetry is rounding and the
+    solvers use the symmetric part ``(K + K^T) / 2``.
+    """
+    gap, top = compute(abs(k - k.T).max(), abs(k).max())
+    gap, top = float(gap), float(top)
+    tol = math.sqrt(float(np.finfo(float_dtype(k.dtype)).eps))
+    if gap > tol * top:
+        raise InputError(
+            f"With kernel='precomputed', {name} must be symmetric (a kernel matrix is); "
+            f"max |{name} - {name}.T| = {gap:.3g}, {gap / top:.3g} of max |{name}| (rounding "
+            f"allows {tol:.1g}). Pass its symmetric part ({name} + {name}.T) / 2 if that is "
+            "what you mean, or check how it was computed."
+        )
 
 
 _check_finite_block = check_finite_block  # the old name (npt_dask.methods.ridge imports it)

@@ -755,6 +755,21 @@ def select_eigenpairs(
     """
     values = result.eigenvalues
     lam1 = float(values[0]) if values.size else 0.0
+    scale = max(abs(lam1), abs(float(result.min_eigenvalue)))
+    if not np.isfinite(scale):
+        raise NegativeEigenvalueError(
+            f"The eigensolver returned non-finite eigenvalues (largest {lam1:.3g}, smallest "
+            f"{result.min_eigenvalue:.3g}); the kernel matrix holds NaN or inf. Check the "
+            "kernel and its parameters against the data's scale."
+        )
+    if 0.0 < lam1 <= rtol * scale:
+        raise NegativeEigenvalueError(
+            f"The kernel matrix has no positive eigenvalue above rounding: the largest is "
+            f"{lam1:.3g}, below rtol * |{result.min_eigenvalue:.3g}|, so it is negative "
+            "semi-definite (a kernel passed with the wrong sign, e.g. -K?). A model on "
+            "those eigenvalues would be rounding noise; pass a positive semi-definite "
+            "kernel matrix."
+        )
     if lam1 <= 0.0:
         raise NegativeEigenvalueError(
             f"The kernel matrix has no positive eigenvalue (largest is {lam1:.3g}); "

@@ -28,6 +28,7 @@ __all__ = [
     "NotFittedError",
     "ProjectionError",
     "RankWarning",
+    "ResidualWarning",
     "StoreError",
     "StoreWarning",
     "warn",
@@ -98,6 +99,11 @@ class StoreWarning(NPTWarning):
 
 class RankWarning(NPTWarning):
     """Fewer significant eigenvalues than requested components (Lemma 1: r <= rank)."""
+
+
+class ResidualWarning(NPTWarning):
+    """A residual cannot be computed from what was given (a precomputed test kernel
+    matrix lacks the rows' self-similarities ``k(z, z)``): it is NaN."""
 
 
 _PACKAGE = str(Path(__file__).resolve().parent)

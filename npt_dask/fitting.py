@@ -158,7 +158,7 @@ def _start_block(
         block = panels.random(rng, width)
     else:
         # sliced before computing: no more than n x width of the start's coordinates
-        warm = params.start.transform(x)[:, :width]
+        warm = warm_coordinates(params.start, x)[:, :width]
         if isinstance(panels, ChunkedPanels):
             warm = panels.keep(warm.astype(np.float64).rechunk({1: -1}))
             size = float(np.sqrt(np.sum(panels.norms(warm) ** 2)))
@@ -170,6 +170,40 @@ def _start_block(
         block = panels.hstack([warm, extra * scale])
     if params.center:
         block = block - block.mean(axis=0, keepdims=True)
+    return block
+
+
+def warm_coordinates(start: Any, x: da.Array) -> da.Array:
+    """``start.transform(x)`` checked for a warm start: X's features, (n, r), finite.
+
+    The finiteness check runs inside the tasks (no extra pass); each refusal
+    names ``start=`` and the fix.
+    """
+    n, d = int(x.shape[0]), int(x.shape[1])
+    features = getattr(start, "n_features", None)
+    if isinstance(features, int | np.integer) and int(features) != d:
+        raise InputError(
+            f"start= is a model of {int(features)} features, but X has {d}. A warm start "
+            "must be fitted on rows like X (e.g. a landmark model of X); pass such a "
+            "model, or start=None."
+        )
+    coords = start.transform(x)
+    coords = coords if isinstance(coords, da.Array) else da.asarray(np.asarray(coords))
+    if coords.ndim != 2 or coords.shape[0] != n or coords.dtype.kind not in "biuf":
+        raise InputError(
+            f"start=.transform(X) returned {coords.dtype} of shape {coords.shape}; a warm "
+            f"start needs the ({n}, r) coordinates of the {n} rows of X. Pass a fitted "
+            "model of rows like X, or start=None."
+        )
+    return da.map_blocks(_finite_start, coords, dtype=coords.dtype)
+
+
+def _finite_start(block: np.ndarray) -> np.ndarray:
+    if not np.isfinite(block).all():
+        raise InputError(
+            "start=.transform(X) returned NaN or infinity, so it cannot start the solver. "
+            "Pass a start model whose coordinates of X are finite, or start=None."
+        )
     return block
 
 

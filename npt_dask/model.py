@@ -16,7 +16,9 @@ A model fitted with ``kernel="precomputed"`` holds no training rows: its
 ``x_train`` is an ``(n, 0)`` placeholder that only carries the row chunks,
 the diagonal of the training kernel matrix is kept in ``train_diagonal``
 (for ``total_variance``), and ``transform`` takes the test x train kernel
-rows, read chunk by chunk. Its residual is NaN (it would need ``k(z, z)``).
+rows, read chunk by chunk. Its residual needs ``k(z, z)``, which those rows
+lack: ``residual(K_test, diag=...)`` takes it; without it the residual is
+NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ import numpy as np
 from npt_dask import store
 from npt_dask._inputs import InputInfo, wrap_rows
 from npt_dask._scheduler import compute
-from npt_dask.blocks import LinearMoments, ProjectionTerms, projection_terms
-from npt_dask.errors import InputError, KernelScaleWarning, StoreError, warn
+from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
+from npt_dask.errors import InputError, KernelScaleWarning, ResidualWarning, StoreError, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 from npt_dask.projector import Projector, projector_for
@@ -270,15 +272,61 @@ class NPTModel:
                 KernelScaleWarning,
             )
 
-    def residual(self, z: Any) -> Any:
+    def residual(self, z: Any, diag: Any = None) -> Any:
         """Lemma 5: distance of ``phi(z)`` from the fitted subspace, shape (m,).
 
         ``||y||^2 + residual^2 = k(z, z)``, the centred self-similarity; 0 for
         training rows at full rank.
+
+        With ``kernel="precomputed"``, ``z`` is the test x train kernel matrix,
+        which lacks ``k(z, z)``: pass ``diag``, the rows' self-similarities
+        (the diagonal of ``kernel(Z, Z)``, shape (m,)). Without it the
+        residual is NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
         """
         x, info = self._rows(z)
-        res = self._project(x)[:, self.n_components].astype(x.dtype)
+        if not self.kernel.is_precomputed:
+            if diag is not None:
+                raise InputError(
+                    "diag is for kernel='precomputed' only; this model evaluates k(z, z) "
+                    f"from its {self.kernel.name} kernel. Call residual(z) without it."
+                )
+            res = self._project(x)[:, self.n_components].astype(x.dtype)
+        elif diag is None:
+            warn(
+                "residual() of a precomputed-kernel model needs k(z, z) of each row, which "
+                "the test x train kernel matrix does not hold: the residuals are NaN. Pass "
+                "the rows' self-similarities: residual(K_test, diag=<diagonal of "
+                "kernel(Z, Z)>).",
+                ResidualWarning,
+            )
+            res = self._project(x)[:, self.n_components].astype(x.dtype)
+        else:
+            res = self._residual_from_diag(x, diag).astype(x.dtype)
         return wrap_rows(res, info, name="residual")
+
+    def _residual_from_diag(self, x: da.Array, diag: Any) -> da.Array:
+        """Residuals of the test x train kernel rows ``x`` given ``k(z, z)`` (precomputed)."""
+        d = diag.data if type(diag).__name__ == "DataArray" else diag
+        d = d if isinstance(d, da.Array) else np.asarray(d, dtype=np.float64)
+        if d.shape != (x.shape[0],):
+            raise InputError(
+                f"diag must hold k(z, z) of each of the {x.shape[0]} rows, shape "
+                f"({x.shape[0]},); got shape {d.shape}."
+            )
+        if not isinstance(d, da.Array) and not np.isfinite(d).all():
+            raise InputError("diag contains NaN or infinity; it must be k(z, z) of each row.")
+        d = da.asarray(d).astype(np.float64).rechunk((x.chunks[0],))
+        y = self._project(x)[:, : self.n_components]
+        means = x.astype(np.float64).mean(axis=1)  # p[:, r] = kappa(z) 1 / n
+        parts = da.concatenate([y, means[:, None], d[:, None]], axis=1).rechunk({1: -1})
+        return parts.map_blocks(
+            _given_diag_residual,
+            self.grand_mean,
+            self.center,
+            dtype=np.float64,
+            drop_axis=1,
+            chunks=(parts.chunks[0],),
+        )
 
     def energy_split(self, z: Any) -> da.Array:
         """Lazy ``(m, 2)``: ``||y||^2`` and ``residual^2`` of each row (their sum is k(z, z)).
@@ -438,3 +486,12 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
     )
     model.__dict__["identity"] = stored.identity  # pinned: the model as read, not as it is now
     return model
+
+
+def _given_diag_residual(parts: np.ndarray, grand_mean: float, center: bool) -> np.ndarray:
+    """Lemma 5's residual from ``[y | kappa(z) 1 / n | k(z, z)]`` (one decision:
+    :func:`npt_dask.blocks.finish_parts`; ``y`` is already finished)."""
+    r = parts.shape[1] - 2
+    none = np.zeros(r)
+    _, res, _ = finish_parts(parts[:, : r + 1], parts[:, r + 1], none, none, grand_mean, center)
+    return res

@@ -13,6 +13,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
+from sklearn.utils.multiclass import check_classification_targets
 
 from npt_dask._inputs import InputInfo, as_row_chunked
 from npt_dask._scheduler import compute
@@ -26,6 +27,7 @@ __all__ = [
     "as_coordinates",
     "as_labels",
     "chunk_sums",
+    "label_classes",
     "maybe_persist",
 ]
 
@@ -76,6 +78,14 @@ def as_labels(y: Any, rows: da.Array) -> da.Array:
     if isinstance(y, da.Array):
         return y.rechunk((rows.chunks[0],))
     return da.from_array(y, chunks=(rows.chunks[0],))
+
+
+def label_classes(labels: da.Array) -> np.ndarray:
+    """The sorted classes of lazy labels (one read of the labels only), refused as
+    numpy labels are (scikit-learn's check): NaN, or continuous values, are not classes."""
+    classes = np.unique(np.asarray(compute(labels)[0]))
+    check_classification_targets(classes)
+    return classes
 
 
 def chunk_sums(

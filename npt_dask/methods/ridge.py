@@ -29,10 +29,15 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask._inputs import check_finite_block, wrap_rows
-from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, chunk_moments
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
+from npt_dask.methods._passes import (
+    COORDINATE_CHUNK,
+    as_coordinates,
+    as_labels,
+    chunk_sums,
+    label_classes,
+)
 
 __all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
 
@@ -529,8 +534,8 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
         if isinstance(y, np.ndarray):
             check_classification_targets(y)
             classes = np.unique(y)
-        else:  # one read of the labels only
-            classes = np.unique(np.asarray(compute(labels)[0]))
+        else:  # one read of the labels only, checked as above
+            classes = label_classes(labels)
         if len(classes) < 2:
             raise InputError(
                 f"RidgeClassifier needs at least 2 classes; got {len(classes)} class "
