@@ -224,9 +224,16 @@ def fit(
     X : array-like, dask array or DataArray of shape (n, d)
         Training rows. A DataArray's sample dim is ``"sample"`` if present,
         else its first dim.
-    kernel : str, KernelSpec or dict
-        ``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``,
-        ``"linear"`` or ``"cosine"`` (scikit-learn's definitions).
+    kernel : str, callable, KernelSpec or dict
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
+        ``"linear"`` or ``"cosine"`` (scikit-learn's definitions);
+        ``"precomputed"``: X is the (n, n) kernel matrix of the training rows
+        (numpy, dask or zarr-backed, read block by block); or a callable
+        ``f(A, B, **kernel_params)`` returning the kernel block of two row
+        blocks (a function of two single rows returning a number,
+        scikit-learn's convention, works too, pair by pair; such a model
+        cannot be saved). Default: ``start``'s kernel when ``start`` is given
+        and no kernel argument is, else ``"rbf"``.
     kernel_params : dict, optional
         Parameters of a callable kernel ``f(A, B, **kernel_params)``, or the
         gamma/degree/coef0 of a named one (scikit-learn's KernelPCA argument).
@@ -300,7 +307,9 @@ def fit(
         the landmarks so far miss of them (the driver holds an n x m factor).
     start : NPTModel, optional
         Warm start: the Krylov solver starts from this model's coordinates of
-        X (e.g. a landmark model), so it needs far fewer passes.
+        X (e.g. a landmark model), so it needs far fewer passes. Its kernel
+        is used unless a kernel argument is given; another kernel than
+        start's gives a warning (the start is then only a guess).
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.

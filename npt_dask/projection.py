@@ -41,9 +41,16 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
-from npt_dask._inputs import InputInfo, check_finite_eagerly
+from npt_dask._inputs import InputInfo, check_finite_eagerly, is_sparse_rows
 from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
-from npt_dask.errors import InputError, InputTypeError, ProjectionError
+from npt_dask.errors import (
+    InputError,
+    InputTypeError,
+    KernelScaleWarning,
+    NPTWarning,
+    ProjectionError,
+    warn,
+)
 from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
@@ -111,7 +118,13 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
             if name not in data.files:
                 raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
             x = data[name]
-        return x.reshape(len(x), -1)
+        if x.ndim != 2:  # flattening would hide rows unlike the training rows (raw images)
+            raise InputError(
+                f"{path}: array {name!r} has shape {x.shape}; rows must be 2-D (n_samples, "
+                "n_features). Flatten and scale it as the model's training rows were, e.g. "
+                "x = npt.datasets.load_npz(path, scale=255.0)[0], and save that as .npy."
+            )
+        return x
     return _open_zarr_data(path, var)
 
 
@@ -158,6 +171,32 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
     if var not in ds:
         raise InputError(f"{path} has no variable {var!r}; it has {sorted(ds.data_vars)}.")
     return ds[var]
+
+
+SCALE_SAMPLE = 256
+"""Rows of the data and of the training set the projection's scale check compares."""
+
+
+def warn_projection_scale(x: da.Array, model: NPTModel) -> None:
+    """Warn when the rows to project are unlike every training row (another scale).
+
+    Their kernel with a sample of the training rows is then below 1e-6 of its
+    largest value: every row gets the same coordinates and every residual sits
+    at the kernel's maximum (raw 0-255 pixels projected with a model fitted on [0, 1]).
+    """
+    spec = model.kernel
+    if spec.name not in ("rbf", "laplacian") or is_sparse_rows(x):
+        return  # only these kernels peak at k(x, x) = 1
+    rows = np.asarray(x[:SCALE_SAMPLE].compute(), dtype=np.float64)
+    train = np.asarray(model.x_train[:SCALE_SAMPLE].compute(), dtype=np.float64)
+    if float(np.max(np.abs(spec(rows, train)))) < 1e-6:  # k(x, x) = 1 is the maximum
+        warn(
+            f"The rows to project are unlike every training row ({spec.name}, gamma="
+            f"{spec.gamma:.3g}: their kernel with a sample of the training rows is below 1e-6 "
+            "of its maximum), so every row gets the same coordinates and every residual sits at "
+            "the kernel's maximum. Scale the rows as the training rows were (e.g. pixels / 255).",
+            KernelScaleWarning,
+        )
 
 
 # --- the store ------------------------------------------------------------------------
@@ -415,9 +454,16 @@ def project(
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
+    warn_projection_scale(x, model)
     out = str(out)
     _prepare_output(Path(out), resume)
     if not os.path.exists(out):
+        if Path(out).suffix != ".zarr":
+            warn(
+                f"{out} will be a zarr store (a directory), whatever its suffix; name it "
+                "*.zarr so that it is not taken for a file of another format.",
+                NPTWarning,
+            )
         _create_store(out, model, x, info)
     else:  # resuming: refuse a store of another projection, then drop torn writes
         _done_chunks(out, model, x)
