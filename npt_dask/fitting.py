@@ -38,7 +38,7 @@ from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
-from npt_dask.progress import FitProgress
+from npt_dask.progress import FitProgress, count
 from npt_dask.projector import balanced_rows
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
 
@@ -118,10 +118,14 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
     else:
         panels = DriverPanels(op.matmat, n, op.row_chunks)
-    start = _start_block(x, params, plan.block_size, rng, panels)
     tol = _tolerance(params, x.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
+    report.stage(  # a line at once: the first pass over a large kernel takes a while
+        f"Krylov solver, n = {n:,}, r = {r}, block {plan.block_size}, basis {plan.basis}: "
+        "first pass"
+    )
     try:
+        start = _start_block(x, params, plan.block_size, rng, panels)
         result = block_krylov_eigh(
             op.matmat,
             n,
@@ -180,7 +184,8 @@ def _tolerance(params: FitParams, dtype: np.dtype) -> float:
 def _warn_unconverged(result: EigenResult, tol: float) -> None:
     if not result.converged:
         warn(
-            f"The Krylov solver stopped after {result.passes} passes with a relative residual "
+            f"The Krylov solver stopped after {count(result.passes, 'pass', 'passes')} with a "
+            "relative residual "
             f"of {float(result.residuals.max()):.3g} > tol={tol:g}. Raise max_passes or "
             "block_size, or loosen tol.",
             ConvergenceWarning,

@@ -356,7 +356,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
     cluster and propagates: chunks already flagged done stay done, and the
     same call resumes.
     """
-    bar.resuming(sum(str(t.key).startswith(f"{_check_chunk.__name__}-") for t in tasks))
+    checks = {t.key for t in tasks if str(t.key).startswith(f"{_check_chunk.__name__}-")}
+    bar.resuming(len(checks))  # the bar starts at done + 1: checks are not steps
     client = current_client()
     if client is not None:
         from distributed import as_completed
@@ -365,7 +366,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
         try:
             for future in as_completed(futures):
                 future.result()
-                bar.step()
+                if future.key not in checks:
+                    bar.step()
         except KeyboardInterrupt:  # Ctrl-C: stop the cluster's queued work, then re-raise
             with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
@@ -373,7 +375,7 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
         return
     from dask.callbacks import Callback
 
-    keys = {t.key for t in tasks}
+    keys = {t.key for t in tasks} - checks
 
     class _Tick(Callback):
         def _posttask(self, key, result, dsk, state, worker_id) -> None:

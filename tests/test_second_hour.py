@@ -201,3 +201,59 @@ def test_fit_docstring_lists_precomputed_and_callables() -> None:
     doc = npt.fit.__doc__ or ""
     assert '"precomputed"' in doc
     assert "callable" in doc.split("kernel_params")[0]
+
+
+# --- item 14: progress wording --------------------------------------------------------------
+
+
+def test_resumed_bar_counts_on_from_the_chunks_done(files, capsys, tmp_path, monkeypatch) -> None:
+    import dask
+
+    from npt_dask import projection
+
+    _, x = files
+    model = npt.load(_fit_model(files, capsys))
+    step = projection.ProgressBar.step
+
+    def stop_after_three(bar: projection.ProgressBar) -> None:
+        step(bar)
+        if bar.done == 3:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "p.zarr"
+    with dask.config.set(scheduler="synchronous"), monkeypatch.context() as mp:
+        mp.setattr(projection.ProgressBar, "step", stop_after_three)
+        with pytest.raises(KeyboardInterrupt):
+            npt.project(model, x, out, chunk_size=10, progress=False)
+    capsys.readouterr()
+    npt.project(model, x, out, chunk_size=10, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("npt project: resuming: 3 of 12 chunks already done")
+    assert " 4/12 chunks" in lines[1]  # not 1/12
+    assert " 12/12 chunks" in lines[-1]
+
+
+def test_one_pass_one_feature_singular(files, capsys) -> None:
+    _, x = files
+    with pytest.warns(npt.ConvergenceWarning, match="stopped after 1 pass with"):
+        npt.fit(x, gamma=0.5, n_components=3, solver="krylov", max_passes=1, tol=1e-14)
+    model = npt.fit(x[:, :1], gamma=0.5, n_components=2)
+    with pytest.raises(ValueError, match="has 2 features, but the model was fitted on 1 feature:"):
+        model.transform(x[:, :2])
+    from npt_dask.pipeline.report import summary_text
+
+    report = {"name": "t", "seconds": {}, "methods": {}, "outputs": {"dir": "d"},
+              "memory": {"driver_peak_gib": 0.0, "worker_peak_gib": 0.0},
+              "data": {"description": "x", "n_train": 1, "n_test": 1, "n_features": 1,
+                       "classes": [0, 1]},
+              "model": {"kernel": {"name": "rbf", "gamma": 0.5}, "n_components": 2,
+                        "solver": "dense", "passes": 1, "max_residual": 0.0,
+                        "reused": False}}  # fmt: skip
+    assert "dense, 1 pass," in summary_text(report)
+
+
+def test_a_fit_reports_at_once(files, capsys) -> None:
+    _, x = files
+    npt.fit(x, gamma=0.5, n_components=3, solver="krylov", progress=True)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("npt fit: Krylov solver, n = 120, r = 3")
