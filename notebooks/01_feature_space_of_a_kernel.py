@@ -140,7 +140,7 @@ pd.DataFrame(alignment).T.round(4)
 models, model_ds, test_ds = {}, {}, {}
 for name, spec in KERNELS.items():
     model = npt.fit(spec["pixels"](x_train), **spec["params"], n_components=None)
-    model.save(OUT / f"01_{name}_model.zarr")
+    model.save(OUT / f"01_{name}_model.zarr", overwrite=True)  # this notebook's own output
     images = xr.DataArray(
         spec["pixels"](x_test), dims=("sample", "pixel"), coords={"label": ("sample", y_test)}
     )

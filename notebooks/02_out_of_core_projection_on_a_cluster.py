@@ -150,7 +150,7 @@ display(model)
 # model streams its training blocks from the store inside each task.
 
 # %%
-model.save(OUT / "02_model.zarr")
+model.save(OUT / "02_model.zarr", overwrite=True)  # this notebook's own output
 model = npt.load(OUT / "02_model.zarr")
 display(model)
 ratio = explained_variance_ratio(model)

@@ -1,7 +1,7 @@
 """``npt``: a thin command line over the public API.
 
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
-    npt project MODEL DATA --out proj.zarr [--scheduler ADDRESS | --scheduler-file FILE]
+    npt project MODEL DATA --out proj.zarr [--rows 48000:56000] [--overwrite] [--scheduler ADDRESS]
     npt info MODEL
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import re
 import sys
@@ -28,19 +29,37 @@ from typing import Any
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a misspelled option (Python 3.14's, on any Python)."""
+
+    commands: dict[str, argparse.ArgumentParser]  # the sub-commands' parsers, by name
+
+    def error(self, message: str) -> Any:
+        match = re.match(r"unrecognized arguments: (.*)", message)
+        if match:
+            known = [o for a in self._actions for o in a.option_strings]
+            for word in match.group(1).split():
+                close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
+                if word.startswith("-") and close:
+                    message += f" (did you mean {close[0]}?)"
+                    break
+        super().error(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
         prog="npt",
         description="Nonlinear Projection Trick on Dask: fit a kernel model, persist it to "
         "zarr, and project data chunk by chunk.",
     )
     parser.add_argument("--version", action="version", version=f"npt-dask {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     fit = sub.add_parser("fit", help="fit a model to DATA and save it to --out")
     fit.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
     fit.add_argument("--out", required=True, help="path of the model store to write (zarr)")
     fit.add_argument("--overwrite", action="store_true", help="replace a model already at --out")
+    _rows_option(fit, "fit on these rows of DATA only (e.g. 0:48000, the training rows)")
     _fit_options(fit)
     _data_options(fit)
     _cluster_options(fit)
@@ -50,7 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     proj.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
     proj.add_argument("--out", required=True, help="path of the projection store (zarr)")
     proj.add_argument("--chunk-size", type=int, help="rows per task (default: the model's)")
-    proj.add_argument("--no-resume", action="store_true", help="overwrite --out")
+    proj.add_argument(
+        "--overwrite", action="store_true", help="start again: replace a projection at --out"
+    )
+    proj.add_argument("--no-resume", action="store_true", help=argparse.SUPPRESS)  # deprecated
+    _rows_option(proj, "project these rows of DATA only (e.g. 48000:56000)")
     _data_options(proj)
     _cluster_options(proj)
 
@@ -64,11 +87,50 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true", help="restart projections")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     _cluster_options(run, default="the config's [cluster]")
+    parser.commands = {"fit": fit, "project": proj, "info": info, "run": run}
     return parser
 
 
+def _rows_option(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--rows", metavar="START:STOP", type=_row_range, help=text)
+
+
+def _row_range(text: str) -> slice:
+    """``START:STOP`` (either may be left out) as a slice of rows."""
+    match = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a row range; write START:STOP, e.g. 0:48000 (STOP excluded)."
+        )
+    start, stop = (int(g) if g else None for g in match.groups())
+    if start is not None and stop is not None and stop <= start:
+        raise argparse.ArgumentTypeError(f"{text!r} selects no rows: STOP must exceed START.")
+    return slice(start, stop)
+
+
+def _select_rows(data: Any, rows: slice | None) -> Any:
+    """The rows of ``data`` in ``rows``, keeping their numbers as the sample coordinate."""
+    if rows is None:
+        return data
+    import numpy as np
+    import xarray as xr
+
+    from npt_dask.errors import InputError
+
+    n = int(data.shape[0])
+    start, stop, _ = rows.indices(n)
+    if (rows.stop or 0) > n or start >= n:
+        raise InputError(f"--rows {start}:{rows.stop} is outside the data's {n} rows.")
+    if isinstance(data, xr.DataArray):
+        return data.isel({data.dims[0]: slice(start, stop)})
+    if data.ndim != 2:
+        return data[start:stop]  # refused with the fit's message
+    return xr.DataArray(
+        data[start:stop], dims=("sample", "feature"), coords={"sample": np.arange(start, stop)}
+    )
+
+
 _CLI_OWN = {"progress", "start"}  # the command line's --quiet; --start takes a model path
-_REQUIRED = {"n_components"}  # a full-rank dense fit of a large file is never what one wants
 
 
 def _fit_options(parser: argparse.ArgumentParser) -> None:
@@ -84,18 +146,40 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
                 help=f"do not {param.help}",
             )  # fmt: skip
             continue
-        extra: dict[str, Any] = {"dest": param.name, "type": param.parse, "help": param.help}
+        extra: dict[str, Any] = {"dest": param.name, "type": _typed(param.parse)}
+        extra["help"] = f"{param.help} (default {param.default})"
         names = [param.flag] + (["--seed"] if param.name == "random_state" else [])
         if param.name == "landmarks":
             extra["help"] += " (an int here)"
-        if param.name in _REQUIRED:
-            parser.add_argument(*names, required=True, **extra)
-        else:
-            parser.add_argument(*names, default=param.default, **extra)
+        parser.add_argument(*names, default=param.default, **extra)
 
     parser.add_argument(
         "--start", metavar="MODEL", help="warm start from this saved model (e.g. a landmark model)"
     )
+
+
+def _typed(parse: Any) -> Any:
+    """The table's parser, its own errors shown as they are (not "invalid value")."""
+
+    def typed(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = getattr(parse, "__name__", "value")
+    return typed
+
+
+def _check_parent(out: str) -> None:
+    """Refuse an output path whose folder does not exist (a typo would create a tree)."""
+    from npt_dask.errors import InputError
+
+    parent = Path(out).expanduser().absolute().parent
+    if not parent.is_dir():
+        raise InputError(
+            f"--out {out}: the folder {parent} does not exist; create it first or fix the path."
+        )
 
 
 def _version() -> str:
@@ -158,11 +242,12 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
 
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
+    _check_parent(args.out)
     check_target(Path(args.out))  # a file or foreign data there: refused before the fit
-    data = open_data(args.data, key=args.key, var=args.var)
+    data = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
     with _client_from_args(args):
         model = _fit_model(npt, data, args)
-        model.save(args.out)
+        model.save(args.out, overwrite=args.overwrite)
     return {
         "model": str(args.out),
         "n": model.n_samples,
@@ -183,15 +268,25 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
 
 def _project(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
+    from npt_dask.projection import open_data
 
+    if args.no_resume:
+        print(
+            "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
+            file=sys.stderr,
+        )
+    _check_parent(args.out)
     model = npt.load(args.model)
+    data = args.data
+    if args.rows is not None:
+        data = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
     with _client_from_args(args):
         ds = npt.project(
             model,
-            args.data,
+            data,
             args.out,
             chunk_size=args.chunk_size,
-            resume=not args.no_resume,
+            resume=not (args.overwrite or args.no_resume),
             progress=not args.quiet,
             key=args.key,
             var=args.var,
@@ -249,7 +344,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 _PYTHON_SPELLINGS = {
-    "resume=False": "--no-resume",
+    "resume=False": "--overwrite",
     "data_dir": "--data-dir",
     "var=/--var": "--var",
     "key=/--key": "--key",
@@ -260,7 +355,7 @@ def for_the_command_line(message: str) -> str:
     """An API error message in the command line's words: option flags, not Python names.
 
     >>> for_the_command_line("The 'chunk_size' parameter must be ...; pass resume=False.")
-    'The --chunk-size option must be ...; pass --no-resume.'
+    'The --chunk-size option must be ...; pass --overwrite.'
     """
     message = re.sub(
         r"The '([a-z0-9_]+)' parameter",
@@ -274,7 +369,10 @@ def for_the_command_line(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's parser knows its options: it suggests the nearest
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     from npt_dask.errors import NPTError
 
     command = {"fit": _fit, "project": _project, "info": _info, "run": _run}[args.command]

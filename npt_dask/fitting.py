@@ -38,7 +38,7 @@ from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
-from npt_dask.progress import FitProgress
+from npt_dask.progress import FitProgress, count
 from npt_dask.projector import balanced_rows
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
 
@@ -118,10 +118,14 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
     else:
         panels = DriverPanels(op.matmat, n, op.row_chunks)
-    start = _start_block(x, params, plan.block_size, rng, panels)
     tol = _tolerance(params, x.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
+    report.stage(  # a line at once: the first pass over a large kernel takes a while
+        f"Krylov solver, n = {n:,}, r = {r}, block {plan.block_size}, basis {plan.basis}: "
+        "first pass"
+    )
     try:
+        start = _start_block(x, params, plan.block_size, rng, panels)
         result = block_krylov_eigh(
             op.matmat,
             n,
@@ -214,7 +218,8 @@ def _tolerance(params: FitParams, dtype: np.dtype) -> float:
 def _warn_unconverged(result: EigenResult, tol: float) -> None:
     if not result.converged:
         warn(
-            f"The Krylov solver stopped after {result.passes} passes with a relative residual "
+            f"The Krylov solver stopped after {count(result.passes, 'pass', 'passes')} with a "
+            "relative residual "
             f"of {float(result.residuals.max()):.3g} > tol={tol:g}. Raise max_passes or "
             "block_size, or loosen tol.",
             ConvergenceWarning,
@@ -258,9 +263,16 @@ def fit(
     X : array-like, dask array or DataArray of shape (n, d)
         Training rows. A DataArray's sample dim is ``"sample"`` if present,
         else its first dim.
-    kernel : str, KernelSpec or dict
-        ``"rbf"``, ``"laplacian"``, ``"polynomial"``, ``"sigmoid"``,
-        ``"linear"`` or ``"cosine"`` (scikit-learn's definitions).
+    kernel : str, callable, KernelSpec or dict
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
+        ``"linear"`` or ``"cosine"`` (scikit-learn's definitions);
+        ``"precomputed"``: X is the (n, n) kernel matrix of the training rows
+        (numpy, dask or zarr-backed, read block by block); or a callable
+        ``f(A, B, **kernel_params)`` returning the kernel block of two row
+        blocks (a function of two single rows returning a number,
+        scikit-learn's convention, works too, pair by pair; such a model
+        cannot be saved). Default: ``start``'s kernel when ``start`` is given
+        and no kernel argument is, else ``"rbf"``.
     kernel_params : dict, optional
         Parameters of a callable kernel ``f(A, B, **kernel_params)``, or the
         gamma/degree/coef0 of a named one (scikit-learn's KernelPCA argument).
@@ -336,7 +348,9 @@ def fit(
         :func:`npt_dask.landmarks.rpcholesky_landmarks`).
     start : NPTModel, optional
         Warm start: the Krylov solver starts from this model's coordinates of
-        X (e.g. a landmark model), so it needs far fewer passes.
+        X (e.g. a landmark model), so it needs far fewer passes. Its kernel
+        is used unless a kernel argument is given; another kernel than
+        start's gives a warning (the start is then only a guess).
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.

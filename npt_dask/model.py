@@ -428,9 +428,10 @@ class NPTModel:
 
         return grow(self, X_new, residual_tol=residual_tol, max_landmarks=max_landmarks)
 
-    def save(self, path: Any) -> Any:
-        """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`)."""
-        return store.save(self, path)
+    def save(self, path: Any, *, overwrite: bool = False) -> Any:
+        """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`);
+        a model already there is replaced only with ``overwrite=True``."""
+        return store.save(self, path, overwrite=overwrite)
 
     @functools.cached_property
     def identity(self) -> str:

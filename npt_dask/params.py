@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,8 @@ __all__ = [
     "Param",
     "check_param",
     "fit_defaults",
+    "format_bytes",
+    "parse_bytes",
 ]
 
 KERNEL_NAMES = ("rbf", "laplacian", "polynomial", "sigmoid", "linear", "cosine")
@@ -243,8 +246,43 @@ def _json_or_none(text: str) -> Any:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except ValueError as exc:
+        raise InputError(
+            f"{text!r} is not valid JSON ({exc}); write a JSON object with quoted keys, "
+            """e.g. '{"gamma": 0.1}'."""
+        ) from None
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_UNITS |= {u + "b": f for u, f in _UNITS.items() if u not in ("", "b")}
+_UNITS |= {u + "ib": 1024 ** (i + 1) for i, u in enumerate("kmgt")}
+
+
+def parse_bytes(text: str) -> Any:
+    """A byte count from ``"2GB"``, ``"1.5GiB"``, ``"512MB"`` or ``"1000"`` (None for "none").
+
+    >>> parse_bytes("2GB"), parse_bytes("1GiB"), parse_bytes("1000")
+    (2000000000, 1073741824, 1000)
+    """
+    value = _optional(text)
+    if value is None:
+        return None
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", value.lower())
+    if match is None or match.group(2) not in _UNITS:
         return text  # left for check() to refuse with the common message
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def format_bytes(size: float) -> str:
+    """A byte count for people: ``"1000 bytes"``, ``"2.3 MiB"``, ``"4.0 GiB"``.
+
+    >>> format_bytes(1000), format_bytes(3 * 2**20), format_bytes(2**33)
+    ('1000 bytes', '3.0 MiB', '8.0 GiB')
+    """
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{int(size)} bytes"
 
 
 def _bool(text: str) -> Any:
@@ -356,8 +394,9 @@ PARAMS: tuple[Param, ...] = (
         "memory_budget",
         (Interval(_INT, 1, None), _NONE),
         None,
-        "bytes the fit may hold beyond the input rows (None: a sixth of physical memory)",
-        parse=_number_or(int),
+        "bytes the fit may hold beyond the input rows, units allowed (2GB, 1.5GiB; "
+        "None: a sixth of physical memory)",
+        parse=parse_bytes,
     ),
     Param(
         "precision",

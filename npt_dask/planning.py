@@ -37,6 +37,7 @@ from typing import Any
 
 from npt_dask.eigen import LARGE_R, krylov_shape, takes_explicit_path
 from npt_dask.errors import InputError
+from npt_dask.params import format_bytes
 
 __all__ = [
     "DENSE_MAX_SAMPLES",
@@ -337,9 +338,9 @@ def _dense_plan(
     need = dense_bytes(n)
     if need > budget:
         raise InputError(
-            f"solver='dense' needs about {need / 2**30:.1f} GiB for n={n} (the n x n kernel "
+            f"solver='dense' needs about {format_bytes(need)} for n={n} (the n x n kernel "
             f"matrix and its eigendecomposition), above memory_budget="
-            f"{budget / 2**30:.1f} GiB. Use solver='krylov' with n_components."
+            f"{format_bytes(budget)}. Use solver='krylov' with n_components."
         )
     return FitPlan("dense", n, r, chunks, 0, 0, (), need, 0, budget, threads)
 
@@ -412,17 +413,17 @@ def _refuse(plan: FitPlan, max_basis: int | None, chunked: FitPlan | None = None
     off = (
         "" if chunked is None
         else f" With the basis off the driver (basis='chunked') the driver would still need "
-        f"{chunked.driver_bytes / 2**30:.2f} GiB and the tasks "
-        f"{chunked.worker_bytes / 2**30:.2f} GiB."
+        f"{format_bytes(chunked.driver_bytes)} and the tasks "
+        f"{format_bytes(chunked.worker_bytes)}."
     )  # fmt: skip
     least = (plan.n_components or 0) + 2 * b
     in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
     raise InputError(
         f"The Krylov basis for n={n} needs {plan.max_basis} columns "
-        f"({basis_bytes(n, plan.max_basis) / 2**30:.2f} GiB for Q and K Q, plus "
-        f"{work_bytes(n, b, plan.n_components or 0) / 2**30:.2f} GiB of work arrays and "
-        f"{in_flight / 2**30:.2f} GiB of kernel blocks in flight), which memory_budget="
-        f"{plan.memory_budget / 2**30:.2f} GiB or max_basis={max_basis} does not allow (at "
+        f"({format_bytes(basis_bytes(n, plan.max_basis))} for Q and K Q, plus "
+        f"{format_bytes(work_bytes(n, b, plan.n_components or 0))} of work arrays and "
+        f"{format_bytes(in_flight)} of kernel blocks in flight), which memory_budget="
+        f"{format_bytes(plan.memory_budget)} or max_basis={max_basis} does not allow (at "
         f"least n_components + 2 * block_size = {least} columns).{off} Raise memory_budget, "
         "lower n_components, block_size or chunk_size."
     )

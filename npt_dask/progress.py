@@ -17,12 +17,21 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar"]
+__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar", "count"]
 
 LOG_EVERY = 5.0
 """Seconds between progress lines when the stream is not a terminal."""
 
 _clock = time.perf_counter
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and the word, plural unless ``n`` is 1: ``"1 pass"``, ``"3 passes"``.
+
+    >>> count(1, "pass", "passes"), count(3, "feature")
+    ('1 pass', '3 features')
+    """
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
 
 
 def _rewrites_in_place(stream: TextIO) -> bool:
@@ -96,7 +105,9 @@ class ProgressBar(_Line):
         self.label, self.total, self.unit, self.done = label, total, unit, 0
 
     def resuming(self, already: int) -> None:
-        """Say, first, that ``already`` of the items were done by an earlier run."""
+        """Say, first, that ``already`` of the items were done by an earlier run; the
+        count goes on from there (the next step shows ``already + 1``)."""
+        self.done = already
         if already:
             self.note(
                 f"{self.label}: resuming: {already} of {self.total} {self.unit} already done "

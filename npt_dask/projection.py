@@ -45,10 +45,17 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
-from npt_dask._inputs import InputInfo, check_finite_eagerly
+from npt_dask._inputs import InputInfo, check_finite_eagerly, is_sparse_rows
 from npt_dask._owners import OWNER_PATTERN, describe, is_dead, owner_tag
 from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
-from npt_dask.errors import InputError, InputTypeError, ProjectionError
+from npt_dask.errors import (
+    InputError,
+    InputTypeError,
+    KernelScaleWarning,
+    NPTWarning,
+    ProjectionError,
+    warn,
+)
 from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
@@ -122,7 +129,13 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
             if name not in data.files:
                 raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
             x = data[name]
-        return x.reshape(len(x), -1)
+        if x.ndim != 2:  # flattening would hide rows unlike the training rows (raw images)
+            raise InputError(
+                f"{path}: array {name!r} has shape {x.shape}; rows must be 2-D (n_samples, "
+                "n_features). Flatten and scale it as the model's training rows were, e.g. "
+                "x = npt.datasets.load_npz(path, scale=255.0)[0], and save that as .npy."
+            )
+        return x
     return _open_zarr_data(path, var)
 
 
@@ -169,6 +182,32 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
     if var not in ds:
         raise InputError(f"{path} has no variable {var!r}; it has {sorted(ds.data_vars)}.")
     return ds[var]
+
+
+SCALE_SAMPLE = 256
+"""Rows of the data and of the training set the projection's scale check compares."""
+
+
+def warn_projection_scale(x: da.Array, model: NPTModel) -> None:
+    """Warn when the rows to project are unlike every training row (another scale).
+
+    Their kernel with a sample of the training rows is then below 1e-6 of its
+    largest value: every row gets the same coordinates and every residual sits
+    at the kernel's maximum (raw 0-255 pixels projected with a model fitted on [0, 1]).
+    """
+    spec = model.kernel
+    if spec.name not in ("rbf", "laplacian") or is_sparse_rows(x):
+        return  # only these kernels peak at k(x, x) = 1
+    rows = np.asarray(x[:SCALE_SAMPLE].compute(), dtype=np.float64)
+    train = np.asarray(model.x_train[:SCALE_SAMPLE].compute(), dtype=np.float64)
+    if float(np.max(np.abs(spec(rows, train)))) < 1e-6:  # k(x, x) = 1 is the maximum
+        warn(
+            f"The rows to project are unlike every training row ({spec.name}, gamma="
+            f"{spec.gamma:.3g}: their kernel with a sample of the training rows is below 1e-6 "
+            "of its maximum), so every row gets the same coordinates and every residual sits at "
+            "the kernel's maximum. Scale the rows as the training rows were (e.g. pixels / 255).",
+            KernelScaleWarning,
+        )
 
 
 # --- the store ------------------------------------------------------------------------
@@ -496,7 +535,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
     cluster and propagates: chunks already flagged done stay done, and the
     same call resumes.
     """
-    bar.resuming(sum(str(t.key).startswith(f"{_check_chunk.__name__}-") for t in tasks))
+    checks = {t.key for t in tasks if str(t.key).startswith(f"{_check_chunk.__name__}-")}
+    bar.resuming(len(checks))  # the bar starts at done + 1: checks are not steps
     client = current_client()
     if client is not None:
         from distributed import as_completed
@@ -505,7 +545,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
         try:
             for future in as_completed(futures):
                 future.result()
-                bar.step()
+                if future.key not in checks:
+                    bar.step()
         except KeyboardInterrupt:  # Ctrl-C: stop the cluster's queued work, then re-raise
             with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
@@ -513,7 +554,7 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
         return
     from dask.callbacks import Callback
 
-    keys = {t.key for t in tasks}
+    keys = {t.key for t in tasks} - checks
 
     class _Tick(Callback):
         def _posttask(self, key, result, dsk, state, worker_id) -> None:
@@ -594,7 +635,14 @@ def project(
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
+    warn_projection_scale(x, model)
     out = str(out)
+    if not os.path.exists(out) and Path(out).suffix != ".zarr":
+        warn(
+            f"{out} will be a zarr store (a directory), whatever its suffix; name it "
+            "*.zarr so that it is not taken for a file of another format.",
+            NPTWarning,
+        )
     attempts = iter(range(1 << 30))
 
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
@@ -608,20 +656,11 @@ def project(
     return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
 
 
-def _row_parts(x: da.Array, model: NPTModel) -> list[Any]:
-    """One task input per row chunk: its block, or (a precomputed kernel's test x train
-    rows, chunked by the training chunks) the list of its column blocks."""
-    parts = x.to_delayed()
-    if model.kernel.is_precomputed:
-        return [list(row) for row in parts]
-    return list(parts[:, 0])
-
-
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
     """One task per chunk: project and write it (the model's projector), or check a done one."""
     projector = projector_for(model, fresh=fresh)
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
-    parts = _row_parts(x, model)
+    parts = projector.chunk_inputs(x)
     projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run
     tasks = []
     for i, part in enumerate(parts):

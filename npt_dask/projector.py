@@ -43,6 +43,7 @@ from npt_dask._scheduler import current_client, persist_blocks, ship_blocks, tas
 from npt_dask.blocks import ProjectionTerms, project_parts, project_rows, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.progress import count
 from npt_dask.store import StoredTraining
 
 if TYPE_CHECKING:
@@ -200,8 +201,8 @@ def projection_rows(
         )
         if x.shape[1] != n_features:
             raise InputError(
-                f"{name} has {x.shape[1]} features, but the model was fitted on {n_features} "
-                f"(the model expects {n_features})."
+                f"{name} has {count(x.shape[1], 'feature')}, but the model was fitted on "
+                f"{count(n_features, 'feature')}: give rows with {n_features} columns."
             )
     if not keep:
         return x.rechunk({0: size}), info

@@ -297,8 +297,11 @@ def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows
         target[...] = values
 
 
-def save(model: NPTModel, path: str | os.PathLike) -> Path:
+def save(model: NPTModel, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``model`` to a zarr v3 group at ``path``, atomically.
+
+    A model already at ``path`` is replaced only with ``overwrite=True``
+    (``npt fit --overwrite``).
 
     The training rows are copied in the model's precision, chunk by chunk
     (they never pass through one process whole when they are a dask array).
@@ -312,6 +315,11 @@ def save(model: NPTModel, path: str | os.PathLike) -> Path:
     path = Path(path)
     _check_storable(model)
     check_target(path)
+    if (path / "zarr.json").is_file() and not overwrite:
+        raise StoreError(
+            f"{path} already holds a model; pass overwrite=True to replace it "
+            "(npt fit: --overwrite), or choose another path."
+        )
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -84,7 +84,8 @@ def test_progress_lines_for_fit_passes_and_projection_chunks(capsys, tmp_path):
     model = npt.fit(x, "rbf", gamma=0.5, n_components=5, solver="krylov", chunk_size=128,
                     progress=True)  # fmt: skip
     err = capsys.readouterr().err  # not a terminal: whole lines, the last one once
-    assert err.startswith("npt fit: pass   1,")
+    assert err.startswith("npt fit: Krylov solver, n = 600, r = 5, block ")  # at once
+    assert "pairs converged" in err
     assert "\r" not in err
     assert err.endswith("\n")
     lines = err.splitlines()

@@ -256,7 +256,7 @@ def test_sigmoid_negative_eigenvalues_reported():
 
 def test_convergence_warning():
     x = _split("digits")[0]
-    with pytest.warns(npt.ConvergenceWarning, match="stopped after 1 passes"):
+    with pytest.warns(npt.ConvergenceWarning, match="stopped after 1 pass with"):
         model = npt.fit(x, n_components=5, solver="krylov", max_passes=1, random_state=0)
     assert not model.diagnostics.converged
 

@@ -125,7 +125,7 @@ def test_failed_save_keeps_previous_model(fitted, tmp_path, monkeypatch):
 
     monkeypatch.setattr(store, "_write_array", failing)
     with pytest.raises(OSError, match="simulated"):
-        model.save(path)
+        model.save(path, overwrite=True)
     np.testing.assert_array_equal(npt.load(path).transform(z), before)
     assert sorted(os.listdir(tmp_path)) == ["m.zarr"]  # no temporary left behind
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from npt_dask.progress import count
+
 __all__ = ["summary_text", "write_figures", "write_report"]
 
 
@@ -35,7 +37,7 @@ def summary_text(report: Mapping[str, Any]) -> str:
         f"d = {data['n_features']}, {len(data['classes'])} classes",
         f"model: {_kernel(model['kernel'])}, r = {model['n_components']}, "
         f"solver {model['solver']}, "
-        f"{model['passes']} passes, residual {model['max_residual']:.1e}"
+        f"{count(model['passes'], 'pass', 'passes')}, residual {model['max_residual']:.1e}"
         + (" (reused from the store)" if model["reused"] else ""),
         "stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()),
         f"peak memory: driver {report['memory']['driver_peak_gib']:.2f} GiB, "

@@ -102,7 +102,7 @@ def fit_or_reuse(
             if _matches(model, cfg, x, rows):
                 return model, True
     model = fit_params(x if rows is None else rows, cfg.replace(progress=progress), labels=labels)
-    model.save(path)
+    model.save(path, overwrite=True)  # not this config's fit (checked above): replace it
     # stream training blocks from the store when projecting; the moments are not stored
     return dataclasses.replace(load(path), moments=model.moments), False
 
