@@ -2,6 +2,7 @@
 
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
     npt project MODEL DATA --out proj.zarr [--rows 48000:56000] [--overwrite] [--scheduler ADDRESS]
+    npt grow MODEL NEW_DATA [NEW_DATA ...] --out NEW_MODEL [--residual-tol 0.01]
     npt info MODEL
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
@@ -76,6 +77,23 @@ def _parser() -> _Parser:
     _rows_option(proj, "project these rows of DATA only (e.g. 48000:56000)")
     _data_options(proj)
     _cluster_options(proj)
+
+    grow = sub.add_parser(
+        "grow", help="grow a full-rank MODEL by the rows of NEW_DATA (one batch per file)"
+    )
+    grow.add_argument(
+        "model", help="a full-rank model store ('npt fit --n-components none', or 'npt grow')"
+    )
+    grow.add_argument("data", nargs="+", help="one or more data files, each a batch")
+    grow.add_argument("--out", required=True, help="path of the grown model's store (zarr)")
+    grow.add_argument("--overwrite", action="store_true", help="replace a model already at --out")
+    grow.add_argument(
+        "--residual-tol", type=float, default=None,
+        help="add a row when more than this share of k(x, x) is outside the model's span "
+        "(default 0.01; 0: every new direction)",
+    )  # fmt: skip
+    grow.add_argument("--max-landmarks", type=int, help="most training rows the model may reach")
+    _data_options(grow)
 
     info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
     info.add_argument("model", help="model store written by 'npt fit'")
@@ -266,6 +284,39 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
     return fit_params(data, FitParams(**values, start=start, progress=not args.quiet))
 
 
+def _grow(args: argparse.Namespace) -> dict[str, Any]:
+    import npt_dask as npt
+    from npt_dask.errors import InputError
+    from npt_dask.projection import open_data
+    from npt_dask.store import check_target
+
+    if Path(args.out).resolve() == Path(args.model).resolve():
+        raise InputError("--out must differ from MODEL: the parent model is kept as it was.")
+    if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
+        raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
+    check_target(Path(args.out))
+    model: Any = npt.load(args.model)
+    for path in args.data:
+        batch = open_data(path, key=args.key, var=args.var)
+        model = model.partial_fit(
+            batch, residual_tol=args.residual_tol, max_landmarks=args.max_landmarks
+        )
+    model.save(args.out)
+    record = model.model.diagnostics.landmarks
+    return {
+        "model": str(args.out),
+        "parent": record["lineage"][-1]["parent"],
+        "n": model.n_samples,
+        "r": model.n_components,
+        "rows_added": model.rows_added,
+        "batches": [
+            {k: b[k] for k in ("rows_seen", "rows_added", "m")}
+            | {"residual_max_after": b["after"]["max"]}
+            for b in record["batches"]
+        ],
+    }
+
+
 def _project(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.projection import open_data
@@ -375,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     from npt_dask.errors import NPTError
 
-    command = {"fit": _fit, "project": _project, "info": _info, "run": _run}[args.command]
+    commands = {"fit": _fit, "grow": _grow, "project": _project, "info": _info, "run": _run}
+    command = commands[args.command]
     try:
         result = command(args)
     except KeyboardInterrupt:

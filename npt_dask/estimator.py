@@ -17,6 +17,7 @@ warning, not an error.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -34,6 +35,7 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.fitting import fit_params
+from npt_dask.growth import GrowingModel, is_full_rank
 from npt_dask.kernels import PRECOMPUTED
 from npt_dask.model import NPTModel
 from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults, names
@@ -48,6 +50,13 @@ def _is_lazy(X: Any) -> bool:
     return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
 
 
+_SPECTRUM = (
+    "n_components_",
+    "eigenvalues_",
+    "eigenvectors_",
+    "explained_variance_",
+    "explained_variance_ratio_",
+)  # the eigen-ordered attributes: a grown model's are set on first use
 _EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
 _FIT_NAMES = tuple(names())
 _E = {p.name: p.default for p in ESTIMATOR_PARAMS}
@@ -317,7 +326,12 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         With ``kernel="precomputed"``, X is the (n, n) kernel matrix of the
         training rows (numpy, dask or zarr-backed: read block by block).
         """
+        return self._fit(X, start=None)
+
+    def _fit(self, X: Any, *, start: NPTModel | None) -> NonlinearProjection:
         params = self._fit_params()
+        if start is not None:  # partial_fit of a truncated model: a warm-started refit
+            params = params.replace(start=start)
         if self.fit_inverse_transform and self.kernel == PRECOMPUTED:
             raise InputError(
                 "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
@@ -342,16 +356,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
                 raise
             return self._fit_degenerate(X, exc)
         self._replay(caught, model)
-        self.model_: NPTModel | None = model
+        self.model_: NPTModel | GrowingModel | None = model
         self.gamma_ = model.kernel.gamma
         self.n_iter_ = max(1, int(model.diagnostics.passes))
-        width = self._width(model.n_components, model.n_samples)
-        self.n_components_ = width
-        self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
-        self.eigenvectors_ = _pad_columns(model.eigenvectors, width)
-        self.explained_variance_ = self.eigenvalues_ / (model.n_samples - 1)
-        total = model.total_variance()
-        self.explained_variance_ratio_ = self.eigenvalues_ / total
+        self._set_spectrum(model)
         if self.fit_inverse_transform:
             self.inverse_map_ = fit_inverse_map(
                 model.eigenvectors * np.sqrt(model.eigenvalues),
@@ -361,6 +369,79 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             )
             self.dual_coef_ = self.inverse_map_.dual_coef
         return self
+
+    def _set_spectrum(self, model: NPTModel | GrowingModel) -> None:
+        """The eigen-ordered attributes (a grown model rotates here, once)."""
+        width = self._width(model.n_components, model.n_samples)
+        self.n_components_ = width
+        self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
+        self.eigenvectors_ = _pad_columns(model.eigenvectors, width)
+        self.explained_variance_ = self.eigenvalues_ / (model.n_samples - 1)
+        total = model.total_variance()
+        self.explained_variance_ratio_ = self.eigenvalues_ / total
+
+    def partial_fit(
+        self,
+        X: Any,
+        y: Any = None,
+        *,
+        residual_tol: float | None = None,
+        max_landmarks: int | None = None,
+    ) -> NonlinearProjection:
+        """Grow the fitted model by the rows of ``X`` (the first call fits); ``y`` is ignored.
+
+        Rows with more than ``residual_tol`` of ``kappa(x, x)`` outside the
+        model's span join its training rows (see :mod:`npt_dask.growth`), up
+        to ``max_landmarks``; ``model_`` becomes the grown model, equal to a
+        fresh fit on its training rows. A batch costs no ``n^3`` step: the
+        eigen-ordered attributes (``eigenvalues_``, ``n_components_``, ...) and
+        ``transform`` rotate once, on first use. Needs a full-rank model
+        (``n_components=None``) and no ``fit_inverse_transform``.
+        """
+        if "model_" not in self.__dict__:
+            return self.fit(X, y)
+        if self.model_ is None or self.fit_inverse_transform:
+            raise InputError(
+                "partial_fit grows a full-rank model with training rows and no pre-image "
+                "map; this estimator has "
+                + ("no model (its kernel matrix was zero)" if self.model_ is None else
+                   "fit_inverse_transform=True, which growth would leave stale")
+                + ". Refit with fit() on all the rows instead."
+            )  # fmt: skip
+        X = self._validate(X, reset=False)
+        model = self.model_
+        if (
+            isinstance(model, NPTModel)
+            and not model.kernel.is_precomputed
+            and not is_full_rank(model)
+        ):
+            return self._refit_union(X, model)
+        self.model_ = model.partial_fit(X, residual_tol=residual_tol, max_landmarks=max_landmarks)
+        for name in _SPECTRUM:
+            self.__dict__.pop(name, None)  # recomputed from the grown model on first use
+        return self
+
+    def _refit_union(self, X: Any, model: NPTModel) -> NonlinearProjection:
+        """A truncated model's growth: a fit on its training rows and X, warm-started
+        from it (``start=``), recorded in ``diagnostics.landmarks["refit"]``."""
+        old = model.x_train
+        new = da.from_array(X) if not isinstance(X, da.Array) else X
+        union = da.concatenate([old, new.astype(old.dtype).rechunk({1: -1})])
+        self._fit(union, start=model)
+        fitted = self.model_
+        assert isinstance(fitted, NPTModel)
+        record = {"refit": {"start": model.identity, "rows": int(union.shape[0])}}
+        landmarks = {**dict(fitted.diagnostics.landmarks), **record}
+        diagnostics = dataclasses.replace(fitted.diagnostics, landmarks=landmarks)
+        self.model_ = dataclasses.replace(fitted, diagnostics=diagnostics)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        grown = self.__dict__.get("model_")
+        if name in _SPECTRUM and isinstance(grown, GrowingModel):
+            self._set_spectrum(grown)
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _replay(self, caught: list[warnings.WarningMessage], model: NPTModel) -> None:
         """Re-issue the fit's warnings, as KernelPCA would see them.

@@ -73,6 +73,7 @@ __all__ = [
     "RESIDUAL_TOL",
     "GrowingModel",
     "grow",
+    "is_full_rank",
     "start_growth",
 ]
 
@@ -103,8 +104,8 @@ def _check_growable(model: NPTModel) -> None:
             "This model's training rows are not stored, and partial_fit needs them. Refit "
             "on the rows (npt.fit(X, ..., n_components=None)) and save that model."
         )
-    full = model.n_samples - int(model.center)
-    if model.n_components < full:
+    if not is_full_rank(model):
+        full = model.n_samples - int(model.center)
         raise InputError(
             f"partial_fit grows full-rank models only: this one keeps r={model.n_components} "
             f"of the {full} components its {model.n_samples} training rows span, and the "
@@ -112,6 +113,12 @@ def _check_growable(model: NPTModel) -> None:
             "n_components=None (e.g. npt.fit(X, landmarks=m, n_components=None)) and grow "
             "that model, or fit the union afresh with start=model (a warm start)."
         )
+
+
+def is_full_rank(model: NPTModel) -> bool:
+    """Whether ``model`` keeps every component its training rows span (``n_components=None``
+    and no eigenvalue below ``rtol``): what exact growth needs."""
+    return model.n_components >= model.n_samples - int(model.center)
 
 
 def _factor(basis: np.ndarray, kernel: KernelSpec) -> np.ndarray:

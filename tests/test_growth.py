@@ -179,3 +179,51 @@ def test_a_batch_that_adds_nothing_keeps_the_rotation(parent, data):
     assert same.rows_added == grown.rows_added
     assert same.eigenvalues is values
     assert len(same.model.diagnostics.landmarks["batches"]) == 2
+
+
+def test_estimator_partial_fit_follows_scikit_learn(data):
+    est = npt.NonlinearProjection(kernel="rbf", gamma=GAMMA)
+    assert est.partial_fit(data[:40]) is est  # the first call fits
+    assert est.partial_fit(data[40:120], residual_tol=0.05) is est
+    assert est.partial_fit(data[120:200], residual_tol=0.05) is est
+    basis = est.model_.basis
+    lam, ref = _reference(basis, data[200:])
+    assert est.n_components_ == len(lam)
+    assert np.abs(est.eigenvalues_ - lam).max() <= 1e-10 * lam[0]
+    y = est.transform(data[200:])
+    np.testing.assert_allclose(align_signs(y, ref)[:, :20], ref[:, :20], atol=1e-7)
+    with pytest.raises(ValueError, match="features"):  # scikit-learn's own check and words
+        est.partial_fit(data[200:, :3])
+
+
+def test_a_truncated_estimator_refits_the_union_warm_started(data):
+    est = npt.NonlinearProjection(kernel="rbf", gamma=GAMMA, n_components=3)
+    first = est.partial_fit(data[:40]).model_
+    est.partial_fit(data[40:60])
+    assert est.model_.diagnostics.landmarks["refit"] == {"start": first.identity, "rows": 60}
+    lam, ref = _reference(data[:60], data[200:])
+    np.testing.assert_allclose(est.eigenvalues_, lam[:3], rtol=1e-8)
+    np.testing.assert_allclose(align_signs(est.transform(data[200:]), ref[:, :3]), ref[:, :3],
+                               atol=1e-6)  # fmt: skip
+
+
+def test_command_line_grows_a_stored_model(data, tmp_path, capsys):
+    from npt_dask.cli import main
+
+    for name, rows in {"start": data[:40], "day1": data[40:120], "day2": data[120:200]}.items():
+        np.save(tmp_path / f"{name}.npy", rows)
+    fit = ["fit", str(tmp_path / "start.npy"), "--kernel", "rbf", "--gamma", str(GAMMA)]
+    assert main([*fit, "--n-components", "none", "--out", str(tmp_path / "m0"), "--quiet"]) == 0
+    capsys.readouterr()
+    grow = ["grow", str(tmp_path / "m0"), str(tmp_path / "day1.npy"), str(tmp_path / "day2.npy")]
+    assert main([*grow, "--out", str(tmp_path / "m1"), "--residual-tol", "0.05"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [b["rows_seen"] for b in out["batches"]] == [80, 80]
+    expected = npt.load(tmp_path / "m0").partial_fit(data[40:120], residual_tol=0.05)
+    expected = expected.partial_fit(data[120:200], residual_tol=0.05)
+    grown = npt.load(tmp_path / "m1")
+    np.testing.assert_array_equal(np.asarray(grown.x_train), expected.basis)
+    assert out["parent"] == npt.load(tmp_path / "m0").identity
+    assert main(["grow", str(tmp_path / "m1"), str(tmp_path / "day1.npy"), "--out",
+                 str(tmp_path / "m1")]) == 2  # fmt: skip
+    assert "--out must differ" in capsys.readouterr().err
