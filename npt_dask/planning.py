@@ -44,6 +44,7 @@ __all__ = [
     "FitPlan",
     "basis_bytes",
     "basis_columns",
+    "block_bytes",
     "block_candidates",
     "cached_fraction",
     "chunked_driver_bytes",
@@ -53,6 +54,7 @@ __all__ = [
     "estimated_passes",
     "fit_cost",
     "in_flight_bytes",
+    "kept_bytes",
     "kept_pairs",
     "pass_bytes",
     "plan_fit",
@@ -166,6 +168,17 @@ def upper_pairs(n_chunks: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n_chunks) for j in range(i, n_chunks)]
 
 
+def block_bytes(row_chunks: Sequence[int], pair: tuple[int, int], itemsize: int) -> int:
+    """Bytes of the kernel block ``pair = (i, j)``: ``rows_i x rows_j`` entries of ``itemsize``."""
+    i, j = pair
+    return row_chunks[i] * row_chunks[j] * itemsize
+
+
+def kept_bytes(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]], itemsize: int) -> int:
+    """Bytes the kept blocks hold between passes (:func:`block_bytes` summed)."""
+    return sum(block_bytes(row_chunks, pair, itemsize) for pair in kept)
+
+
 def kept_pairs(
     row_chunks: Sequence[int], itemsize: int, budget: int
 ) -> tuple[tuple[int, int], ...]:
@@ -175,11 +188,11 @@ def kept_pairs(
     ((0, 0), (0, 1), (0, 2))
     """
     kept, used = [], 0
-    for i, j in upper_pairs(len(row_chunks)):
-        used += row_chunks[i] * row_chunks[j] * itemsize
+    for pair in upper_pairs(len(row_chunks)):
+        used += block_bytes(row_chunks, pair, itemsize)
         if used > budget:
             break
-        kept.append((i, j))
+        kept.append(pair)
     return tuple(kept)
 
 
@@ -250,6 +263,8 @@ class FitPlan:
     ``memory_budget`` unless ``cache="memory"`` asked to keep every block.
     ``panel_bytes`` is the chunked basis and panels (workers' memory or local
     disk: ``basis_home``), zero when the basis is on the driver.
+    ``kept_bytes`` is what the kept blocks hold (:func:`kept_bytes`, entries of
+    ``itemsize`` bytes, the kernel precision), part of ``worker_bytes``.
     """
 
     solver: str
@@ -266,6 +281,8 @@ class FitPlan:
     basis: str = "driver"
     panel_bytes: int = 0
     basis_home: str = "driver"
+    itemsize: int = 8
+    kept_bytes: int = 0
 
     @property
     def n_pairs(self) -> int:
@@ -308,6 +325,8 @@ class FitPlan:
             "basis": self.basis,
             "basis_home": self.basis_home,
             "panel_bytes": self.panel_bytes,
+            "itemsize": self.itemsize,
+            "kept_bytes": self.kept_bytes,
         }
 
 
@@ -375,13 +394,13 @@ def _krylov_candidate(
     else:
         spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
         kept = kept_pairs(chunks, itemsize, spare)
-    held = sum(chunks[i] * chunks[j] for i, j in kept) * itemsize
+    held = kept_bytes(chunks, kept, itemsize)
     tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
     return FitPlan(
         "krylov", n, r, chunks, b, columns, kept, driver, tasks, budget, threads,
         basis="chunked" if chunked else "driver",
         panel_bytes=panel_bytes(n, columns, b, r) if chunked else 0,
-        basis_home=home,
+        basis_home=home, itemsize=itemsize, kept_bytes=held,
     )  # fmt: skip
 
 
@@ -403,7 +422,7 @@ def _fits(plan: FitPlan) -> bool:
     held = plan.driver_bytes + plan.worker_bytes
     kept_all = len(plan.kept) == plan.n_pairs and plan.n_pairs > 0
     if kept_all and held > plan.memory_budget:  # cache="memory": the blocks are the user's call
-        held -= sum(plan.row_chunks[i] * plan.row_chunks[j] for i, j in plan.kept)
+        held -= plan.kept_bytes
     return plan.max_basis >= least and held <= plan.memory_budget
 
 
