@@ -1,19 +1,19 @@
 """What this machine's BLAS gives the products a Krylov pass is made of.
 
 A pass over kept kernel blocks multiplies each ``c x c`` block by two skinny
-``c x b`` panels (``_block_products``). Its speed is set by how well BLAS
+``c x b`` panels (:func:`npt_dask.blocks.block_products`). Its speed is set by how well BLAS
 runs such skinny products, not by the square-product rate the other
 benchmarks quote. This script measures, in one process:
 
 * the square ``4096^3`` product on one thread and on all threads;
 * ``B @ V`` and ``V^T @ B`` for a 4096 x 4096 block and widths b;
-* the fused ``_block_products`` (both products in one sweep over B);
+* the fused ``block_products`` (both products in one sweep over B);
 * a streaming read of the same block (``B.sum()``), the memory-bound floor.
 
 Every rate is also printed as a fraction of the one-thread square rate, so
 figures from different machines compare.
 
-    python benchmarks/blas.py [--widths 20 40 ...]
+    python benchmarks/blas.py [--widths 20 40 ...] [--size 4096] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -30,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SIZE = 4096
 
+SMOKE_ARGS = ["--size", "64", "--widths", "4", "--repeat", "1"]
+"""A tiny run (``tests/test_benchmarks_smoke.py``): the code paths, not the figures."""
 
-def _best(func, repeat: int = 3) -> float:
+
+def _best(func, repeat: int) -> float:
     best = np.inf
     for _ in range(repeat):
         start = time.perf_counter()
@@ -40,28 +43,31 @@ def _best(func, repeat: int = 3) -> float:
     return best
 
 
-def measure(widths: list[int]) -> dict:
+def measure(widths: list[int], size: int = SIZE, repeat: int = 3) -> dict:
     from threadpoolctl import threadpool_limits
 
-    from npt_dask.gram import _block_products
+    from npt_dask.blocks import block_products
+
+    def best(func) -> float:
+        return _best(func, repeat)
 
     rng = np.random.default_rng(0)
-    block = rng.random((SIZE, SIZE))
-    square = 2.0 * SIZE**3
-    report: dict = {"block": SIZE, "all_threads_square_gflops": None, "widths": {}}
-    report["all_threads_square_gflops"] = round(square / _best(lambda: block @ block) / 1e9, 1)
+    block = rng.random((size, size))
+    square = 2.0 * size**3
+    report: dict = {"block": size, "all_threads_square_gflops": None, "widths": {}}
+    report["all_threads_square_gflops"] = round(square / best(lambda: block @ block) / 1e9, 1)
     with threadpool_limits(1):
-        one = square / _best(lambda: block @ block) / 1e9
+        one = square / best(lambda: block @ block) / 1e9
         report["one_thread_square_gflops"] = round(one, 1)
-        read = _best(lambda: block.sum())
+        read = best(lambda: block.sum())
         report["stream_read_gb_per_s"] = round(block.nbytes / read / 1e9, 1)
         for b in widths:
-            v_i, v_j = rng.random((SIZE, b)), rng.random((SIZE, b))
-            flops = 2.0 * SIZE * SIZE * b
-            fused = _best(lambda v_i=v_i, v_j=v_j: _block_products(block, v_i, v_j, False))
+            v_i, v_j = rng.random((size, b)), rng.random((size, b))
+            flops = 2.0 * size * size * b
+            fused = best(lambda v_i=v_i, v_j=v_j: block_products(block, v_i, v_j, False))
             rates = {
-                "B@V": flops / _best(lambda v_j=v_j: block @ v_j),
-                "VT@B": flops / _best(lambda v_i=v_i: v_i.T @ block),
+                "B@V": flops / best(lambda v_j=v_j: block @ v_j),
+                "VT@B": flops / best(lambda v_i=v_i: v_i.T @ block),
                 "fused_pair": 2 * flops / fused,
             }
             report["widths"][b] = {
@@ -74,8 +80,13 @@ def measure(widths: list[int]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--widths", type=int, nargs="+", default=[20, 40, 60, 100, 160])
+    parser.add_argument("--size", type=int, default=SIZE, help="rows of the square block")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     args = parser.parse_args()
-    report = {"date": time.strftime("%Y-%m-%d"), **measure(args.widths)}
+    report = {
+        "date": time.strftime("%Y-%m-%d"),
+        **measure(args.widths, args.size, args.repeat),
+    }
     print(json.dumps(report, indent=2))
 
 

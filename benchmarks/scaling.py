@@ -49,6 +49,10 @@ ELEMENTWISE = 60.0
 FAN_IN = 8
 
 
+SMOKE_ARGS = ["--table"]
+"""A tiny run (``tests/test_benchmarks_smoke.py``): the on-paper table, no cluster."""
+
+
 def model(
     n: int,
     d: int,

@@ -13,7 +13,8 @@ The pieces, each small and pure:
   with locking; ``r >= n / 4`` goes through identity blocks and one dense
   ``eigh``. The products ``W = K Q`` are kept, so the returned residuals
   ``||K u - theta u||`` are exact and cost no extra pass;
-* :func:`krylov_shape` -- the block width and basis cap the solver wants;
+* :func:`krylov_shape` -- the block width and basis cap the solver wants
+  (sizes only: defined in :mod:`npt_dask.planning`, re-exported here);
 * :func:`select_eigenpairs` -- positivity check, truncation to
   ``lambda > rtol * lambda_1`` (Lemma 1: r <= rank) and deterministic signs.
 """
@@ -35,6 +36,12 @@ from npt_dask.errors import (
     NegativeEigenvalueWarning,
     RankWarning,
     warn,
+)
+from npt_dask.planning import (
+    DENSE_FRACTION,
+    krylov_cap,
+    krylov_shape,
+    takes_explicit_path,
 )
 
 __all__ = [
@@ -115,40 +122,9 @@ def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
     )
 
 
-LARGE_R = 200
-"""From this many wanted pairs on, :func:`krylov_shape` picks blocks narrower than r."""
-
 RR_FLOPS_PER_K3 = 30.0
 """Flop-equivalents of a dense ``eigh`` of order k, per ``k**3`` (tridiagonal reduction is
 half BLAS-2, so LAPACK's ~4 k^3 run at about half the matrix-product rate)."""
-
-
-def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
-    """Block width ``b`` and basis cap the Krylov solver wants for ``n_components`` of ``n``.
-
-    * ``r < 200``: ``b = r + max(10, r // 5)``, ``cap = max(12 b, 2 r + 2 b)`` -- the
-      shape of earlier releases; the Rayleigh-Ritz steps are cheap at this size.
-    * ``r >= 200``: ``b = max(100, r // 10)``, ``cap = 4 r + 2 b``. Narrow blocks need the
-      fewest operator columns for a given accuracy (the polynomial degree grows with the
-      passes; MNIST RBF r = 1000: 3,400 columns at b = 100, 4,400 at b = 200), and the
-      driver's algebra grows with the columns (re-orthogonalisation as k^2, Rayleigh-Ritz
-      as k^3) while a kept-block pass costs about the same per column from b = 100 on.
-      Block Lanczos reaches a 1e-8 residual within about 4 r columns on kernel spectra,
-      so the basis rarely restarts. A restart (thick, Krylov-Schur style,
-      with locking) stays correct when memory planning caps the basis lower.
-
-    Both are capped by ``n`` and ``cap >= r + 2 b`` (what a thick restart needs).
-    Memory: the basis and its image take ``16 n cap`` bytes on the driver.
-    """
-    r = int(n_components)
-    if r < LARGE_R:
-        b = r + max(10, r // 5)
-        cap = max(12 * b, 2 * r + 2 * b)
-    else:
-        b = max(LARGE_R // 2, r // 10)
-        cap = 4 * r + 2 * b
-    b = min(n, b)
-    return b, min(n, max(cap, r + 2 * b))
 
 
 class Panels(Protocol):
@@ -350,19 +326,6 @@ def _orthonormalize(
         u = tall.hstack([u, tall.qr(extra)[0]])
     u = tall.keep(u)
     return u, tall.gram(u, x), good
-
-
-DENSE_FRACTION = 0.25
-"""From ``r >= DENSE_FRACTION * n`` on, :func:`block_krylov_eigh` decomposes the operator
-explicitly (see its ``dense_fraction``)."""
-
-
-def takes_explicit_path(
-    n: int, n_components: int, cap: int, dense_fraction: float = DENSE_FRACTION
-) -> bool:
-    """Whether :func:`block_krylov_eigh` (driver panels) decomposes the explicit matrix: the
-    wanted pairs are at least ``dense_fraction * n`` and the basis may take half of n."""
-    return n_components >= dense_fraction * n and 2 * cap >= n
 
 
 FULL_EIGH_ORDER = 400
@@ -567,7 +530,7 @@ def block_krylov_eigh(
     elif block_size is None:
         cap = shape_cap
     else:
-        cap = min(n, max(12 * b, 2 * r + 2 * b))
+        cap = krylov_cap(n, r, b)
     if cap < min(n, r + 2 * b):
         raise InputError(
             f"max_basis={cap} must be at least n_components + 2 * block_size = "

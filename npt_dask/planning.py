@@ -35,16 +35,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from npt_dask.eigen import LARGE_R, krylov_shape, takes_explicit_path
 from npt_dask.errors import InputError
 from npt_dask.params import format_bytes
 
 __all__ = [
+    "DENSE_FRACTION",
     "DENSE_MAX_SAMPLES",
     "FIXED_OVERHEAD",
+    "LARGE_R",
     "FitPlan",
     "basis_bytes",
     "basis_columns",
+    "block_bytes",
     "block_candidates",
     "cached_fraction",
     "chunked_driver_bytes",
@@ -54,10 +56,14 @@ __all__ = [
     "estimated_passes",
     "fit_cost",
     "in_flight_bytes",
+    "kept_bytes",
     "kept_pairs",
+    "krylov_cap",
+    "krylov_shape",
     "pass_bytes",
     "plan_fit",
     "small_bytes",
+    "takes_explicit_path",
     "upper_pairs",
     "work_bytes",
 ]
@@ -92,6 +98,55 @@ BLOCKS_PER_TASK = 2
 kernel precision) and, for float32 blocks, a float64 copy or panels."""
 
 
+LARGE_R = 200
+"""From this many wanted pairs on, :func:`krylov_shape` picks blocks narrower than r."""
+
+
+def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
+    """Block width ``b`` and basis cap the Krylov solver wants for ``n_components`` of ``n``.
+
+    * ``r < 200``: ``b = r + max(10, r // 5)``, ``cap = max(12 b, 2 r + 2 b)`` -- the
+      shape of earlier releases; the Rayleigh-Ritz steps are cheap at this size.
+    * ``r >= 200``: ``b = max(100, r // 10)``, ``cap = 4 r + 2 b``. Narrow blocks need the
+      fewest operator columns for a given accuracy (the polynomial degree grows with the
+      passes; MNIST RBF r = 1000: 3,400 columns at b = 100, 4,400 at b = 200), and the
+      driver's algebra grows with the columns (re-orthogonalisation as k^2, Rayleigh-Ritz
+      as k^3) while a kept-block pass costs about the same per column from b = 100 on.
+      Block Lanczos reaches a 1e-8 residual within about 4 r columns on kernel spectra,
+      so the basis rarely restarts. A restart (thick, Krylov-Schur style,
+      with locking) stays correct when memory planning caps the basis lower.
+
+    Both are capped by ``n`` and ``cap >= r + 2 b`` (what a thick restart needs).
+    Memory: the basis and its image take ``16 n cap`` bytes on the driver.
+    """
+    r = int(n_components)
+    if r < LARGE_R:
+        b = min(n, r + max(10, r // 5))
+        return b, krylov_cap(n, r, b)
+    b = min(n, max(LARGE_R // 2, r // 10))
+    return b, min(n, max(4 * r + 2 * b, r + 2 * b))
+
+
+def krylov_cap(n: int, n_components: int, b: int) -> int:
+    """The solver's basis cap for ``b``-wide blocks below :data:`LARGE_R`, and for a width
+    the caller chose: ``max(12 b, 2 r + 2 b)`` columns, at most ``n``."""
+    return min(n, max(12 * b, 2 * n_components + 2 * b))
+
+
+DENSE_FRACTION = 0.25
+"""From ``r >= DENSE_FRACTION * n`` on, :func:`~npt_dask.eigen.block_krylov_eigh`
+decomposes the operator explicitly (see its ``dense_fraction``)."""
+
+
+def takes_explicit_path(
+    n: int, n_components: int, cap: int, dense_fraction: float = DENSE_FRACTION
+) -> bool:
+    """Whether :func:`~npt_dask.eigen.block_krylov_eigh` (driver panels) decomposes the
+    explicit matrix: the
+    wanted pairs are at least ``dense_fraction * n`` and the basis may take half of n."""
+    return n_components >= dense_fraction * n and 2 * cap >= n
+
+
 def default_memory_budget() -> int:
     """A sixth of this machine's physical memory, in bytes."""
     import psutil
@@ -100,7 +155,7 @@ def default_memory_budget() -> int:
 
 
 def default_block_size(n_components: int) -> int:
-    """The solver's own block width for ``n_components`` (:func:`npt_dask.eigen.krylov_shape`)."""
+    """The solver's own block width for ``n_components`` (:func:`krylov_shape`)."""
     return krylov_shape(2**62, n_components)[0]
 
 
@@ -167,6 +222,17 @@ def upper_pairs(n_chunks: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n_chunks) for j in range(i, n_chunks)]
 
 
+def block_bytes(row_chunks: Sequence[int], pair: tuple[int, int], itemsize: int) -> int:
+    """Bytes of the kernel block ``pair = (i, j)``: ``rows_i x rows_j`` entries of ``itemsize``."""
+    i, j = pair
+    return row_chunks[i] * row_chunks[j] * itemsize
+
+
+def kept_bytes(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]], itemsize: int) -> int:
+    """Bytes the kept blocks hold between passes (:func:`block_bytes` summed)."""
+    return sum(block_bytes(row_chunks, pair, itemsize) for pair in kept)
+
+
 def kept_pairs(
     row_chunks: Sequence[int], itemsize: int, budget: int
 ) -> tuple[tuple[int, int], ...]:
@@ -176,11 +242,11 @@ def kept_pairs(
     ((0, 0), (0, 1), (0, 2))
     """
     kept, used = [], 0
-    for i, j in upper_pairs(len(row_chunks)):
-        used += row_chunks[i] * row_chunks[j] * itemsize
+    for pair in upper_pairs(len(row_chunks)):
+        used += block_bytes(row_chunks, pair, itemsize)
         if used > budget:
             break
-        kept.append((i, j))
+        kept.append(pair)
     return tuple(kept)
 
 
@@ -251,6 +317,8 @@ class FitPlan:
     ``memory_budget`` unless ``cache="memory"`` asked to keep every block.
     ``panel_bytes`` is the chunked basis and panels (workers' memory or local
     disk: ``basis_home``), zero when the basis is on the driver.
+    ``kept_bytes`` is what the kept blocks hold (:func:`kept_bytes`, entries of
+    ``itemsize`` bytes, the kernel precision), part of ``worker_bytes``.
     """
 
     solver: str
@@ -267,6 +335,8 @@ class FitPlan:
     basis: str = "driver"
     panel_bytes: int = 0
     basis_home: str = "driver"
+    itemsize: int = 8
+    kept_bytes: int = 0
 
     @property
     def n_pairs(self) -> int:
@@ -309,6 +379,8 @@ class FitPlan:
             "basis": self.basis,
             "basis_home": self.basis_home,
             "panel_bytes": self.panel_bytes,
+            "itemsize": self.itemsize,
+            "kept_bytes": self.kept_bytes,
         }
 
 
@@ -376,13 +448,13 @@ def _krylov_candidate(
     else:
         spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
         kept = kept_pairs(chunks, itemsize, spare)
-    held = sum(chunks[i] * chunks[j] for i, j in kept) * itemsize
+    held = kept_bytes(chunks, kept, itemsize)
     tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
     return FitPlan(
         "krylov", n, r, chunks, b, columns, kept, driver, tasks, budget, threads,
         basis="chunked" if chunked else "driver",
         panel_bytes=panel_bytes(n, columns, b, r) if chunked else 0,
-        basis_home=home,
+        basis_home=home, itemsize=itemsize, kept_bytes=held,
     )  # fmt: skip
 
 
@@ -404,7 +476,7 @@ def _fits(plan: FitPlan) -> bool:
     held = plan.driver_bytes + plan.worker_bytes
     kept_all = len(plan.kept) == plan.n_pairs and plan.n_pairs > 0
     if kept_all and held > plan.memory_budget:  # cache="memory": the blocks are the user's call
-        held -= sum(plan.row_chunks[i] * plan.row_chunks[j] for i, j in plan.kept)
+        held -= plan.kept_bytes
     return plan.max_basis >= least and held <= plan.memory_budget
 
 

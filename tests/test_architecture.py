@@ -1,4 +1,5 @@
-"""Clean edges: no import cycles, no private names across modules, one errors module.
+"""Clean edges: no import cycles, no private names across modules, one errors module,
+imports that follow the README's declared layer order, benchmarks that import what exists.
 
 Read from the source with ``ast`` (nothing is imported): every ``import`` and
 ``from ... import`` of an ``npt_dask`` module counts, at module level or inside
@@ -140,3 +141,91 @@ def test_block_engine_is_numpy_only():
     third_party = {m.split(".")[0] for m in imported if not m.startswith("npt_dask")}
     assert third_party <= {"numpy", "__future__", "collections", "typing"}, third_party
     assert {m for m in imported if m.startswith("npt_dask")} <= allowed
+
+
+# --- the declared layer order -------------------------------------------------------------
+
+README = PACKAGE.parent / "README.md"
+
+
+def _declared_layers() -> list[list[str]]:
+    """The README's import-direction line (`errors` ← `params` ← ...), lowest layer first."""
+    text = " ".join(README.read_text().split())
+    start = text.index("`errors` ←")
+    line = text[start : text.index(".", text.index("`cli`", start))]
+    return [
+        [f"npt_dask.{name.strip('` ')}" for name in layer.split("/")] for layer in line.split("←")
+    ]
+
+
+def _layer_of(module: str, layers: list[list[str]]) -> int | None:
+    for rank, layer in enumerate(layers):
+        if any(module == m or module.startswith(m + ".") for m in layer):
+            return rank
+    return None
+
+
+def _upward_imports(graph: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """``a -> ... -> b`` for each declared module ``a`` that reaches a module ``b`` of a
+    higher declared layer, directly or through undeclared modules. The package facade
+    (``npt_dask/__init__.py``, which re-exports everything) is not a step."""
+    found = []
+    for start in sorted(graph):
+        low = _layer_of(start, layers)
+        if low is None:
+            continue
+        paths, todo = {start: [start]}, [start]
+        while todo:
+            node = todo.pop()
+            for nxt in sorted(graph[node]):
+                if nxt in paths or nxt == "npt_dask" or nxt.startswith(start + "."):
+                    continue
+                paths[nxt] = [*paths[node], nxt]
+                high = _layer_of(nxt, layers)
+                if high is not None and high > low:
+                    found.append(" -> ".join(paths[nxt]))
+                else:
+                    todo.append(nxt)
+    return found
+
+
+def test_declared_layers_name_real_modules():
+    layers = _declared_layers()
+    assert layers[0] == ["npt_dask.errors"]
+    assert layers[-1] == ["npt_dask.cli"]
+    assert all(m in MODULES for layer in layers for m in layer), layers
+
+
+def test_imports_follow_the_declared_layer_order():
+    assert _upward_imports(_graph(), _declared_layers()) == []
+
+
+def test_the_layer_check_can_fail():
+    layers = [["a"], ["b"], ["c"]]
+    assert _upward_imports({"a": {"x"}, "x": {"c"}, "b": set(), "c": set()}, layers) == [
+        "a -> x -> c"
+    ]
+    assert _upward_imports({"a": set(), "b": {"a"}, "c": {"b"}}, layers) == []
+
+
+# --- benchmarks/ --------------------------------------------------------------------------
+
+BENCHMARKS = sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
+
+
+def test_benchmarks_import_only_public_names_that_exist():
+    """Every ``from npt_dask... import name`` in benchmarks/, also inside functions (which a
+    plain import of the script does not run), names a public attribute that exists."""
+    import importlib
+
+    offenders = []
+    for path in BENCHMARKS:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("npt_")):
+                continue
+            module = importlib.import_module(node.module or "")
+            for alias in node.names:
+                private = alias.name.startswith("_") and alias.name != "__version__"
+                if private or not hasattr(module, alias.name):
+                    offenders.append(f"{path.name}: from {node.module} import {alias.name}")
+    assert not offenders, offenders

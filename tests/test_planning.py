@@ -23,6 +23,7 @@ from npt_dask.planning import (
     chunked_driver_bytes,
     dense_bytes,
     in_flight_bytes,
+    kept_bytes,
     kept_pairs,
     plan_fit,
     small_bytes,
@@ -118,11 +119,33 @@ def test_cache_modes_and_kept_prefix():
     assert kept_pairs(chunks, 8, 0) == ()
     assert kept_pairs(chunks, 8, 10**9) == tuple(upper_pairs(3))
     assert kept_pairs(chunks, 4, 2 * 100 * 100 * 4) == ((0, 0), (0, 1))
+    assert kept_bytes([100, 50], ((0, 0), (0, 1), (1, 1)), 4) == (10_000 + 5_000 + 2_500) * 4
     common = {"n": 300, "d": 3, "n_components": 5, "row_chunks": chunks, "itemsize": 8,
               "memory_budget": 2**30, "solver": "krylov"}  # fmt: skip
     assert plan_fit(**common, cache="memory").cache == "memory"
     assert plan_fit(**common, cache="recompute").cache == "recompute"
     assert plan_fit(**common, cache="auto").cache == "memory"
+
+
+@pytest.mark.parametrize("itemsize", [8, 4])
+def test_cache_memory_over_budget_subtracts_kept_bytes_not_entries(itemsize):
+    """Issue 19, bug 1: n = 20,000, 1 GiB, cache="memory". Every block kept (1.79 GiB in
+    float64) is the user's call; the rest fits, so the plan is accepted. The old check
+    subtracted the kept blocks' entry count (0.22 G) as if bytes and refused it with a
+    misleading "Krylov basis" message. (0.75 GiB besides the blocks with two threads and
+    the plan's width; 0.85 GiB with block_size=40.)"""
+    n, chunks = 20_000, _chunks(20_000, 4096)
+    plan = plan_fit(n=n, d=784, n_components=100, row_chunks=chunks, itemsize=itemsize,
+                    memory_budget=2**30, cache="memory", threads=2)  # fmt: skip
+    assert plan.cache == "memory"
+    # independent reference: the upper triangle of the n x n matrix, block by block
+    sizes = np.array(chunks)
+    upper = np.triu(np.outer(sizes, sizes)).sum() * itemsize
+    assert plan.kept_bytes == upper
+    assert plan.itemsize == itemsize
+    assert plan.driver_bytes + plan.worker_bytes - plan.kept_bytes <= 2**30
+    if itemsize == 8:
+        assert round(upper / 2**30, 2) == 1.79
 
 
 def test_plan_is_followed_and_recorded():

@@ -1,0 +1,48 @@
+"""The benchmark scripts still run: each imports, and the cheap ones run at a tiny size.
+
+A script opts into the tiny run by defining ``SMOKE_ARGS`` (its command-line
+arguments for a run of well under a second: the code paths, not the figures).
+Scripts that need real data, child processes or a cluster only import here; every
+``npt_dask`` name they import anywhere (also inside functions) is checked to
+exist by ``tests/test_architecture.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import pytest
+
+from tests.conftest import REPO, data_dir
+
+BENCHMARKS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_benchmark_imports(name):
+    module = importlib.import_module(f"benchmarks.{name}")
+    assert name.startswith("_") or callable(getattr(module, "main", None)), name
+
+
+SMOKED = [
+    name
+    for name in BENCHMARKS
+    if getattr(importlib.import_module(f"benchmarks.{name}"), "SMOKE_ARGS", None) is not None
+]
+
+
+def test_some_benchmarks_run_tiny():
+    assert {"blas", "scaling"} <= set(SMOKED)
+
+
+@pytest.mark.parametrize("name", SMOKED)
+def test_benchmark_runs_tiny(name, monkeypatch, capsys):
+    module = importlib.import_module(f"benchmarks.{name}")
+    monkeypatch.setenv("NPT_DATA_DIR", str(data_dir()))
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *module.SMOKE_ARGS])
+    module.main()
+    report = json.loads(capsys.readouterr().out)
+    assert isinstance(report, dict)
+    assert report
