@@ -305,7 +305,10 @@ def fit(
         arrays, blocks in flight and kept blocks (or, for the dense solver, the
         n x n matrix); default a sixth of physical memory.
     precision : {"float32", "float64"}, optional
-        dtype of the kernel blocks; products and sums are always float64.
+        dtype of the kernel blocks. The Krylov passes multiply them in float64;
+        projections (transform, npt.project, the training pass) multiply
+        float32 blocks by float32 weights at BLAS's single-precision rate; every
+        sum over blocks is float64.
         Default: float32 for float32 input, float64 otherwise.
     block_size : int, optional
         Krylov block width. Default: chosen by a cost model from the kernel
