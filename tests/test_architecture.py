@@ -139,7 +139,9 @@ def test_block_engine_is_numpy_only():
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     third_party = {m.split(".")[0] for m in imported if not m.startswith("npt_dask")}
-    assert third_party <= {"numpy", "__future__", "collections", "typing"}, third_party
+    assert third_party <= {"numpy", "__future__", "collections", "dataclasses", "typing"}, (
+        third_party
+    )
     assert {m for m in imported if m.startswith("npt_dask")} <= allowed
 
 
