@@ -6,8 +6,10 @@ No I/O and no logging happen here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -30,12 +32,18 @@ from npt_dask.eigen import (
     dense_eigh,
     select_eigenpairs,
 )
-from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
+from npt_dask.errors import (
+    ConvergenceWarning,
+    InputError,
+    KernelScaleWarning,
+    ScratchError,
+    warn,
+)
 from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
-from npt_dask.panels import ChunkedPanels
+from npt_dask.panels import ChunkedPanels, scratch_root
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress
@@ -115,27 +123,29 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
     rng = np.random.default_rng(params.random_state)
     panels: DriverPanels | ChunkedPanels
     if plan.basis == "chunked":
-        panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
+        with _scratch_errors():
+            panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
     else:
         panels = DriverPanels(op.matmat, n, op.row_chunks)
-    start = _start_block(x, params, plan.block_size, rng, panels)
     tol = _tolerance(params, x.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
     try:
-        result = block_krylov_eigh(
-            op.matmat,
-            n,
-            r,
-            block_size=plan.block_size,
-            tol=tol,
-            max_passes=params.max_passes,
-            max_basis=plan.max_basis,
-            start=start,
-            random_state=rng,
-            callback=report,
-            panels=panels,
-            explicit=op.explicit,
-        )
+        with _scratch_errors(isinstance(panels, ChunkedPanels) and not panels.on_cluster):
+            start = _start_block(x, params, plan.block_size, rng, panels)
+            result = block_krylov_eigh(
+                op.matmat,
+                n,
+                r,
+                block_size=plan.block_size,
+                tol=tol,
+                max_passes=params.max_passes,
+                max_basis=plan.max_basis,
+                start=start,
+                random_state=rng,
+                callback=report,
+                panels=panels,
+                explicit=op.explicit,
+            )
         m = op.row_means if params.center else np.zeros(n)
     finally:
         report.close()
@@ -143,6 +153,23 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         if isinstance(panels, ChunkedPanels):
             panels.close()
     return result, m, (float(m.mean()) if params.center else 0.0)
+
+
+@contextlib.contextmanager
+def _scratch_errors(local: bool = True) -> Iterator[None]:
+    """Turn an OSError of the on-disk Krylov basis into a ScratchError naming the fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not local:
+            raise
+        raise ScratchError(
+            f"basis='chunked' keeps the Krylov basis in .npy files under dask's "
+            f"temporary-directory ({scratch_root()}), and writing there failed: {exc}. "
+            "Point it at a writable directory with room (dask.config.set("
+            "{'temporary-directory': '/path'}) or DASK_TEMPORARY_DIRECTORY=/path), or keep "
+            "the basis in this process with basis='driver'."
+        ) from exc
 
 
 def _start_block(
