@@ -123,29 +123,27 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
     rng = np.random.default_rng(params.random_state)
     panels: DriverPanels | ChunkedPanels
     if plan.basis == "chunked":
-        with _scratch_errors():
-            panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
+        panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
     else:
         panels = DriverPanels(op.matmat, n, op.row_chunks)
+    start = _start_block(x, params, plan.block_size, rng, panels)
     tol = _tolerance(params, x.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
     try:
-        with _scratch_errors(isinstance(panels, ChunkedPanels) and not panels.on_cluster):
-            start = _start_block(x, params, plan.block_size, rng, panels)
-            result = block_krylov_eigh(
-                op.matmat,
-                n,
-                r,
-                block_size=plan.block_size,
-                tol=tol,
-                max_passes=params.max_passes,
-                max_basis=plan.max_basis,
-                start=start,
-                random_state=rng,
-                callback=report,
-                panels=panels,
-                explicit=op.explicit,
-            )
+        result = block_krylov_eigh(
+            op.matmat,
+            n,
+            r,
+            block_size=plan.block_size,
+            tol=tol,
+            max_passes=params.max_passes,
+            max_basis=plan.max_basis,
+            start=start,
+            random_state=rng,
+            callback=report,
+            panels=panels,
+            explicit=op.explicit,
+        )
         m = op.row_means if params.center else np.zeros(n)
     finally:
         report.close()
@@ -156,12 +154,12 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
 
 
 @contextlib.contextmanager
-def _scratch_errors(local: bool = True) -> Iterator[None]:
+def _scratch_errors(on_disk: bool) -> Iterator[None]:
     """Turn an OSError of the on-disk Krylov basis into a ScratchError naming the fix."""
     try:
         yield
     except OSError as exc:
-        if not local:
+        if not on_disk:
             raise
         raise ScratchError(
             f"basis='chunked' keeps the Krylov basis in .npy files under dask's "
@@ -514,7 +512,8 @@ def _with_moments(model: NPTModel, labels: Any, targets: Any) -> NPTModel:
 def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):
     start = time.perf_counter()
     solve = _solve_dense if plan.solver == "dense" else _solve_krylov
-    result, m, g = solve(x, spec, params, plan)
+    with _scratch_errors(plan.basis == "chunked" and current_client() is None):
+        result, m, g = solve(x, spec, params, plan)
     _warn_unconverged(result, _tolerance(params, x.dtype))
     rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(

@@ -18,9 +18,11 @@ FIX = r"temporary-directory.*basis='driver'"
 def test_a_temporary_directory_that_is_a_file_is_named(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
-    with dask.config.set({"temporary-directory": str(not_a_dir)}):
-        with pytest.raises(ScratchError, match=FIX):
-            npt.fit(X, **KW)
+    with (
+        dask.config.set({"temporary-directory": str(not_a_dir)}),
+        pytest.raises(ScratchError, match=FIX),
+    ):
+        npt.fit(X, **KW)
 
 
 def test_a_full_temporary_directory_is_named(tmp_path, monkeypatch):
@@ -28,9 +30,9 @@ def test_a_full_temporary_directory_is_named(tmp_path, monkeypatch):
         raise OSError("12000 requested and 4080 written")
 
     monkeypatch.setattr(panels_module, "_save", full)
-    with dask.config.set({"temporary-directory": str(tmp_path)}):
-        with pytest.raises(ScratchError, match=r"12000 requested and 4080 written.*" + FIX):
-            npt.fit(X, **KW)
+    full_disk = pytest.raises(ScratchError, match=r"12000 requested and 4080 written.*" + FIX)
+    with dask.config.set({"temporary-directory": str(tmp_path)}), full_disk:
+        npt.fit(X, **KW)
     assert list(tmp_path.iterdir()) == []  # the scratch directory is removed
 
 
