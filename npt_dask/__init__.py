@@ -29,6 +29,7 @@ from npt_dask.errors import (
     ProjectionError,
     RankWarning,
     ResidualWarning,
+    ScratchError,
     StoreError,
 )
 from npt_dask.estimator import NonlinearProjection
@@ -63,6 +64,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "ResidualWarning",
+    "ScratchError",
     "SolverDiagnostics",
     "StoreError",
     "TLSConfig",

@@ -29,6 +29,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "ResidualWarning",
+    "ScratchError",
     "StoreError",
     "StoreWarning",
     "warn",
@@ -66,6 +67,11 @@ class StoreError(NPTError, ValueError):
 
 class ProjectionError(NPTError, ValueError):
     """An output store cannot be used for this projection (another model or input)."""
+
+
+class ScratchError(NPTError, ValueError):
+    """A scratch directory (dask's ``temporary-directory``) cannot be used: missing, not
+    a directory, not writable, or full."""
 
 
 class NegativeEigenvalueError(NPTError, ValueError):

@@ -6,8 +6,10 @@ No I/O and no logging happen here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import dask.array as da
@@ -30,12 +32,18 @@ from npt_dask.eigen import (
     dense_eigh,
     select_eigenpairs,
 )
-from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
+from npt_dask.errors import (
+    ConvergenceWarning,
+    InputError,
+    KernelScaleWarning,
+    ScratchError,
+    warn,
+)
 from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
-from npt_dask.panels import ChunkedPanels
+from npt_dask.panels import ChunkedPanels, scratch_root
 from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
 from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
 from npt_dask.progress import FitProgress, count
@@ -147,6 +155,23 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         if isinstance(panels, ChunkedPanels):
             panels.close()
     return result, m, (float(m.mean()) if params.center else 0.0)
+
+
+@contextlib.contextmanager
+def _scratch_errors(on_disk: bool) -> Iterator[None]:
+    """Turn an OSError of the on-disk Krylov basis into a ScratchError naming the fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not on_disk:
+            raise
+        raise ScratchError(
+            f"basis='chunked' keeps the Krylov basis in .npy files under dask's "
+            f"temporary-directory ({scratch_root()}), and writing there failed: {exc}. "
+            "Point it at a writable directory with room (dask.config.set("
+            "{'temporary-directory': '/path'}) or DASK_TEMPORARY_DIRECTORY=/path), or keep "
+            "the basis in this process with basis='driver'."
+        ) from exc
 
 
 def _start_block(
@@ -534,7 +559,8 @@ def _with_moments(model: NPTModel, labels: Any, targets: Any) -> NPTModel:
 def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):
     start = time.perf_counter()
     solve = _solve_dense if plan.solver == "dense" else _solve_krylov
-    result, m, g = solve(x, spec, params, plan)
+    with _scratch_errors(plan.basis == "chunked" and current_client() is None):
+        result, m, g = solve(x, spec, params, plan)
     _warn_unconverged(result, _tolerance(params, x.dtype))
     rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
     values, vectors, residuals = select_eigenpairs(

@@ -24,7 +24,7 @@ class _Coordinates:
 
 
 def test_a_start_model_of_other_features_is_named():
-    start = npt.fit(RNG.normal(size=(60, 6)), n_components=3)
+    start = npt.fit(RNG.normal(size=(60, 6)), gamma=0.3, n_components=3)
     with pytest.raises(InputError, match=r"start= is a model of 6 features, but X has 5"):
         npt.fit(X, start=start, **KW)
 
