@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 from dask import delayed
+from sklearn.utils.multiclass import type_of_target
 
 from npt_dask._scheduler import compute, task_threads
 from npt_dask.blocks import LinearMoments, add_tuples, chunk_moments, one_hot
@@ -107,6 +108,11 @@ def class_labels(labels: Any) -> np.ndarray:
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         raise InputError("labels contain NaN or infinity; pass one finite class label per row.")
     classes = np.unique(values)
+    if type_of_target(classes) not in ("binary", "multiclass"):
+        raise InputError(
+            f"labels look {type_of_target(classes)}, not like classes ({len(classes)} distinct "
+            "values); pass class labels, or targets= for regression."
+        )
     if len(classes) < 2:
         raise InputError(f"labels need at least 2 classes; got {classes.tolist()}.")
     return classes

@@ -169,6 +169,7 @@ def test_labels_from_xarray_and_dask(data):
         ({"landmarks": 50, "labels": np.ones(10)}, npt.InputError, "one entry"),
         ({"landmarks": 50, "labels": np.r_[np.nan, np.ones(899)]}, npt.InputError, "NaN"),
         ({"landmarks": 50, "targets": np.array(["a"] * 900)}, TypeError, "numeric"),
+        ({"landmarks": 50, "labels": np.linspace(0, 1, 900)}, npt.InputError, "continuous"),
         ({"landmarks": 50, "labels": np.arange(900) % 2, "targets": np.ones(900)},
          npt.InputError, "not both"),
     ],
