@@ -32,7 +32,7 @@ from npt_dask.eigen import (
 )
 from npt_dask.errors import ConvergenceWarning, InputError, KernelScaleWarning, warn
 from npt_dask.gram import KernelOperator, drop_zero_features
-from npt_dask.kernels import KernelSpec, make_kernel
+from npt_dask.kernels import KernelSpec, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
@@ -357,8 +357,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     check_labels_or_targets(labels, targets, int(x.shape[0]))
     if info.lazy:
         check_finite_eagerly(x, "X")
-    variance = data_variance(x) if spec.needs_variance else None
-    spec = spec.resolve(int(x.shape[1]), variance)
+    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
         return _with_moments(_solve(_persisted(x), spec, params, plan, info), labels, targets)
