@@ -37,6 +37,7 @@ from npt_dask.errors import (
     RankWarning,
     warn,
 )
+from npt_dask.params import DEFAULT_RTOL
 from npt_dask.planning import (
     DENSE_FRACTION,
     krylov_cap,
@@ -708,7 +709,7 @@ def select_eigenpairs(
     result: EigenResult,
     n_components: int | None,
     *,
-    rtol: float = 1e-10,
+    rtol: float = DEFAULT_RTOL["float64"],
     on_negative: Literal["warn", "raise"] = "warn",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keep eigenpairs with ``lambda > rtol * lambda_1``, fix signs, report negatives.

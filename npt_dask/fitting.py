@@ -36,8 +36,8 @@ from npt_dask.kernels import KernelSpec, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
-from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
-from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
+from npt_dask.params import DEFAULT_RTOL, DEFAULT_TOL, FitParams, fit_defaults
+from npt_dask.planning import FitPlan, default_block_size, plan_fit
 from npt_dask.progress import FitProgress
 from npt_dask.projector import balanced_rows
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
@@ -68,7 +68,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         center=params.center,
         solver=params.solver,
         cache=params.cache,
-        memory_budget=params.memory_budget or default_memory_budget(),
+        memory_budget=params.memory_budget,
         block_size=width,
         max_basis=params.max_basis,
         threads=task_threads(),
@@ -454,7 +454,7 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
     solve = _solve_dense if plan.solver == "dense" else _solve_krylov
     result, m, g = solve(x, spec, params, plan)
     _warn_unconverged(result, _tolerance(params, x.dtype))
-    rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
+    rtol = params.rtol if params.rtol is not None else DEFAULT_RTOL[np.dtype(x.dtype).name]
     values, vectors, residuals = select_eigenpairs(
         result,
         params.n_components,

@@ -31,6 +31,7 @@ from npt_dask.errors import InputError, InputTypeError, KernelParameterError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_RTOL",
     "DEFAULT_TOL",
     "ESTIMATOR_PARAMS",
     "KERNEL_ALIASES",
@@ -58,6 +59,10 @@ DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-6}
 """Krylov residual tolerance by kernel precision: float32 blocks carry about
 6e-8 relative rounding per entry, and a block recomputed on another thread
 layout may round differently, so a residual of 1e-8 can be out of reach."""
+
+DEFAULT_RTOL = {"float64": 1e-10, "float32": 1e-6}
+"""Eigenvalues kept above ``rtol * lambda_1`` by kernel precision (Lemma 1: r <= rank);
+float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise there."""
 
 SOLVER_ALIASES: Mapping[str, str] = {"arpack": "krylov", "randomized": "krylov"}
 """scikit-learn's ``eigen_solver`` names, accepted as aliases of ours (both
@@ -326,14 +331,16 @@ PARAMS: tuple[Param, ...] = (
         "tol",
         (Interval(_REAL, 0, 1, "neither"), _NONE),
         None,
-        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: 1e-8, float32 blocks 1e-6)",
+        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: "
+        f"{DEFAULT_TOL['float64']:g}, float32 blocks {DEFAULT_TOL['float32']:g})",
         parse=_number_or(float),
     ),
     Param(
         "rtol",
         (Interval(_REAL, 0, 1, "left"), _NONE),
         None,
-        "drop eigenvalues <= rtol * lambda_1 (None: 1e-10, float32 1e-6)",
+        "drop eigenvalues <= rtol * lambda_1 (None: "
+        f"{DEFAULT_RTOL['float64']:g}, float32 {DEFAULT_RTOL['float32']:g})",
         parse=_number_or(float),
     ),
     Param(
