@@ -36,7 +36,19 @@ from npt_dask.kernels import KernelSpec, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels
-from npt_dask.params import DEFAULT_RTOL, DEFAULT_TOL, FitParams, fit_defaults
+from npt_dask.params import (
+    DEFAULT_RTOL,
+    DEFAULT_TOL,
+    Basis,
+    Cache,
+    FitParams,
+    LandmarkMethod,
+    OnNegative,
+    Precision,
+    Solver,
+    SolverAlias,
+    fit_defaults,
+)
 from npt_dask.planning import FitPlan, default_block_size, plan_fit
 from npt_dask.progress import FitProgress
 from npt_dask.projector import balanced_rows
@@ -197,21 +209,21 @@ def fit(
     kernel_params: dict[str, Any] | None = _D["kernel_params"],
     n_components: int | None = _D["n_components"],
     center: bool = _D["center"],
-    solver: str = _D["solver"],
+    solver: Solver | SolverAlias = _D["solver"],
     tol: float | None = _D["tol"],
     rtol: float | None = _D["rtol"],
     chunk_size: int | None = _D["chunk_size"],
-    cache: str = _D["cache"],
+    cache: Cache = _D["cache"],
     memory_budget: int | None = _D["memory_budget"],
-    precision: str | None = _D["precision"],
+    precision: Precision | None = _D["precision"],
     block_size: int | None = _D["block_size"],
     max_basis: int | None = _D["max_basis"],
-    basis: str = _D["basis"],
+    basis: Basis = _D["basis"],
     max_passes: int = _D["max_passes"],
-    on_negative: str = _D["on_negative"],
+    on_negative: OnNegative = _D["on_negative"],
     random_state: int | np.random.Generator | None = _D["random_state"],
     landmarks: int | Any | None = _D["landmarks"],
-    landmark_method: str = _D["landmark_method"],
+    landmark_method: LandmarkMethod = _D["landmark_method"],
     start: NPTModel | None = _D["start"],
     progress: bool = _D["progress"],
     labels: Any = None,
@@ -459,7 +471,7 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
         result,
         params.n_components,
         rtol=rtol,
-        on_negative=params.on_negative,  # type: ignore[arg-type]
+        on_negative=params.on_negative,
     )
     if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors -= vectors.mean(axis=0)  # in place: an n x r copy fewer (flip_signs made it)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
 
 import dask
 import dask.array as da
@@ -55,6 +54,7 @@ from npt_dask.blocks import (
 )
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.params import Cache
 from npt_dask.planning import cached_fraction, default_memory_budget, kept_pairs, upper_pairs
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
     "kernel_matrix",
 ]
 
-CacheMode = Literal["auto", "recompute", "memory"]
+CacheMode = Cache
 BlockKey = tuple[int, int]
 
 

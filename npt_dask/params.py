@@ -23,7 +23,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -38,10 +38,17 @@ __all__ = [
     "KERNEL_NAMES",
     "PARAMS",
     "SOLVER_ALIASES",
+    "Basis",
+    "Cache",
     "FitParams",
     "Interval",
+    "LandmarkMethod",
+    "OnNegative",
     "Options",
     "Param",
+    "Precision",
+    "Solver",
+    "SolverAlias",
     "check_param",
     "fit_defaults",
 ]
@@ -64,7 +71,28 @@ DEFAULT_RTOL = {"float64": 1e-10, "float32": 1e-6}
 """Eigenvalues kept above ``rtol * lambda_1`` by kernel precision (Lemma 1: r <= rank);
 float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise there."""
 
-SOLVER_ALIASES: Mapping[str, str] = {"arpack": "krylov", "randomized": "krylov"}
+Solver = Literal["auto", "dense", "krylov"]
+"""The eigensolvers (``"auto"``: dense up to :data:`npt_dask.planning.DENSE_MAX_SAMPLES` rows)."""
+
+SolverAlias = Literal["arpack", "randomized"]
+"""scikit-learn's ``eigen_solver`` names for the iterative solver (:data:`SOLVER_ALIASES`)."""
+
+Cache = Literal["auto", "recompute", "memory"]
+"""What a Krylov fit does with kernel blocks between passes."""
+
+Basis = Literal["auto", "driver", "chunked"]
+"""Where the Krylov basis lives."""
+
+Precision = Literal["float32", "float64"]
+"""The kernel block dtype."""
+
+LandmarkMethod = Literal["uniform", "rpcholesky"]
+"""How ``landmarks=m`` chooses its rows."""
+
+OnNegative = Literal["warn", "raise"]
+"""What a significantly negative eigenvalue does."""
+
+SOLVER_ALIASES: Mapping[str, Solver] = dict.fromkeys(get_args(SolverAlias), "krylov")
 """scikit-learn's ``eigen_solver`` names, accepted as aliases of ours (both
 iterative solvers for the top eigenpairs; ours is exact to ``tol``)."""
 
@@ -321,7 +349,7 @@ PARAMS: tuple[Param, ...] = (
     Param("center", (Options((True, False)),), True, "centre in feature space", parse=_bool),
     Param(
         "solver",
-        (Options(("auto", "dense", "krylov", *SOLVER_ALIASES)),),
+        (Options((*get_args(Solver), *get_args(SolverAlias))),),
         "auto",
         "eigensolver: dense (small n), krylov (streamed blocks) or auto; "
         "scikit-learn's 'arpack' and 'randomized' mean krylov",
@@ -352,7 +380,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "cache",
-        (Options(("auto", "recompute", "memory")),),
+        (Options(get_args(Cache)),),
         "auto",
         "keep kernel blocks between Krylov passes, recompute them, or as many as fit",
         parse=str,
@@ -366,7 +394,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "precision",
-        (Options(("float32", "float64")), _NONE),
+        (Options(get_args(Precision)), _NONE),
         None,
         "kernel block dtype (None: float32 for float32 input, else float64)",
         parse=_optional,
@@ -387,7 +415,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "basis",
-        (Options(("auto", "driver", "chunked")),),
+        (Options(get_args(Basis)),),
         "auto",
         "where the Krylov basis lives: in this process, row-chunked on the workers or local "
         "disk, or (auto) chunked only when the fit plan does not fit it here",
@@ -402,7 +430,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "on_negative",
-        (Options(("warn", "raise")),),
+        (Options(get_args(OnNegative)),),
         "warn",
         "what a significantly negative eigenvalue (non-PSD kernel) does",
         parse=str,
@@ -427,7 +455,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "landmark_method",
-        (Options(("uniform", "rpcholesky")),),
+        (Options(get_args(LandmarkMethod)),),
         "uniform",
         "how landmarks=m chooses rows: uniformly, or by randomly pivoted partial Cholesky",
         parse=str,
@@ -489,21 +517,21 @@ class FitParams:
     kernel_params: dict[str, Any] | None = None
     n_components: int | None = None
     center: bool = True
-    solver: str = "auto"
+    solver: Solver | SolverAlias = "auto"
     tol: float | None = None
     rtol: float | None = None
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
-    cache: str = "auto"
+    cache: Cache = "auto"
     memory_budget: int | None = None
-    precision: str | None = None
+    precision: Precision | None = None
     block_size: int | None = None
     max_basis: int | None = None
-    basis: str = "auto"
+    basis: Basis = "auto"
     max_passes: int = 50
-    on_negative: str = "warn"
+    on_negative: OnNegative = "warn"
     random_state: Any = None
     landmarks: Any = dataclasses.field(default=None, compare=False)
-    landmark_method: str = "uniform"
+    landmark_method: LandmarkMethod = "uniform"
     start: Any = dataclasses.field(default=None, compare=False)
     progress: bool = False
 
