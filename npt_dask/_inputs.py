@@ -26,6 +26,7 @@ import scipy.sparse
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
     "InputInfo",
@@ -154,13 +155,13 @@ def as_row_chunked(
     if scipy.sparse.issparse(array):
         if array.dtype.kind == "f":
             check_finite_block(array)
-        rows = chunk_size or 4096
+        rows = chunk_size or DEFAULT_CHUNK_SIZE
         x = da.from_array(array, chunks=(rows, -1), asarray=False)
     elif not isinstance(array, da.Array):
         array = np.asarray(array)
         if array.dtype.kind == "f":
             check_finite_block(array)
-        rows = chunk_size or 4096
+        rows = chunk_size or DEFAULT_CHUNK_SIZE
         x = da.from_array(array, chunks=(rows, -1), asarray=True)
     else:
         if any(math.isnan(c) for c in array.chunks[0]):
@@ -223,7 +224,7 @@ def as_kernel_matrix(
         array = np.asarray(array)
         if array.dtype.kind == "f":
             check_finite_block(array)
-        x = da.from_array(array, chunks=(chunk_size or 4096, -1), asarray=True)
+        x = da.from_array(array, chunks=(chunk_size or DEFAULT_CHUNK_SIZE, -1), asarray=True)
     cols = x.chunks[0] if column_chunks is None else column_chunks
     x = x.rechunk({1: cols})
     if isinstance(array, da.Array) and x.dtype.kind == "f":

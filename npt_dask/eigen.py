@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.linalg
@@ -37,6 +37,7 @@ from npt_dask.errors import (
     RankWarning,
     warn,
 )
+from npt_dask.params import DEFAULT_RTOL, OnNegative
 from npt_dask.planning import (
     DENSE_FRACTION,
     krylov_cap,
@@ -708,8 +709,8 @@ def select_eigenpairs(
     result: EigenResult,
     n_components: int | None,
     *,
-    rtol: float = 1e-10,
-    on_negative: Literal["warn", "raise"] = "warn",
+    rtol: float = DEFAULT_RTOL["float64"],
+    on_negative: OnNegative = "warn",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keep eigenpairs with ``lambda > rtol * lambda_1``, fix signs, report negatives.
 

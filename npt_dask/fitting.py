@@ -40,12 +40,24 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.gram import KernelOperator, drop_zero_features
-from npt_dask.kernels import KernelSpec, make_kernel
+from npt_dask.kernels import KernelSpec, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels, scratch_root
-from npt_dask.params import DEFAULT_TOL, FitParams, fit_defaults
-from npt_dask.planning import FitPlan, default_block_size, default_memory_budget, plan_fit
+from npt_dask.params import (
+    DEFAULT_RTOL,
+    DEFAULT_TOL,
+    Basis,
+    Cache,
+    FitParams,
+    LandmarkMethod,
+    OnNegative,
+    Precision,
+    Solver,
+    SolverAlias,
+    fit_defaults,
+)
+from npt_dask.planning import FitPlan, default_block_size, plan_fit
 from npt_dask.progress import FitProgress, count
 from npt_dask.projector import balanced_rows
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
@@ -76,7 +88,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         center=params.center,
         solver=params.solver,
         cache=params.cache,
-        memory_budget=params.memory_budget or default_memory_budget(),
+        memory_budget=params.memory_budget,
         block_size=width,
         max_basis=params.max_basis,
         threads=task_threads(),
@@ -261,21 +273,21 @@ def fit(
     kernel_params: dict[str, Any] | None = _D["kernel_params"],
     n_components: int | None = _D["n_components"],
     center: bool = _D["center"],
-    solver: str = _D["solver"],
+    solver: Solver | SolverAlias = _D["solver"],
     tol: float | None = _D["tol"],
     rtol: float | None = _D["rtol"],
     chunk_size: int | None = _D["chunk_size"],
-    cache: str = _D["cache"],
+    cache: Cache = _D["cache"],
     memory_budget: int | None = _D["memory_budget"],
-    precision: str | None = _D["precision"],
+    precision: Precision | None = _D["precision"],
     block_size: int | None = _D["block_size"],
     max_basis: int | None = _D["max_basis"],
-    basis: str = _D["basis"],
+    basis: Basis = _D["basis"],
     max_passes: int = _D["max_passes"],
-    on_negative: str = _D["on_negative"],
+    on_negative: OnNegative = _D["on_negative"],
     random_state: int | np.random.Generator | None = _D["random_state"],
     landmarks: int | Any | None = _D["landmarks"],
-    landmark_method: str = _D["landmark_method"],
+    landmark_method: LandmarkMethod = _D["landmark_method"],
     start: NPTModel | None = _D["start"],
     progress: bool = _D["progress"],
     labels: Any = None,
@@ -435,8 +447,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     check_labels_or_targets(labels, targets, int(x.shape[0]))
     if info.lazy:
         check_finite_eagerly(x, "X")
-    variance = data_variance(x) if spec.needs_variance else None
-    spec = spec.resolve(int(x.shape[1]), variance)
+    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     _warn_start_kernel(params, spec)
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
@@ -562,12 +573,12 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
     with _scratch_errors(plan.basis == "chunked" and current_client() is None):
         result, m, g = solve(x, spec, params, plan)
     _warn_unconverged(result, _tolerance(params, x.dtype))
-    rtol = params.rtol if params.rtol is not None else (1e-6 if x.dtype == np.float32 else 1e-10)
+    rtol = params.rtol if params.rtol is not None else DEFAULT_RTOL[np.dtype(x.dtype).name]
     values, vectors, residuals = select_eigenpairs(
         result,
         params.n_components,
         rtol=rtol,
-        on_negative=params.on_negative,  # type: ignore[arg-type]
+        on_negative=params.on_negative,
     )
     if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors -= vectors.mean(axis=0)  # in place: an n x r copy fewer (flip_signs made it)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
 
 import dask
 import dask.array as da
@@ -55,7 +54,8 @@ from npt_dask.blocks import (
 )
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.planning import cached_fraction, kept_pairs, upper_pairs
+from npt_dask.params import Cache
+from npt_dask.planning import cached_fraction, default_memory_budget, kept_pairs, upper_pairs
 
 __all__ = [
     "CacheMode",
@@ -66,7 +66,7 @@ __all__ = [
     "kernel_matrix",
 ]
 
-CacheMode = Literal["auto", "recompute", "memory"]
+CacheMode = Cache
 BlockKey = tuple[int, int]
 
 
@@ -205,8 +205,9 @@ class KernelOperator:
         recomputes the rest: all of them for small n, none once a single
         block no longer fits. :attr:`cache` then reads ``"memory"``,
         ``"recompute"`` or ``"partial"``.
-    cache_budget : int
-        Bytes the kept blocks may take with ``cache="auto"``.
+    cache_budget : int, optional
+        Bytes the kept blocks may take with ``cache="auto"`` (default: the fit's
+        default ``memory_budget``, :func:`npt_dask.planning.default_memory_budget`).
     kept : iterable of (i, j), optional
         The block pairs to keep, as the fit plan chose them
         (:func:`npt_dask.planning.plan_fit`); overrides ``cache`` and ``cache_budget``.
@@ -227,7 +228,7 @@ class KernelOperator:
         center: bool = True,
         kept: Iterable[BlockKey] | None = None,
         cache: CacheMode = "auto",
-        cache_budget: int = 2 << 30,
+        cache_budget: int | None = None,
     ) -> None:
         if kernel.is_precomputed:
             if x.ndim != 2 or x.shape[0] != x.shape[1]:
@@ -262,12 +263,13 @@ class KernelOperator:
         self._row_sums: np.ndarray | None = None
         self._token = uuid.uuid4().hex[:12]
 
-    def _choose_cached(self, cache: str, itemsize: int, budget: int) -> frozenset[BlockKey]:
+    def _choose_cached(self, cache: str, itemsize: int, budget: int | None) -> frozenset[BlockKey]:
         """Blocks kept between passes: all, none, or the prefix within ``budget``."""
         if cache == "memory":
             return frozenset(upper_pairs(len(self.row_chunks)))
         if cache == "recompute":
             return frozenset()
+        budget = default_memory_budget() if budget is None else budget
         return frozenset(kept_pairs(self.row_chunks, itemsize, budget))
 
     @property

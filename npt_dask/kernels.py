@@ -69,6 +69,7 @@ __all__ = [
     "blockwise",
     "make_kernel",
     "pairwise",
+    "resolve_kernel",
 ]
 
 PRECOMPUTED = "precomputed"
@@ -816,3 +817,23 @@ def make_kernel(
             )
         given[key] = value
     return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})
+
+
+def resolve_kernel(params: Any, n_features: int, variance: Callable[[], float]) -> KernelSpec:
+    """The kernel that fit parameters ask for, resolved for data of ``n_features`` columns.
+
+    The one place where ``kernel``, ``gamma``, ``degree``, ``coef0`` and ``kernel_params``
+    (the fields of a :class:`~npt_dask.params.FitParams`, ``params``) become the spec a
+    fit, an alignment score or a pipeline's "same model?" check uses. ``variance`` gives
+    the variance of all entries of X (:func:`npt_dask._inputs.data_variance`) and is
+    called only for ``gamma="scale"``.
+
+    >>> from npt_dask.params import FitParams
+    >>> resolve_kernel(FitParams(gamma="scale"), 4, lambda: 0.5).gamma
+    0.5
+    """
+    spec = make_kernel(
+        params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
+        kernel_params=params.kernel_params,
+    )  # fmt: skip
+    return spec.resolve(n_features, variance() if spec.needs_variance else None)

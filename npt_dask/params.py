@@ -24,7 +24,7 @@ import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -32,16 +32,24 @@ from npt_dask.errors import InputError, InputTypeError, KernelParameterError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_RTOL",
     "DEFAULT_TOL",
     "ESTIMATOR_PARAMS",
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
     "PARAMS",
     "SOLVER_ALIASES",
+    "Basis",
+    "Cache",
     "FitParams",
     "Interval",
+    "LandmarkMethod",
+    "OnNegative",
     "Options",
     "Param",
+    "Precision",
+    "Solver",
+    "SolverAlias",
     "check_param",
     "fit_defaults",
     "format_bytes",
@@ -62,7 +70,32 @@ DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-6}
 6e-8 relative rounding per entry, and a block recomputed on another thread
 layout may round differently, so a residual of 1e-8 can be out of reach."""
 
-SOLVER_ALIASES: Mapping[str, str] = {"arpack": "krylov", "randomized": "krylov"}
+DEFAULT_RTOL = {"float64": 1e-10, "float32": 1e-6}
+"""Eigenvalues kept above ``rtol * lambda_1`` by kernel precision (Lemma 1: r <= rank);
+float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise there."""
+
+Solver = Literal["auto", "dense", "krylov"]
+"""The eigensolvers (``"auto"``: dense up to :data:`npt_dask.planning.DENSE_MAX_SAMPLES` rows)."""
+
+SolverAlias = Literal["arpack", "randomized"]
+"""scikit-learn's ``eigen_solver`` names for the iterative solver (:data:`SOLVER_ALIASES`)."""
+
+Cache = Literal["auto", "recompute", "memory"]
+"""What a Krylov fit does with kernel blocks between passes."""
+
+Basis = Literal["auto", "driver", "chunked"]
+"""Where the Krylov basis lives."""
+
+Precision = Literal["float32", "float64"]
+"""The kernel block dtype."""
+
+LandmarkMethod = Literal["uniform", "rpcholesky"]
+"""How ``landmarks=m`` chooses its rows."""
+
+OnNegative = Literal["warn", "raise"]
+"""What a significantly negative eigenvalue does."""
+
+SOLVER_ALIASES: Mapping[str, Solver] = dict.fromkeys(get_args(SolverAlias), "krylov")
 """scikit-learn's ``eigen_solver`` names, accepted as aliases of ours (both
 iterative solvers for the top eigenpairs; ours is exact to ``tol``)."""
 
@@ -356,7 +389,7 @@ PARAMS: tuple[Param, ...] = (
     Param("center", (Options((True, False)),), True, "centre in feature space", parse=_bool),
     Param(
         "solver",
-        (Options(("auto", "dense", "krylov", *SOLVER_ALIASES)),),
+        (Options((*get_args(Solver), *get_args(SolverAlias))),),
         "auto",
         "eigensolver: dense (small n), krylov (streamed blocks) or auto; "
         "scikit-learn's 'arpack' and 'randomized' mean krylov",
@@ -366,14 +399,16 @@ PARAMS: tuple[Param, ...] = (
         "tol",
         (Interval(_REAL, 0, 1, "neither"), _NONE),
         None,
-        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: 1e-8, float32 blocks 1e-6)",
+        "Krylov stopping rule ||K u - lambda u|| / lambda_1 (None: "
+        f"{DEFAULT_TOL['float64']:g}, float32 blocks {DEFAULT_TOL['float32']:g})",
         parse=_number_or(float),
     ),
     Param(
         "rtol",
         (Interval(_REAL, 0, 1, "left"), _NONE),
         None,
-        "drop eigenvalues <= rtol * lambda_1 (None: 1e-10, float32 1e-6)",
+        "drop eigenvalues <= rtol * lambda_1 (None: "
+        f"{DEFAULT_RTOL['float64']:g}, float32 {DEFAULT_RTOL['float32']:g})",
         parse=_number_or(float),
     ),
     Param(
@@ -385,7 +420,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "cache",
-        (Options(("auto", "recompute", "memory")),),
+        (Options(get_args(Cache)),),
         "auto",
         "keep kernel blocks between Krylov passes, recompute them, or as many as fit",
         parse=str,
@@ -400,7 +435,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "precision",
-        (Options(("float32", "float64")), _NONE),
+        (Options(get_args(Precision)), _NONE),
         None,
         "kernel block dtype (None: float32 for float32 input, else float64)",
         parse=_optional,
@@ -421,7 +456,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "basis",
-        (Options(("auto", "driver", "chunked")),),
+        (Options(get_args(Basis)),),
         "auto",
         "where the Krylov basis lives: in this process, row-chunked on the workers or local "
         "disk, or (auto) chunked only when the fit plan does not fit it here",
@@ -436,7 +471,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "on_negative",
-        (Options(("warn", "raise")),),
+        (Options(get_args(OnNegative)),),
         "warn",
         "what a significantly negative eigenvalue (non-PSD kernel) does",
         parse=str,
@@ -461,7 +496,7 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "landmark_method",
-        (Options(("uniform", "rpcholesky")),),
+        (Options(get_args(LandmarkMethod)),),
         "uniform",
         "how landmarks=m chooses rows: uniformly, or by randomly pivoted partial Cholesky",
         parse=str,
@@ -548,21 +583,21 @@ class FitParams:
     kernel_params: dict[str, Any] | None = None
     n_components: int | None = None
     center: bool = True
-    solver: str = "auto"
+    solver: Solver | SolverAlias = "auto"
     tol: float | None = None
     rtol: float | None = None
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
-    cache: str = "auto"
+    cache: Cache = "auto"
     memory_budget: int | None = None
-    precision: str | None = None
+    precision: Precision | None = None
     block_size: int | None = None
     max_basis: int | None = None
-    basis: str = "auto"
+    basis: Basis = "auto"
     max_passes: int = 50
-    on_negative: str = "warn"
+    on_negative: OnNegative = "warn"
     random_state: Any = None
     landmarks: Any = dataclasses.field(default=None, compare=False)
-    landmark_method: str = "uniform"
+    landmark_method: LandmarkMethod = "uniform"
     start: Any = dataclasses.field(default=None, compare=False)
     progress: bool = False
 

@@ -511,7 +511,7 @@ def plan_fit(
     center: bool = True,
     solver: str = "auto",
     cache: str = "auto",
-    memory_budget: int,
+    memory_budget: int | None = None,
     block_size: int | None = None,
     max_basis: int | None = None,
     threads: int = 1,
@@ -526,7 +526,8 @@ def plan_fit(
     driver's arrays and the blocks in flight); the cheapest by
     :func:`fit_cost` among those that fit is chosen. Nothing that does not
     fit is ever chosen: with no candidate left this raises an
-    :class:`~npt_dask.errors.InputError` naming the sizes.
+    :class:`~npt_dask.errors.InputError` naming the sizes. ``memory_budget=None``
+    is :func:`default_memory_budget`.
 
     Where the basis lives (``basis``): ``"driver"``; ``"chunked"`` (row-chunked
     panels on the workers when ``cluster``, else on local disk); ``"auto"``:
@@ -549,6 +550,8 @@ def plan_fit(
     npt_dask.errors.InputError: The Krylov basis for n=60000 needs ...
     """
     chunks = tuple(int(c) for c in row_chunks)
+    if memory_budget is None:
+        memory_budget = default_memory_budget()
     _check_rank(n, n_components, center)
     chosen = _choose_solver(n, n_components, solver)
     if chosen == "dense":

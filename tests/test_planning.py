@@ -21,6 +21,7 @@ from npt_dask.planning import (
     FIXED_OVERHEAD,
     basis_bytes,
     chunked_driver_bytes,
+    default_memory_budget,
     dense_bytes,
     in_flight_bytes,
     kept_bytes,
@@ -146,6 +147,14 @@ def test_cache_memory_over_budget_subtracts_kept_bytes_not_entries(itemsize):
     assert plan.driver_bytes + plan.worker_bytes - plan.kept_bytes <= 2**30
     if itemsize == 8:
         assert round(upper / 2**30, 2) == 1.79
+
+
+def test_memory_budget_none_is_resolved_by_the_plan():
+    common = {"n": 60_000, "d": 784, "n_components": 100, "row_chunks": _chunks(60_000, 4096),
+              "itemsize": 8, "threads": 2}  # fmt: skip
+    plan = plan_fit(**common)
+    assert plan.memory_budget == default_memory_budget()
+    assert plan == plan_fit(**common, memory_budget=default_memory_budget())
 
 
 def test_plan_is_followed_and_recorded():

@@ -21,19 +21,20 @@ block (``chunk_size**2`` floats), the driver holds O(n + C^2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from dask import delayed
 
-from npt_dask._inputs import as_row_chunked
+from npt_dask._inputs import as_row_chunked, data_variance
 from npt_dask._scheduler import compute
 from npt_dask.blocks import FAN_IN, add_tuples, as_float64_block, scratch_block
 from npt_dask.errors import InputError
 from npt_dask.graph import tree_reduce
-from npt_dask.kernels import KernelSpec, make_kernel
+from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.methods._passes import as_labels
-from npt_dask.params import DEFAULT_CHUNK_SIZE
+from npt_dask.params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.planning import upper_pairs
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
@@ -94,11 +95,12 @@ def _onehot(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
 def alignment_scores(
     X: Any,
     y: Any,
-    kernel: str | KernelSpec | dict = "rbf",
+    kernel: str | KernelSpec | dict | Callable[..., Any] = "rbf",
     *,
-    gamma: float | None = None,
+    gamma: float | str | None = None,
     degree: float | None = None,
     coef0: float | None = None,
+    kernel_params: dict[str, Any] | None = None,
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
 ) -> dict[str, float]:
     """Plain and centred kernel-target alignment from the same single pass.
@@ -106,8 +108,12 @@ def alignment_scores(
     Returns ``{"alignment": ..., "centered_alignment": ...}``; see
     :func:`kernel_target_alignment` for the definitions.
     """
-    x, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
-    spec = make_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0).resolve(x.shape[1])
+    params = FitParams(
+        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params,
+        chunk_size=chunk_size,
+    )  # fmt: skip
+    x, _ = as_row_chunked(X, name="X", chunk_size=params.chunk_size, min_samples=2)
+    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     labels = as_labels(y, x)
     values = np.asarray(compute(labels)[0])
     classes, counts = np.unique(values, return_counts=True)
@@ -126,11 +132,12 @@ def alignment_scores(
 def kernel_target_alignment(
     X: Any,
     y: Any,
-    kernel: str | KernelSpec | dict = "rbf",
+    kernel: str | KernelSpec | dict | Callable[..., Any] = "rbf",
     *,
-    gamma: float | None = None,
+    gamma: float | str | None = None,
     degree: float | None = None,
     coef0: float | None = None,
+    kernel_params: dict[str, Any] | None = None,
     centered: bool = False,
     chunk_size: int | None = DEFAULT_CHUNK_SIZE,
 ) -> float:
@@ -141,8 +148,9 @@ def kernel_target_alignment(
     X : array-like, dask array or DataArray of shape (n, d)
     y : array-like of shape (n,)
         Class labels (any values; at least two classes).
-    kernel, gamma, degree, coef0
-        As for :func:`npt_dask.fit`.
+    kernel, gamma, degree, coef0, kernel_params
+        As for :func:`npt_dask.fit` (``gamma="scale"`` is ``1 / (d var X)``), resolved by
+        the same function (:func:`npt_dask.kernels.resolve_kernel`).
     centered : bool, default False
         ``False``: 004's alignment of the uncentred kernel matrix. ``True``:
         the centred alignment (K and T centred), which the constant part of
@@ -170,8 +178,9 @@ def kernel_target_alignment(
     0.707
     """
     scores = alignment_scores(
-        X, y, kernel, gamma=gamma, degree=degree, coef0=coef0, chunk_size=chunk_size
-    )
+        X, y, kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params,
+        chunk_size=chunk_size,
+    )  # fmt: skip
     score = scores["centered_alignment" if centered else "alignment"]
     if np.isnan(score):
         raise InputError(

@@ -26,12 +26,13 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask._inputs import data_variance, float_dtype
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, StoreError
 from npt_dask.fitting import fit_params
-from npt_dask.kernels import make_kernel
+from npt_dask.kernels import resolve_kernel
 from npt_dask.model import NPTModel, load
-from npt_dask.params import FitParams
+from npt_dask.params import DEFAULT_TOL, FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, generate_if_absent, load_split
 from npt_dask.pipeline.methods import (
@@ -51,16 +52,19 @@ def _peak_rss_bytes() -> int:
 
 
 def _matches(model: NPTModel, cfg: FitParams, x: np.ndarray, rows: Any) -> bool:
-    spec = make_kernel(cfg.kernel, gamma=cfg.gamma, degree=cfg.degree, coef0=cfg.coef0)
-    spec = spec.resolve(x.shape[1], float(x.var()) if spec.needs_variance else None)
+    spec = resolve_kernel(cfg, x.shape[1], lambda: data_variance(da.from_array(x)))
+    precision = cfg.precision or float_dtype(x.dtype).name
     same = (
         model.kernel.name == spec.name
+        and model.kernel.params == spec.params
         and all(  # gamma="scale" is resolved from a variance summed in another order
             math.isclose(getattr(model.kernel, p) or 0.0, getattr(spec, p) or 0.0, rel_tol=1e-9)
             for p in ("gamma", "degree", "coef0")
         )
         and cfg.n_components in (None, model.n_components)
         and model.center == cfg.center
+        and model.precision == np.dtype(precision)
+        and model.diagnostics.tol == (cfg.tol if cfg.tol is not None else DEFAULT_TOL[precision])
     )
     indices = model.diagnostics.landmarks.get("indices")
     if not same or (cfg.landmarks is None) != (indices is None):

@@ -1,0 +1,68 @@
+"""Each fixed choice and default is declared once (issue 19, items 2 and 5).
+
+The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.params`;
+the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
+all name the same type, so a new choice is added in one place.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import numpy as np
+import pytest
+
+import npt_dask as npt
+from npt_dask import params
+from npt_dask.params import PARAMS, FitParams, Options
+
+CHOICES = {
+    "solver": (params.Solver, params.SolverAlias),
+    "cache": (params.Cache,),
+    "basis": (params.Basis,),
+    "precision": (params.Precision,),
+    "landmark_method": (params.LandmarkMethod,),
+    "on_negative": (params.OnNegative,),
+}
+
+
+def _literal_values(annotation: object) -> set[object]:
+    """The strings a ``Literal`` (or a union of Literals and None) allows."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return set(typing.get_args(annotation))
+    return set().union(*(_literal_values(a) for a in typing.get_args(annotation)))
+
+
+@pytest.mark.parametrize("name", sorted(CHOICES))
+def test_table_fields_and_signature_share_one_literal(name):
+    declared = set().union(*(typing.get_args(t) for t in CHOICES[name]))
+    (param,) = [p for p in PARAMS if p.name == name]
+    options = {v for c in param.constraints if isinstance(c, Options) for v in c.values}
+    assert options - {None} == declared
+    hints = typing.get_type_hints(FitParams)
+    assert _literal_values(hints[name]) == declared
+    signature = typing.get_type_hints(npt.fit)
+    assert _literal_values(signature[name]) == declared
+
+
+def test_solver_aliases_are_the_alias_literal():
+    assert set(params.SOLVER_ALIASES) == set(typing.get_args(params.SolverAlias))
+    assert FitParams(solver="arpack").solver == "krylov"
+
+
+def test_defaults_read_from_the_table():
+    from npt_dask.eigen import select_eigenpairs
+
+    rtol = inspect.signature(select_eigenpairs).parameters["rtol"].default
+    assert rtol == params.DEFAULT_RTOL["float64"]
+    (tol,) = [p for p in PARAMS if p.name == "tol"]
+    assert f"{params.DEFAULT_TOL['float32']:g}" in tol.help
+
+
+def test_float32_fit_drops_eigenvalues_below_the_float32_rtol():
+    """The float32 default (1e-6) applies: a rank-2 kernel keeps 2 components, not noise."""
+    x = np.random.default_rng(0).normal(size=(40, 2)).astype(np.float32)
+    model = npt.fit(x, "linear", center=False)
+    assert model.n_components == 2
+    assert model.eigenvalues[-1] > params.DEFAULT_RTOL["float32"] * model.eigenvalues[0]
