@@ -447,7 +447,8 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     check_labels_or_targets(labels, targets, int(x.shape[0]))
     if info.lazy:
         check_finite_eagerly(x, "X")
-    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
+    given = _start_kernel(params)  # a start's kernel, already resolved
+    spec = given or resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     _warn_start_kernel(params, spec)
     warn_kernel_scale(x, spec)
     if params.landmarks is None:

@@ -202,7 +202,8 @@ def projection_rows(
         if x.shape[1] != n_features:
             raise InputError(
                 f"{name} has {count(x.shape[1], 'feature')}, but the model was fitted on "
-                f"{count(n_features, 'feature')}: give rows with {n_features} columns."
+                f"{count(n_features, 'feature')}: give rows with {n_features} columns (the model "
+                f"expects {n_features})."
             )
     if not keep:
         return x.rechunk({0: size}), info
