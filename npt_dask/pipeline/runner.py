@@ -33,6 +33,7 @@ from npt_dask.model import NPTModel, load
 from npt_dask.params import FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, load_split
+from npt_dask.pipeline.grow import grow_stored
 from npt_dask.pipeline.methods import check_params, run_method
 from npt_dask.pipeline.report import write_figures, write_report
 from npt_dask.projection import project
@@ -246,6 +247,11 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
             rows["train"],
         )  # fmt: skip
+        grown = (
+            clock("grow", grow_stored, config.grow, out, config.data.data_dir)
+            if config.grow is not None
+            else None
+        )
         resume = reused and not config.output.overwrite
         proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
         methods, figures = _run_methods(config, model, proj, split, clock)
@@ -263,6 +269,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "worker_peak_gib": worker_peak / 2**30,
         },
         "methods": methods,
+        **({"grow": grown} if grown is not None else {}),
         "outputs": {"dir": str(out), "stores": ["input_train.zarr", "input_test.zarr",
                                                 "model.zarr", "train.zarr", "test.zarr"],
                     "figures": written},
