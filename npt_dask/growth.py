@@ -260,7 +260,8 @@ class GrowingModel:
         else:
             base = self.rotation or _rotated(parent, self.basis, self.kernel, self.center)
         diagnostics = dataclasses.replace(base.diagnostics, landmarks=self.growth_record())
-        return dataclasses.replace(base, diagnostics=diagnostics)
+        # a new model: its identity is its own, not the parent store's
+        return dataclasses.replace(base, diagnostics=diagnostics, store_path=None)
 
     def save(self, path: Any) -> Any:
         """Rotate (once) and write the model, its growth record in the manifest."""

@@ -248,3 +248,11 @@ def test_pipeline_grow_stage_grows_a_stored_model_from_files(data, parent, tmp_p
     np.testing.assert_array_equal(np.asarray(npt.load(record["model"]).x_train), expected.basis)
     with pytest.raises(InputError, match="files"):
         PipelineConfig.from_dict({"name": "g", "grow": {"model": "m", "files": "day1.npy"}})
+
+
+def test_a_grown_model_has_its_own_identity_even_with_nothing_added(parent, data, tmp_path):
+    loaded = npt.load(parent.save(tmp_path / "m0.zarr"))
+    same_rows = loaded.partial_fit(data[:10], residual_tol=0)
+    assert same_rows.rows_added == 0
+    assert same_rows.identity != loaded.identity
+    assert same_rows.model.diagnostics.landmarks["lineage"][-1]["parent"] == loaded.identity
