@@ -10,7 +10,11 @@
 * ``fresh``: ``npt.fit(basis, n_components=None)`` on the final basis rows,
   timed, and the grown model's eigenvalues against it (max |delta| / lambda_1);
 * ``batch_cost``: one batch of b rows against m basis rows, b in ``--b``, m in
-  ``--m`` (the Cholesky frame built directly, not timed);
+  ``--m``, at the cap (``max_landmarks=m``): the pass every batch makes (kernel
+  ``b m d``, triangular solve ``b m^2``, the certificate); what adding rows
+  costs on top (Schur complement ``b c (d + m)``, pivoted Cholesky ``c^3 / 3``
+  for c candidates) shows in the growth batches that add. The Cholesky frame
+  is built directly, not timed;
 * ``gemm_gflops``: the float64 matrix-product rate at start-up (the machine is
   shared: timings are under load).
 

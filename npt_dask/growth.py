@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -260,7 +261,8 @@ class GrowingModel:
         else:
             base = self.rotation or _rotated(parent, self.basis, self.kernel, self.center)
         diagnostics = dataclasses.replace(base.diagnostics, landmarks=self.growth_record())
-        return dataclasses.replace(base, diagnostics=diagnostics)
+        # a new model: its identity is its own, not the parent store's
+        return dataclasses.replace(base, diagnostics=diagnostics, store_path=None)
 
     def save(self, path: Any) -> Any:
         """Rotate (once) and write the model, its growth record in the manifest."""
@@ -326,7 +328,8 @@ def start_growth(model: NPTModel) -> GrowingModel:
 
 
 def _check_options(residual_tol: float, max_landmarks: int | None) -> None:
-    if not (isinstance(residual_tol, int | float) and 0 <= float(residual_tol) < np.inf):
+    real = isinstance(residual_tol, numbers.Real) and not isinstance(residual_tol, bool)
+    if not (real and 0 <= float(residual_tol) < np.inf):
         raise InputError(
             f"residual_tol must be a finite number >= 0 (a share of kappa(x, x), e.g. "
             f"{RESIDUAL_TOL}; 0 adds every new direction); got {residual_tol!r}."

@@ -227,3 +227,32 @@ def test_command_line_grows_a_stored_model(data, tmp_path, capsys):
     assert main(["grow", str(tmp_path / "m1"), str(tmp_path / "day1.npy"), "--out",
                  str(tmp_path / "m1")]) == 2  # fmt: skip
     assert "--out must differ" in capsys.readouterr().err
+
+
+def test_pipeline_grow_stage_grows_a_stored_model_from_files(data, parent, tmp_path):
+    from npt_dask.pipeline.config import PipelineConfig
+    from npt_dask.pipeline.grow import grow_stored
+
+    parent.save(tmp_path / "m0.zarr")
+    np.save(tmp_path / "day1.npy", data[40:120])
+    np.savez(tmp_path / "day2.npz", x=data[120:200])
+    table = {"model": str(tmp_path / "m0.zarr"), "files": ["day1.npy", "day2.npz"],
+             "residual_tol": 0.05}  # fmt: skip
+    config = PipelineConfig.from_dict({"name": "g", "grow": table})
+    assert PipelineConfig.from_dict(config.to_dict()) == config
+    record = grow_stored(config.grow, tmp_path, data_dir=str(tmp_path))
+    expected = parent.partial_fit(data[40:120], residual_tol=0.05)
+    expected = expected.partial_fit(data[120:200], residual_tol=0.05)
+    assert record["rows_added"] == expected.rows_added
+    assert [b["rows_seen"] for b in record["batches"]] == [80, 80]
+    np.testing.assert_array_equal(np.asarray(npt.load(record["model"]).x_train), expected.basis)
+    with pytest.raises(InputError, match="files"):
+        PipelineConfig.from_dict({"name": "g", "grow": {"model": "m", "files": "day1.npy"}})
+
+
+def test_a_grown_model_has_its_own_identity_even_with_nothing_added(parent, data, tmp_path):
+    loaded = npt.load(parent.save(tmp_path / "m0.zarr"))
+    same_rows = loaded.partial_fit(data[:10], residual_tol=0)
+    assert same_rows.rows_added == 0
+    assert same_rows.identity != loaded.identity
+    assert same_rows.model.diagnostics.landmarks["lineage"][-1]["parent"] == loaded.identity

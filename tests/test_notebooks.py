@@ -52,6 +52,7 @@ EXPECTED = {
         ["03_kpcal1_scores.png", "03_kpcal1_sweep.png", "03_ksvm_decisions.png"],
     ),
     "04_denoising_digits.py": ([], ["04_denoising.png", "04_mse_vs_components.png"]),
+    "05_growing_model.py": ([], ["05_certificate.png", "05_accuracy.png"]),
 }
 
 MIN_PNG_BYTES = 5_000  # a rendered plot with axes, points and text, not an empty canvas

@@ -34,6 +34,7 @@ from typing import Any
 
 from npt_dask.errors import InputError
 from npt_dask.params import FitParams
+from npt_dask.pipeline.grow import GrowConfig
 
 __all__ = [
     "ClusterConfig",
@@ -228,12 +229,13 @@ class PipelineConfig:
     methods: tuple[MethodConfig, ...] = ()
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    grow: GrowConfig | None = None  # the [grow] stage (npt_dask.pipeline.grow)
     version: int = CONFIG_VERSION
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> PipelineConfig:
         """Validate a parsed TOML document (the caller's mapping is not modified)."""
-        allowed = {"name", "version", "data", "model", "methods", "cluster", "output"}
+        allowed = {"name", "version", "data", "model", "methods", "cluster", "output", "grow"}
         unknown = sorted(set(values) - allowed)
         if unknown:
             raise InputError(f"Unknown top-level key(s) {unknown}; allowed: {sorted(allowed)}.")
@@ -257,6 +259,7 @@ class PipelineConfig:
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
             output=_build(OutputConfig, "output", values.get("output", {})),
+            grow=_build(GrowConfig, "grow", values["grow"]) if "grow" in values else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -274,7 +277,7 @@ class PipelineConfig:
             "methods": [m.to_dict() for m in self.methods],
             "cluster": plain(self.cluster),
             "output": plain(self.output),
-        }
+        } | ({"grow": plain(self.grow)} if self.grow is not None else {})
 
     def with_overrides(self, **sections: Mapping[str, Any]) -> PipelineConfig:
         """A copy with some keys of some sections replaced (e.g. from the command line)."""

@@ -35,6 +35,7 @@ from npt_dask.model import NPTModel, load
 from npt_dask.params import DEFAULT_TOL, FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, generate_if_absent, load_split
+from npt_dask.pipeline.grow import grow_stored
 from npt_dask.pipeline.methods import (
     MOMENT_STAGES,
     check_params,
@@ -276,6 +277,11 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
             rows["train"], split.y_train if wants_moments else None,
         )  # fmt: skip
+        grown = (
+            clock("grow", grow_stored, config.grow, out, config.data.data_dir)
+            if config.grow is not None
+            else None
+        )
         resume = reused and not config.output.overwrite
         if not needs_train_coordinates(config.methods, model):
             rows = {"test": rows["test"]}  # the training pass gave what the stages need
@@ -295,6 +301,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             "worker_peak_gib": worker_peak / 2**30,
         },
         "methods": methods,
+        **({"grow": grown} if grown is not None else {}),
         "outputs": {"dir": str(out), "stores": [s for s in _STORES if (out / s).exists()],
                     "figures": written},
         "dashboard": dashboard,
