@@ -13,7 +13,7 @@ import numpy as np
 
 from npt_dask.eigen import NEGATIVE_RATIO
 
-__all__ = ["model_html", "model_rows", "model_text", "not_psd"]
+__all__ = ["landmark_summary", "landmark_text", "model_html", "model_rows", "model_text", "not_psd"]
 
 
 def _kernel(kernel: Any) -> str:
@@ -21,6 +21,43 @@ def _kernel(kernel: Any) -> str:
     inner = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in
                       params.items())  # fmt: skip
     return f"{kernel.name}({inner})"
+
+
+def landmark_summary(landmarks: dict[str, Any]) -> dict[str, Any]:
+    """A landmark model's landmarks for a report: m, the method and the certificate's
+    mean, max and quantiles (the row indices stay in the store; empty for an exact model).
+
+    >>> cert = {"n_rows": 9, "mean": 0.1, "max": 0.5, "quantiles": {"0.5": 0.1},
+    ...         "relative_mean": 0.01, "relative_max": 0.05, "histogram": {}}
+    >>> landmark_summary({"method": "uniform", "m": 3, "indices": [0, 4, 8],
+    ...                   "certificate": cert})["certificate"]["max"]
+    0.5
+    """
+    if not landmarks:
+        return {}
+    cert = landmarks.get("certificate", {})
+    keep = ("n_rows", "mean", "max", "quantiles", "relative_mean", "relative_max")
+    return {
+        "m": landmarks.get("m"),
+        "method": landmarks.get("method"),
+        "certificate": {k: cert[k] for k in keep if k in cert},
+    }
+
+
+def landmark_text(landmarks: dict[str, Any]) -> str:
+    """One line: ``m = 2,000 landmarks (uniform); certificate over 56,000 rows: ...``."""
+    summary = landmark_summary(landmarks)
+    if not summary:
+        return ""
+    cert = summary["certificate"]
+    quantiles = ", ".join(
+        f"{float(q) * 100:g}% {v:.3g}" for q, v in cert.get("quantiles", {}).items()
+    )
+    return (
+        f"m = {summary['m']:,} landmarks ({summary['method']}); certificate (Lemma 5 "
+        f"residual) over {cert.get('n_rows', 0):,} rows: mean {cert.get('mean', 0.0):.3g}, "
+        f"max {cert.get('max', 0.0):.3g}, quantiles {quantiles}"
+    )
 
 
 def not_psd(min_eigenvalue: float, eigenvalues: np.ndarray) -> bool:

@@ -24,7 +24,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from npt_dask._scheduler import compute
+from npt_dask._scheduler import compute, numpy_rows
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.params import DEFAULT_CHUNK_SIZE
 
@@ -162,7 +162,7 @@ def as_row_chunked(
         if array.dtype.kind == "f":
             check_finite_block(array)
         rows = chunk_size or DEFAULT_CHUNK_SIZE
-        x = da.from_array(array, chunks=(rows, -1), asarray=True)
+        x = numpy_rows(array, rows)  # shipped once under a cluster, not in every graph
     else:
         if any(math.isnan(c) for c in array.chunks[0]):
             raise InputError(
@@ -224,7 +224,7 @@ def as_kernel_matrix(
         array = np.asarray(array)
         if array.dtype.kind == "f":
             check_finite_block(array)
-        x = da.from_array(array, chunks=(chunk_size or DEFAULT_CHUNK_SIZE, -1), asarray=True)
+        x = numpy_rows(array, chunk_size or DEFAULT_CHUNK_SIZE)
     cols = x.chunks[0] if column_chunks is None else column_chunks
     x = x.rechunk({1: cols})
     if isinstance(array, da.Array) and x.dtype.kind == "f":

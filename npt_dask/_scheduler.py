@@ -6,12 +6,16 @@ Graph code only: no zarr, no xarray.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import dask
+import dask.array as da
 import numpy as np
+from dask import delayed
+from dask.array.core import normalize_chunks
 from dask.base import get_scheduler
 
 from npt_dask._buffers import clear_scratch
@@ -21,6 +25,7 @@ __all__ = [
     "blas_threads_for_tasks",
     "compute",
     "current_client",
+    "numpy_rows",
     "persist_blocks",
     "retry_on_lost_data",
     "ship_blocks",
@@ -81,6 +86,26 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     if client is not None:
         return client.scatter(list(blocks), hash=False, broadcast=True)
     return list(blocks)
+
+
+def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
+    """A numpy array as a dask array of row chunks (``rows`` as ``da.from_array`` takes it).
+
+    Under a distributed client the row blocks are shipped once
+    (:func:`ship_blocks`) and the array's graph names them: the data never
+    travel inside a task graph ("Sending large graph" on every compute).
+    Locally it is ``da.from_array``, which shares the array by reference.
+    """
+    chunks = normalize_chunks((rows, -1), array.shape, dtype=array.dtype)
+    if current_client() is None:
+        return da.from_array(array, chunks=chunks, asarray=True)
+    starts = np.concatenate([[0], np.cumsum(chunks[0])]).astype(int)
+    blocks = [array[a:b] for a, b in itertools.pairwise(starts)]
+    parts = [
+        da.from_delayed(delayed(shipped), shape=block.shape, dtype=array.dtype)
+        for block, shipped in zip(blocks, ship_blocks(blocks), strict=True)
+    ]
+    return da.concatenate(parts, axis=0).rechunk({1: -1})
 
 
 def persist_blocks(blocks: Sequence[Any]) -> list[Any]:

@@ -353,21 +353,30 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
     from pathlib import Path
 
     import npt_dask as npt
+    from npt_dask._display import landmark_summary
     from npt_dask.store import manifest_checksum, read_manifest
 
     manifest = read_manifest(Path(args.model))
     model = npt.load(args.model, verify=False)
     lam = model.eigenvalues
-    return {
-        "manifest": manifest.to_dict() | {"checksums": "..."},
+    shown = manifest.to_dict() | {"checksums": "..."}
+    diagnostics = dict(shown.get("diagnostics", {}))
+    landmarks = diagnostics.pop("landmarks", None)  # the indices stay in the store
+    shown["diagnostics"] = diagnostics  # its plan is shown once, below
+    plan = diagnostics.pop("plan", None) or dict(model.diagnostics.plan)
+    result = {
+        "manifest": shown,
         "checksum": manifest_checksum(manifest),
         "spectrum": {
             "lambda_1": float(lam[0]),
             "lambda_r": float(lam[-1]),
             "sum_of_r_eigenvalues": float(lam.sum()),
         },
-        "plan": dict(model.diagnostics.plan),
+        "plan": plan,
     }
+    if landmarks:
+        result["landmarks"] = landmark_summary(landmarks)
+    return result
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -442,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
         return 130
     except (NPTError, ValueError, TypeError, OSError) as exc:
-        print(f"npt {args.command}: error: {for_the_command_line(str(exc))}", file=sys.stderr)
+        text = str(exc) if args.command == "run" else for_the_command_line(str(exc))
+        print(f"npt {args.command}: error: {text}", file=sys.stderr)  # run: the config's keys
         return 2
     print(json.dumps(result, indent=2, default=str))
     return 0

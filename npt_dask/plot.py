@@ -89,6 +89,45 @@ def _with_labels(labels: Any, source: Any) -> Any:
         ) from None
 
 
+def _label_name(labels: Any) -> str:
+    """The legend's title: the coordinate named, a DataArray's name, else "label"."""
+    if isinstance(labels, str):
+        return labels
+    name = getattr(labels, "name", None)
+    return str(name) if isinstance(name, str) and name else "label"
+
+
+def _check_components(components: Any, r: int) -> tuple[int, int]:
+    """Two column indices in ``[0, r)``, or an error naming ``components``."""
+    try:
+        i, j = (int(c) for c in components)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"components must be two column indices, e.g. (0, 1); got {components!r}."
+        ) from None
+    if not (0 <= i < r and 0 <= j < r):
+        raise InputError(
+            f"components={tuple(components)!r} is outside the {r} coordinate columns; "
+            f"choose two indices from 0 to {r - 1}."
+        )
+    return i, j
+
+
+def _check_labels(labels: Any, n: int, function: str) -> np.ndarray:
+    """One label per sample, or an error naming ``labels``."""
+    lab = _values(labels, "label").ravel()
+    if len(lab) != n:
+        raise InputError(
+            f"plot.{function}: labels has {len(lab)} entries but there are {n} samples; "
+            "pass one label per sample (in the same order), or a coordinate's name."
+        )
+    return lab
+
+
+SMALL_MULTIPLES = 4
+"""More labels than this: a histogram gets one panel per label, not overlaid outlines."""
+
+
 def spectrum(model: Any, *, total_variance: float | None = None, title: str | None = None) -> Any:
     """Eigenvalues (log scale) with the cumulative explained variance.
 
@@ -164,22 +203,25 @@ def coordinate_scatter(
             "coordinate_scatter", f"{_PROJECTION}, {_MODEL}, or a (sample, component) array",
             coordinates,
         )  # fmt: skip
+    legend_title = _label_name(labels)
     labels = _with_labels(labels, source)
     n = coordinates.shape[0]
+    i, j = _check_components(components, int(coordinates.shape[1]))
+    lab = None if labels is None else _check_labels(labels, n, "coordinate_scatter")
     keep = np.sort(np.random.default_rng(seed).permutation(n)[: min(n, max_points)])
-    i, j = components
     data = coordinates.data if hasattr(coordinates, "dims") else coordinates
     pts = np.asarray(data[keep][:, [i, j]], dtype=np.float64)
-    fig = _figure(5.5, 5.0)
+    fig = _figure(6.5, 5.0)
     ax = fig.subplots()
-    if labels is None:
+    if lab is None:
         ax.scatter(pts[:, 0], pts[:, 1], s=4, alpha=0.6)
     else:
-        lab = _values(labels, "label")[keep]
+        lab = lab[keep]
         for value in np.unique(lab):
             mask = lab == value
             ax.scatter(pts[mask, 0], pts[mask, 1], s=4, alpha=0.6, label=str(value))
-        ax.legend(markerscale=3, title="label", fontsize="small")
+        # beside the axes, never over the points
+        fig.legend(loc="outside right upper", markerscale=3, title=legend_title, fontsize="small")
     ax.set_xlabel(f"component {i}")
     ax.set_ylabel(f"component {j}")
     ax.set_title(title or f"{len(keep)} of {n} samples")
@@ -200,21 +242,52 @@ def histogram_by_label(
             "histogram_by_label", "one value per sample (a DataArray such as ds['residual'], "
             "or an array)", values,
         )  # fmt: skip
+    legend_title = _label_name(labels)
     labels = _with_labels(labels, values)
     data = np.asarray(values.values if hasattr(values, "values") else values).ravel()
+    edges = np.histogram_bin_edges(data, bins=bins)
+    lab = None if labels is None else _check_labels(labels, len(data), "histogram_by_label")
+    groups = [] if lab is None else list(np.unique(lab))
+    if len(groups) > SMALL_MULTIPLES:  # overlaid outlines of many labels cannot be read
+        return _small_multiples(data, lab, groups, edges, xlabel, legend_title, title)
     fig = _figure()
     ax = fig.subplots()
-    edges = np.histogram_bin_edges(data, bins=bins)
-    if labels is None:
+    if lab is None:
         ax.hist(data, bins=edges)
     else:
-        lab = _values(labels, "label")
-        for value in np.unique(lab):
+        for value in groups:
             ax.hist(data[lab == value], bins=edges, histtype="step", label=str(value))
-        ax.legend(title="label", fontsize="small")
+        fig.legend(loc="outside right upper", title=legend_title, fontsize="small")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("samples")
     ax.set_title(title or "")
+    return fig
+
+
+def _small_multiples(
+    data: np.ndarray,
+    lab: Any,
+    groups: list[Any],
+    edges: np.ndarray,
+    xlabel: str,
+    label_name: str,
+    title: str | None,
+) -> Any:
+    """One filled histogram per label on shared axes, in a grid of up to 5 columns."""
+    cols = min(5, len(groups))
+    rows = -(-len(groups) // cols)
+    fig = _figure(2.2 * cols, 1.8 * rows + 0.6)
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False))
+    for k, ax in enumerate(axes.ravel()):
+        if k >= len(groups):
+            ax.set_axis_off()
+            continue
+        ax.hist(data[lab == groups[k]], bins=edges, color=f"C{k % 10}")
+        ax.set_title(f"{label_name} {groups[k]}", fontsize="small")
+    fig.supxlabel(xlabel, fontsize="small")
+    fig.supylabel("samples", fontsize="small")
+    if title:
+        fig.suptitle(title)
     return fig
 
 

@@ -59,10 +59,13 @@ def test_shipped_configs_validate_and_round_trip(path):
 
 def test_config_rejects_bad_values(tmp_path):
     cases = [
-        ({**MOONS, "colour": 1}, "Unknown top-level key"),
+        ({**MOONS, "colour": 1}, "Unknown key 'colour' at the top level"),
         ({**MOONS, "data": {"source": "csv"}}, "source must be one of"),
         ({**MOONS, "data": {"source": "npz"}}, "needs path"),
-        ({**MOONS, "model": {"gammma": 1.0}}, "Unknown key(s) ['gammma'] in [model]"),
+        (
+            {**MOONS, "model": {"gammma": 1.0}},
+            "Unknown key 'gammma' (did you mean 'gamma'?) in [model]",
+        ),
         ({**MOONS, "model": {"gamma": "auto"}}, "The 'gamma' parameter must be"),  # one wording
         ({**MOONS, "methods": [{"name": "svm"}]}, "name must be one of"),
         ({**MOONS, "methods": [{"name": "kfd"}, {"name": "kfd"}]}, "names repeat"),
@@ -163,7 +166,7 @@ def test_npt_run_command_line(tmp_path):
     config.write_text('name = "bad"\n[model]\nkernel = "rbf"\ngama = 1\n')
     bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
-    assert "Unknown key(s) ['gama'] in [model]" in bad.stderr
+    assert "Unknown key 'gama' (did you mean 'gamma'?) in [model]" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 

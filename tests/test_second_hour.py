@@ -257,3 +257,132 @@ def test_a_fit_reports_at_once(files, capsys) -> None:
     npt.fit(x, gamma=0.5, n_components=3, solver="krylov", progress=True)
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith("npt fit: Krylov solver, n = 120, r = 3")
+
+
+# --- items 7, 8, 11, 12: a landmark pipeline's report ---------------------------------------
+
+
+def test_landmark_pipeline_report(tmp_path, capsys, monkeypatch) -> None:
+    import contextlib
+
+    from distributed import Client, LocalCluster
+
+    from npt_dask import cluster
+    from npt_dask.pipeline import PipelineConfig, run
+    from npt_dask.pipeline.report import summary_text
+
+    @contextlib.contextmanager
+    def in_process(*args, **kwargs):  # the run's own cluster, without spawning processes
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as lc,
+            Client(lc) as c,
+        ):
+            assert c.dashboard_link
+            yield c
+
+    monkeypatch.setattr(cluster, "connect", in_process)
+
+    config = PipelineConfig.from_dict({
+        "name": "lm",
+        "data": {"source": "moons", "n_samples": 200, "noise": 0.2, "test_fraction": 0.25},
+        "model": {"gamma": 2.0, "n_components": 10, "landmarks": 40, "chunk_size": 64},
+        "methods": [{"name": "ksvm", "solver": "liblinear", "C": 100.0, "max_iter": 2}],
+        "cluster": {"n_workers": 1, "threads_per_worker": 1},
+        "output": {"dir": str(tmp_path / "out"), "plots": False},
+    })  # fmt: skip
+    with pytest.warns(npt.ConvergenceWarning, match="not standardised"):
+        report = run(config, progress=False)
+    stored = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert "dashboard" not in stored  # the run's own cluster is gone
+    lm = stored["model"]["landmarks"]
+    assert (lm["m"], lm["method"]) == (40, "uniform")
+    assert set(lm["certificate"]) >= {"mean", "max", "quantiles"}
+    assert "indices" not in lm
+    model = npt.load(tmp_path / "out" / "model.zarr")
+    assert lm["certificate"]["max"] == model.diagnostics.landmarks["certificate"]["max"]
+    text = summary_text(report)
+    assert "m = 40 landmarks (uniform); certificate (Lemma 5 residual) over 150 rows" in text
+    svm = stored["methods"]["ksvm"]["convergence"]
+    assert svm["converged"] is False
+    assert "Liblinear failed to converge" in svm["message"]
+    assert "Lower C, or use solver = 'chunked'" in svm["hint"]
+
+
+def test_npt_info_summarises_landmarks(files, capsys, tmp_path) -> None:
+    _, x = files
+    npt.fit(x, gamma=0.5, n_components=3, landmarks=60).save(tmp_path / "lm.zarr")
+    code, out, _ = _run(capsys, "info", tmp_path / "lm.zarr")
+    assert code == 0
+    info = json.loads(out)
+    assert info["landmarks"]["m"] == 60
+    assert "indices" not in json.dumps(info)
+    assert "plan" not in info["manifest"]["diagnostics"]  # shown once, at the top
+    assert len(out.splitlines()) < 120
+
+
+def test_config_errors_use_the_config_keys(tmp_path, capsys) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('name = "c"\n[data]\nsource = "moons"\n[model]\ngamma = -1\n')
+    code, _, err = _run(capsys, "run", config)
+    assert code == 2
+    assert "[model] table: The 'gamma' parameter must be" in err
+    assert "--gamma" not in err
+    config.write_text('name = "c"\n[data]\nsource = "moons"\n[model]\nn_component = 5\n')
+    code, _, err = _run(capsys, "run", config)
+    assert "Unknown key 'n_component' (did you mean 'n_components'?) in [model]" in err
+
+
+# --- item 13: plots ---------------------------------------------------------------------------
+
+
+def test_scatter_names_the_wrong_argument() -> None:
+    pytest.importorskip("matplotlib")
+    from npt_dask import plot
+
+    y = np.random.default_rng(0).normal(size=(50, 4))
+    with pytest.raises(ValueError, match=r"labels has 49 entries but there are 50 samples"):
+        plot.coordinate_scatter(y, np.zeros(49))
+    with pytest.raises(ValueError, match=r"components=\(0, 200\) is outside the 4 coordinate"):
+        plot.coordinate_scatter(y, components=(0, 200))
+
+
+def test_legends_beside_the_points_titled_by_what_colours_them() -> None:
+    pytest.importorskip("matplotlib")
+    from npt_dask import plot
+
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset(
+        {"coordinates": (("sample", "component"), rng.normal(size=(60, 3))),
+         "residual": (("sample",), rng.random(60))},
+        coords={"digit": ("sample", np.arange(60) % 3), "label": ("sample", np.arange(60) % 10)},
+    )  # fmt: skip
+    fig = plot.coordinate_scatter(ds, "digit")
+    assert fig.axes[0].get_legend() is None  # not drawn over the points
+    (legend,) = fig.legends
+    assert legend.get_title().get_text() == "digit"
+    fig = plot.residual_histogram(ds, "label")  # 10 labels: one panel each
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert len(panels) == 10
+    assert [ax.get_title() for ax in panels[:2]] == ["label 0", "label 1"]
+
+
+# --- item 5: numpy inputs are shipped once, never inside a task graph -------------------------
+
+
+def test_numpy_input_on_a_cluster_sends_no_large_graph() -> None:
+    from distributed import Client, LocalCluster
+
+    x = np.random.default_rng(0).random((3000, 500))  # 11.4 MiB: above distributed's 10 MB
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                     dashboard_address=None) as cluster,
+        Client(cluster),
+        warnings.catch_warnings(record=True) as caught,
+    ):  # fmt: skip
+        warnings.simplefilter("always")
+        model = npt.fit(x, gamma="scale", n_components=5, landmarks=100, random_state=0)
+        y = model.transform(x[:1000])
+    large = [str(w.message) for w in caught if "Sending large graph" in str(w.message)]
+    assert not large
+    local = npt.fit(x, gamma="scale", n_components=5, landmarks=100, random_state=0)
+    np.testing.assert_allclose(np.abs(y), np.abs(local.transform(x[:1000])), atol=1e-10)

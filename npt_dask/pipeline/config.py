@@ -26,14 +26,15 @@ values. ``to_dict``/``from_dict`` round-trip; nothing here reads data.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import InputError
-from npt_dask.params import FitParams
+from npt_dask.params import FitParams, names
 from npt_dask.pipeline.grow import GrowConfig
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "ModelConfig",
     "OutputConfig",
     "PipelineConfig",
+    "check_keys",
     "load_config",
     "model_config",
 ]
@@ -52,13 +54,30 @@ SOURCES = ("digits", "npz", "zarr", "moons")
 METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge")
 
 
+def check_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
+    """Refuse keys outside ``allowed``, suggesting the nearest for a typo.
+
+    >>> check_keys(["n_component"], ["n_components", "gamma"], "in [model]")
+    Traceback (most recent call last):
+    ...
+    npt_dask.errors.InputError: Unknown key 'n_component' (did you mean 'n_components'?) ...
+    """
+    names = sorted(allowed)
+    unknown = sorted(set(given) - set(names))
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(unknown) > 1 else ""
+    raise InputError(f"Unknown key{plural} {', '.join(hints)} {where}; allowed: {names}.")
+
+
 def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:
     if not isinstance(values, Mapping):
         raise InputError(f"[{section}] must be a table; got {type(values).__name__}.")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise InputError(f"Unknown key(s) {unknown} in [{section}]; allowed: {sorted(names)}.")
+    check_keys(values, (f.name for f in dataclasses.fields(cls)), f"in [{section}]")
     return cls(**values)
 
 
@@ -161,7 +180,11 @@ def model_config(values: Mapping[str, Any]) -> FitParams:
     """The ``[model]`` table as :class:`~npt_dask.params.FitParams`."""
     if not isinstance(values, Mapping):
         raise InputError(f"[model] must be a table; got {type(values).__name__}.")
-    return FitParams.from_mapping({**MODEL_DEFAULTS, **values}, section="model")
+    check_keys(values, names(), "in [model]")
+    try:
+        return FitParams.from_mapping({**MODEL_DEFAULTS, **values}, section="model")
+    except (ValueError, TypeError) as exc:  # the table's wording, placed in the config
+        raise type(exc)(f"In the config's [model] table: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -236,9 +259,7 @@ class PipelineConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> PipelineConfig:
         """Validate a parsed TOML document (the caller's mapping is not modified)."""
         allowed = {"name", "version", "data", "model", "methods", "cluster", "output", "grow"}
-        unknown = sorted(set(values) - allowed)
-        if unknown:
-            raise InputError(f"Unknown top-level key(s) {unknown}; allowed: {sorted(allowed)}.")
+        check_keys(values, allowed, "at the top level")
         if "name" not in values:
             raise InputError("The config needs a top-level name = '...'.")
         version = values.get("version", CONFIG_VERSION)

@@ -9,12 +9,13 @@ metrics dict plus the figures it wants saved. Nothing here writes files.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from npt_dask.errors import InputError
+from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.model import NPTModel
 from npt_dask.pipeline.data import Split
 
@@ -46,16 +47,46 @@ def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) ->
     solver = params.pop("solver", "chunked")
     c = float(params.pop("C", 1.0))
     y_tr, y_te = _labels(train), _labels(test)
+    notes: list[str] = []  # scikit-learn's convergence messages
     if solver == "chunked":  # streams the zarr chunks: out of core
         svm = ChunkedLinearSVM(C=c, random_state=0, **params).fit(train["coordinates"], y_tr)
         pred = svm.predict(test["coordinates"]).values
     elif solver in ("svc", "liblinear"):  # reads the coordinates into memory (n x r)
         svm = linear_svm(solver, c, **params)
-        svm.fit(np.asarray(train["coordinates"].values), y_tr)
+        notes = _fit_recording_convergence(svm, np.asarray(train["coordinates"].values), y_tr)
         pred = svm.predict(np.asarray(test["coordinates"].values))
     else:
         raise InputError(f"ksvm solver must be 'chunked', 'svc' or 'liblinear'; got {solver!r}.")
-    return {"solver": solver, "C": c, "test_accuracy": _accuracy(pred, y_te)}, {}
+    metrics = {"solver": solver, "C": c, "test_accuracy": _accuracy(pred, y_te)}
+    if notes:
+        metrics["convergence"] = {"converged": False, "message": notes[0], "hint": _SVM_HINT}
+    return metrics, {}
+
+
+_SVM_HINT = (
+    "liblinear's dual coordinate descent did not converge: NPT coordinates are not "
+    "standardised (column i has variance lambda_i / n, a wide range), and more iterations "
+    "rarely help. Lower C, or use solver = 'chunked' (out of core) or 'svc'."
+)
+
+
+def _fit_recording_convergence(svm: Any, x: np.ndarray, y: np.ndarray) -> list[str]:
+    """Fit ``svm``; scikit-learn's convergence warnings are returned (for the report) and
+    replaced by one :class:`~npt_dask.errors.ConvergenceWarning` whose hint is true."""
+    from sklearn.exceptions import ConvergenceWarning as SklearnConvergence
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svm.fit(x, y)
+    notes = []
+    for w in caught:
+        if issubclass(w.category, SklearnConvergence):
+            notes.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if notes:
+        warn(f"ksvm: {_SVM_HINT} (recorded in report.json)", ConvergenceWarning)
+    return notes
 
 
 def _ridge(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from npt_dask._display import landmark_text
 from npt_dask.progress import count
 
 __all__ = ["summary_text", "write_figures", "write_report"]
@@ -39,6 +40,7 @@ def summary_text(report: Mapping[str, Any]) -> str:
         f"solver {model['solver']}, "
         f"{count(model['passes'], 'pass', 'passes')}, residual {model['max_residual']:.1e}"
         + (" (reused from the store)" if model["reused"] else ""),
+        *([landmark_text(model["landmarks"])] if model.get("landmarks") else []),
         "stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()),
         f"peak memory: driver {report['memory']['driver_peak_gib']:.2f} GiB, "
         f"largest worker {report['memory']['worker_peak_gib']:.2f} GiB",

@@ -26,6 +26,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask._display import landmark_summary
 from npt_dask._inputs import data_variance, float_dtype
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError, StoreError
@@ -173,6 +174,11 @@ def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
         yield connected
 
 
+def _outlives(cfg: PipelineConfig, client: Any | None) -> bool:
+    """Whether the run's cluster is still up after it (the caller's, or a scheduler's)."""
+    return client is not None or bool(cfg.cluster.address or cfg.cluster.scheduler_file)
+
+
 def _tls(c: Any) -> Any:
     if not (c.tls_ca_file or c.tls_cert or c.tls_key):
         return None
@@ -204,7 +210,7 @@ def _model_summary(model: NPTModel, reused: bool) -> dict[str, Any]:
         "max_residual": float(np.max(d.residuals)) if len(d.residuals) else 0.0,
         "eigenvalues_first": model.eigenvalues[:5].tolist(),
         "reused": reused,
-    }
+    } | ({"landmarks": landmark_summary(dict(d.landmarks))} if d.landmarks else {})
 
 
 def _worker_peak(client: Any) -> int:
@@ -288,7 +294,8 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
         methods, figures = _run_methods(config, model, proj, split, clock)
         worker_peak = _worker_peak(active)
-        dashboard = getattr(active, "dashboard_link", None)
+        # only a cluster that outlives the run has a dashboard worth a link
+        dashboard = getattr(active, "dashboard_link", None) if _outlives(config, client) else None
     written = write_figures(out, figures) if config.output.plots and _has_matplotlib() else []
     report = {
         "name": config.name,
@@ -304,8 +311,9 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         **({"grow": grown} if grown is not None else {}),
         "outputs": {"dir": str(out), "stores": [s for s in _STORES if (out / s).exists()],
                     "figures": written},
-        "dashboard": dashboard,
     }  # fmt: skip
+    if dashboard:
+        report["dashboard"] = dashboard
     write_report(out, report)
     return report
 
