@@ -159,6 +159,11 @@ def _matches(value: Any, hint: Any) -> bool:
     return True  # arrays and anything else: checked where they are read
 
 
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint) or hint
+    return f"a {getattr(origin, '__name__', str(origin))}"
+
+
 def parse_fields(
     cls: type, data: Mapping[str, Any], where: str, *, note: bool = True
 ) -> dict[str, Any]:
@@ -177,8 +182,8 @@ def parse_fields(
     for name in set(hints) & set(data):
         if not _matches(data[name], hints[name]):
             raise StoreError(
-                f"{where}: field {name!r} is {data[name]!r}, not a {hints[name]}; the store is "
-                "damaged (or was edited by hand). Save the model again."
+                f"{where}: field {name!r} is {data[name]!r}, not {_type_name(hints[name])}; "
+                "the store is damaged (or was edited by hand). Save the model again."
             )
         out[name] = data[name]
     return out
