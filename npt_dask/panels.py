@@ -14,7 +14,10 @@ Where a panel is held (:meth:`ChunkedPanels.keep`):
   scratch directory under dask's ``temporary-directory`` (else the system's
   temporary directory). A file goes when no array refers to it any more,
   and the directory when the panels are closed. (``allow_pickle=False``: no
-  pickle is written or read.)
+  pickle is written or read.) The directory's name carries its owner
+  (``npt-basis-<host>-<pid>-<start>-*``, :mod:`npt_dask._owners`): a SIGTERM
+  removes this process's scratch before the process ends, and the scratch of
+  processes killed outright (SIGKILL) is removed by the next chunked fit.
 
 Every product is a dask array expression over those chunks: ``a.T @ b`` is a
 sum over row chunks of ``a_i.T @ b_i``, ``a @ c`` a row-local product with a
@@ -27,12 +30,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import signal
 import tempfile
+import threading
 import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import dask
 import dask.array as da
@@ -40,6 +48,7 @@ import numpy as np
 from dask import delayed
 from dask.array import PerformanceWarning
 
+from npt_dask._owners import OWNER_PATTERN, is_dead, owner_tag
 from npt_dask._scheduler import blas_threads_for_tasks, compute, current_client
 from npt_dask.blocks import (
     chunk_seeds,
@@ -50,7 +59,7 @@ from npt_dask.blocks import (
     tsqr_r,
 )
 
-__all__ = ["ChunkedPanels", "scratch_root"]
+__all__ = ["ChunkedPanels", "remove_dead_scratch", "scratch_root"]
 
 Apply = Callable[[da.Array, Callable[[da.Array], da.Array]], da.Array]
 
@@ -58,6 +67,52 @@ Apply = Callable[[da.Array, Callable[[da.Array], da.Array]], da.Array]
 def scratch_root() -> str:
     """Where local panels are written: dask's ``temporary-directory``, else the system's."""
     return str(dask.config.get("temporary-directory", None) or tempfile.gettempdir())
+
+
+_SCRATCH = re.compile(rf"^npt-basis-({OWNER_PATTERN})-[A-Za-z0-9_]+$")
+_LIVE_SCRATCH: set[str] = set()  # this process's scratch directories, for SIGTERM
+
+
+def remove_dead_scratch(root: str) -> list[str]:
+    """Remove the scratch directories under ``root`` of processes that are gone
+    (killed during a chunked fit); returns their paths. Others are left alone."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            match = _SCRATCH.match(entry.name)
+            if match and entry.is_dir() and is_dead(match.group(1)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Remove this process's scratch, then do what SIGTERM did before (default: end)."""
+    for path in list(_LIVE_SCRATCH):
+        shutil.rmtree(path, ignore_errors=True)
+    _LIVE_SCRATCH.clear()
+    previous = _PREVIOUS.get("handler", signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+        return
+    if previous == signal.SIG_IGN:
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PREVIOUS: dict[str, Any] = {}
+
+
+def _remove_on_sigterm() -> None:
+    """Install :func:`_on_sigterm` (chaining the handler it replaces); only the main
+    thread can set handlers, elsewhere the next fit removes what a SIGTERM left."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGTERM)
+    if current is not _on_sigterm:
+        _PREVIOUS["handler"] = current
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class _ScratchFile:
@@ -152,7 +207,12 @@ class ChunkedPanels:
         if not self.on_cluster:
             root = directory or scratch_root()
             Path(root).mkdir(parents=True, exist_ok=True)
-            self._scratch = tempfile.TemporaryDirectory(prefix="npt-basis-", dir=root)
+            remove_dead_scratch(root)
+            self._scratch = tempfile.TemporaryDirectory(
+                prefix=f"npt-basis-{owner_tag()}-", dir=root
+            )
+            _LIVE_SCRATCH.add(self._scratch.name)
+            _remove_on_sigterm()
         self._held: set[str] = set()
         self._q, self._w = _Columns(), _Columns()
         self.writes = 0
@@ -208,6 +268,7 @@ class ChunkedPanels:
         self._held.clear()
         if self._scratch is not None:
             self._scratch.cleanup()
+            _LIVE_SCRATCH.discard(self._scratch.name)
 
     # --- the Panels interface ----------------------------------------------------------
 

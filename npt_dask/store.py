@@ -61,6 +61,7 @@ __all__ = [
     "StoreError",
     "StoredModel",
     "StoredTraining",
+    "check_identity",
     "check_target",
     "manifest_checksum",
     "model_identity",
@@ -158,6 +159,11 @@ def _matches(value: Any, hint: Any) -> bool:
     return True  # arrays and anything else: checked where they are read
 
 
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint) or hint
+    return f"a {getattr(origin, '__name__', str(origin))}"
+
+
 def parse_fields(
     cls: type, data: Mapping[str, Any], where: str, *, note: bool = True
 ) -> dict[str, Any]:
@@ -176,8 +182,8 @@ def parse_fields(
     for name in set(hints) & set(data):
         if not _matches(data[name], hints[name]):
             raise StoreError(
-                f"{where}: field {name!r} is {data[name]!r}, not a {hints[name]}; the store is "
-                "damaged (or was edited by hand). Save the model again."
+                f"{where}: field {name!r} is {data[name]!r}, not {_type_name(hints[name])}; "
+                "the store is damaged (or was edited by hand). Save the model again."
             )
         out[name] = data[name]
     return out
@@ -517,7 +523,9 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
     small = {name: _read(arrays[name], name, path) for name in names if name != "x_train"}
     if "x_train" in arrays:
         x_train = da.from_array(
-            CheckedArray(arrays["x_train"], f"{path}/x_train"),
+            CheckedArray(
+                arrays["x_train"], f"{path.resolve()}/x_train", manifest_checksum(manifest)
+            ),
             chunks=arrays["x_train"].chunks,
             asarray=False,
             name=f"x_train-{manifest_checksum(manifest)[:16]}",
@@ -542,13 +550,17 @@ class CheckedArray:
     """A stored zarr array whose reads fail as a StoreError naming it (not zarr's bare
     checksum ``ValueError``); ``da.from_array`` keeps this small object in the graph."""
 
-    def __init__(self, array: Any, where: str) -> None:
-        self.array, self.where = array, where
+    def __init__(self, array: Any, where: str, identity: str = "") -> None:
+        self.array, self.where, self.identity = array, where, identity
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
 
     def __getitem__(self, index: Any) -> np.ndarray:
         try:
-            return np.asarray(self.array[index])
+            values = np.asarray(self.array[index])
+            check_identity(self.where.rpartition("/")[0], self.identity)
+            return values
+        except StoreError:
+            raise
         except ValueError as exc:  # zarr's checksum mismatch, a chunk that does not decode
             raise StoreError(
                 f"{self.where} failed its integrity check ({exc}); the store is damaged. "
@@ -587,15 +599,21 @@ class StoredTraining:
 
     def check_identity(self) -> None:
         """Refuse, inside a task, a store that no longer holds the model the run started with."""
-        if not self.identity:
-            return
-        try:
-            now = manifest_checksum(_open_manifest(Path(self.path), note=False)[1])
-        except StoreError as exc:
-            now = f"unreadable ({exc})"
-        if now != self.identity:
-            raise StoreError(
-                f"The model at {self.path} changed while it was in use (its manifest "
-                f"checksum is now {now[:16]}..., the run started with {self.identity[:16]}...); "
-                "nothing computed from it was kept. Load the model again and rerun."
-            )
+        check_identity(self.path, self.identity)
+
+
+def check_identity(path: str | os.PathLike, identity: str) -> None:
+    """Refuse a store at ``path`` that no longer holds the model of checksum ``identity``
+    (replaced by a save while a task read it); an empty ``identity`` is not checked."""
+    if not identity:
+        return
+    try:
+        now = manifest_checksum(_open_manifest(Path(path), note=False)[1])
+    except StoreError as exc:
+        now = f"unreadable ({exc})"
+    if now != identity:
+        raise StoreError(
+            f"The model at {path} changed while it was in use (its manifest checksum is "
+            f"now {now[:16]}..., it was {identity[:16]}... when loaded); nothing computed "
+            "from it was kept. Load the model again and rerun."
+        )

@@ -128,6 +128,8 @@ def test_model_replaced_after_load_is_refused(saved, tmp_path):
     assert not _done(out).any()
     with pytest.raises(StoreError, match="changed"):
         loaded.transform(z)
+    with pytest.raises(StoreError, match="changed"):  # its training rows, read lazily
+        loaded.x_train.compute()
 
 
 def test_model_replaced_mid_run_fails_loudly(saved, tmp_path):
