@@ -181,6 +181,6 @@ def test_next_save_removes_stale_temporaries_of_dead_writers_only(fitted, tmp_pa
     shutil.copytree(path, tmp_path / f".m.zarr.tmp-{dead}-0123abcd")
     shutil.copytree(path, tmp_path / f".m.zarr.old-{dead}-0123abce")
     (tmp_path / f".m.zarr.tmp-{alive}-0123abcf").mkdir()  # a save in progress: kept
-    model.save(path)
+    model.save(path, overwrite=True)
     assert sorted(os.listdir(tmp_path)) == [f".m.zarr.tmp-{alive}-0123abcf", "m.zarr"]
     np.testing.assert_array_equal(npt.load(path).transform(z), model.transform(z))
