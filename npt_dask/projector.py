@@ -143,7 +143,7 @@ class Projector:
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        parts = x.to_delayed()
+        parts = x.to_delayed(optimize_graph=False)  # keys stable across graphs (no run_spec clash)
         if self.kernel.is_precomputed:
             return [list(parts[i]) for i in range(parts.shape[0])]
         return [parts[i, 0] for i in range(parts.shape[0])]
@@ -237,7 +237,7 @@ def _ship(model: NPTModel) -> ShippedTraining:
     if model.kernel.is_precomputed:  # no training rows: the test x train blocks carry them
         x_blocks: list[Any] = [None] * len(blocks)
     else:
-        x_blocks = persist_blocks(model.x_train.to_delayed().ravel())
+        x_blocks = persist_blocks(model.x_train.to_delayed(optimize_graph=False).ravel())
     return ShippedTraining(x_blocks, ship_blocks(blocks))
 
 

@@ -115,7 +115,8 @@ def test_every_entry_point_refuses_alike(name, value, tmp_path, capsys):
     if name != "kernel":
         assert f"'{name}'" in message, message
     assert _message(lambda: FitParams(**_kwargs(name, value))) == (kind, message)
-    assert _message(lambda: PipelineConfig.from_dict(_config(name, value))) == (kind, message)
+    config_kind, config_message = _message(lambda: PipelineConfig.from_dict(_config(name, value)))
+    assert (config_kind, config_message) == (kind, f"In the config's [model] table: {message}")
     if name in ESTIMATOR:
         est = npt.NonlinearProjection(**_kwargs(name, value))
         assert _message(lambda: est.fit(X)) == (kind, message)
