@@ -75,7 +75,9 @@ DEFAULT_RTOL = {"float64": 1e-10, "float32": 1e-6}
 float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise there."""
 
 Solver = Literal["auto", "dense", "krylov"]
-"""The eigensolvers (``"auto"``: dense up to :data:`npt_dask.planning.DENSE_MAX_SAMPLES` rows)."""
+"""The eigensolvers (``"auto"``: dense for the full rank, up to
+:data:`npt_dask.planning.DENSE_MAX_SAMPLES` rows, or from ``n_components >=
+DENSE_FRACTION * n`` when the explicit matrix fits the memory budget)."""
 
 SolverAlias = Literal["arpack", "randomized"]
 """scikit-learn's ``eigen_solver`` names for the iterative solver (:data:`SOLVER_ALIASES`)."""

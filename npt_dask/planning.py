@@ -393,9 +393,13 @@ def _check_rank(n: int, r: int | None, center: bool) -> None:
         )
 
 
-def _choose_solver(n: int, r: int | None, solver: str) -> str:
+def _choose_solver(n: int, r: int | None, solver: str, budget: int) -> str:
+    """``"auto"``: dense for the full rank, small n, or a large share of the spectrum
+    (``r >= DENSE_FRACTION * n``: a Krylov basis would hold half of n columns anyway)
+    when the explicit matrix fits the memory budget; Krylov otherwise."""
     if solver == "auto":
-        solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES else "krylov"
+        wide = r is not None and r >= DENSE_FRACTION * n and dense_bytes(n) <= budget
+        solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES or wide else "krylov"
     if solver == "krylov" and r is None:
         raise InputError(
             "n_components=None (the full effective rank) needs solver='dense'; "
@@ -553,7 +557,7 @@ def plan_fit(
     if memory_budget is None:
         memory_budget = default_memory_budget()
     _check_rank(n, n_components, center)
-    chosen = _choose_solver(n, n_components, solver)
+    chosen = _choose_solver(n, n_components, solver, memory_budget)
     if chosen == "dense":
         return _dense_plan(n, n_components, chunks, memory_budget, threads)
     r = int(n_components or 0)

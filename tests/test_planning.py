@@ -201,3 +201,14 @@ def test_measured_peak_within_input_budget_and_overhead(n, r, chunk, budget):
     plan = result["plan"]
     assert plan["driver_bytes"] + plan["worker_bytes"] <= budget
     assert result["growth"] <= budget + FIXED_OVERHEAD, result
+
+
+def test_auto_takes_the_dense_solver_for_a_large_share_of_the_spectrum_when_it_fits():
+    """r = n/2 of a 10,000-row landmark kernel: a Krylov basis would hold n columns on
+    disk (243 s measured) where the explicit eigendecomposition takes 120 s."""
+    kw = dict(n=10_000, d=784, n_components=5_000, row_chunks=[4096, 4096, 1808], itemsize=8)
+    assert plan_fit(**kw, memory_budget=4 * 2**30, threads=2).solver == "dense"
+    asked = plan_fit(**kw, memory_budget=4 * 2**30, threads=2, solver="krylov")
+    assert asked.solver == "krylov"
+    small = dict(kw, n_components=2_000)  # below DENSE_FRACTION * n
+    assert plan_fit(**small, memory_budget=4 * 2**30, threads=2).solver == "krylov"

@@ -24,6 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import npt_dask as npt
 import npt_dask.methods._passes as passes_module
 import npt_dask.methods.ridge as ridge_module
+from npt_dask.blocks import LinearMoments
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods import Ridge, RidgeClassifier, ridge_moments
 from tests.conftest import centered_gram
@@ -207,19 +208,29 @@ def _dense_gcv(coords, t, alphas, fit_intercept):
     return np.array(out)
 
 
+FEW_ALPHAS = ALPHAS[1 : 1 + ridge_module.CHOLESKY_MAX_ALPHAS]
+MANY_ALPHAS = list(np.logspace(-4, 2, ridge_module.CHOLESKY_MAX_ALPHAS + 3))
+
+
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("targets", ["1d", "2d"])
-def test_gcv_scores_match_the_dense_hat_matrix(data, centred, fit_intercept, targets):
+@pytest.mark.parametrize("alphas", [FEW_ALPHAS, MANY_ALPHAS], ids=["cholesky", "eigen"])
+def test_gcv_scores_match_the_dense_hat_matrix(data, centred, fit_intercept, targets, alphas):
+    """Few alphas are solved by a Cholesky factorisation each, many by one eigh: both
+    give the dense hat matrix's GCV scores."""
     _, t, _ = data
     t = t[:, 0] if targets == "1d" else t
     _, coords, _ = centred
     coords = coords + np.linspace(-1.0, 2.0, coords.shape[1])  # not centred
-    reg = Ridge(ALPHAS, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t + 1.0)
-    ref = _dense_gcv(coords, (t if t.ndim == 2 else t[:, None]) + 1.0, ALPHAS, fit_intercept)
+    reg = Ridge(alphas, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t + 1.0)
+    ref = _dense_gcv(coords, (t if t.ndim == 2 else t[:, None]) + 1.0, alphas, fit_intercept)
     np.testing.assert_allclose(reg.alpha_scores_, ref, rtol=1e-8)
-    assert reg.alpha_ == ALPHAS[int(np.argmin(ref))]
+    assert reg.alpha_ == alphas[int(np.argmin(ref))]
     single = Ridge(reg.alpha_, fit_intercept=fit_intercept, chunk_size=50).fit(coords, t + 1.0)
-    np.testing.assert_allclose(reg.coef_, single.coef_, rtol=0, atol=1e-12)
+    # one alpha is one Cholesky solve: the same arithmetic as the Cholesky path; the
+    # eigen path differs by rounding times the condition number (~1e7 at alpha = 1e-4)
+    atol = 1e-12 if alphas is FEW_ALPHAS else 1e-8
+    np.testing.assert_allclose(reg.coef_, single.coef_, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -494,3 +505,23 @@ def test_bad_inputs(data, centred):
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_an_indefinite_gram_falls_back_to_the_clipped_eigen_solution(rng):
+    """Moments whose Gram has a negative eigenvalue beyond the smallest alpha (rounding
+    in a sum gone wrong) cannot be Cholesky-factored: the eigen path clips it at 0."""
+    r = 6
+    q = np.linalg.qr(rng.normal(size=(r, r)))[0]
+    values = np.array([50.0, 20.0, 5.0, 1.0, 0.5, -1e-3])
+    gram = (q * values) @ q.T
+    cross = rng.normal(size=(r, 1))
+    moments = LinearMoments(100.0, np.zeros(r), np.zeros(1), gram, cross, np.array([500.0]))
+    reg = Ridge([1e-6, 1e-4, 1.0], fit_intercept=False).fit_moments(moments)
+    clipped = (q * np.maximum(values, 0.0)) @ q.T
+    ref = Ridge([*np.logspace(-6, 0, 20), 1e-4], fit_intercept=False).fit_moments(
+        LinearMoments(100.0, np.zeros(r), np.zeros(1), clipped, cross, np.array([500.0]))
+    )
+    assert np.all(np.isfinite(reg.coef_))
+    expected = np.linalg.solve(clipped + reg.alpha_ * np.eye(r), cross)[:, 0]
+    np.testing.assert_allclose(reg.coef_, expected, rtol=1e-7)  # condition number ~5e7
+    assert ref.alpha_scores_[-1] == pytest.approx(reg.alpha_scores_[1], rel=1e-10)

@@ -10,9 +10,11 @@ kernel plus the target mean.
 
 The fit needs only ``Y^T Y``, ``Y^T T``, the column sums of Y and T, the
 row count and ``||T||^2`` (all r x r or smaller), accumulated in float64 in
-one streaming pass over the row chunks; the driver then solves an r x r
-eigenproblem. Candidate alphas are scored by generalised cross-validation
-(GCV) from the same pass, or by exact leave-one-out with a second pass.
+one streaming pass over the row chunks; the driver then solves r x r
+systems (a Cholesky factorisation per alpha, or one eigendecomposition shared
+by many alphas: ``CHOLESKY_MAX_ALPHAS``). Candidate alphas are scored by
+generalised cross-validation (GCV) from the same pass, or by exact
+leave-one-out with a second pass.
 """
 
 from __future__ import annotations
@@ -115,7 +117,27 @@ class _Solution:
         return scores
 
 
-def _solve(moments: tuple, fit_intercept: bool, alphas: np.ndarray) -> _Solution:
+CHOLESKY_MAX_ALPHAS = 4
+"""Up to this many candidate alphas are solved by one Cholesky factorisation each
+(``r^3/3``, and ``r^3/3`` more for GCV's ``tr (G + alpha I)^-1``); more share one
+eigendecomposition of the Gram (then ``O(r^2 k)`` per alpha). Measured at
+r = 5,000 (2 cores): 2.3 s per alpha against 12 s for the eigendecomposition."""
+
+
+@dataclass(frozen=True)
+class _Centred:
+    """The normal equations' statistics, centred when there is an intercept."""
+
+    n: float
+    x_mean: np.ndarray  # (r,), zeros without intercept
+    t_mean: np.ndarray  # (k,), zeros without intercept
+    gram: np.ndarray  # (r, r), symmetric
+    cross: np.ndarray  # (r, k)
+    t_norm2: np.ndarray  # (k,)
+    h0: float  # leverage of the intercept: 1/n, or 0
+
+
+def _centre(moments: tuple, fit_intercept: bool) -> _Centred:
     n, x_sum, t_sum, gram, cross, t2 = moments
     n = float(n)
     if fit_intercept:
@@ -125,18 +147,63 @@ def _solve(moments: tuple, fit_intercept: bool, alphas: np.ndarray) -> _Solution
         t2 = t2 - t_sum * t_mean
     else:
         x_mean, t_mean = np.zeros_like(x_sum), np.zeros_like(t_sum)
-    values, vectors = scipy.linalg.eigh((gram + gram.T) / 2, driver="evd")
+    gram = (gram + gram.T) / 2
+    h0 = 1.0 / n if fit_intercept else 0.0
+    return _Centred(n, x_mean, t_mean, gram, cross, np.maximum(t2, 0.0), h0)
+
+
+def _solve(c: _Centred, alphas: np.ndarray) -> _Solution:
+    values, vectors = scipy.linalg.eigh(c.gram, driver="evd")
     return _Solution(
-        n=n,
-        x_mean=x_mean,
-        t_mean=t_mean,
+        n=c.n,
+        x_mean=c.x_mean,
+        t_mean=c.t_mean,
         values=np.maximum(values, 0.0),
         vectors=vectors,
-        projected=vectors.T @ cross,
-        t_norm2=np.maximum(t2, 0.0),
-        h0=1.0 / n if fit_intercept else 0.0,
+        projected=vectors.T @ c.cross,
+        t_norm2=c.t_norm2,
+        h0=c.h0,
         alphas=alphas,
     )
+
+
+def _cholesky_solve(c: _Centred, alpha: float) -> tuple[np.ndarray, float] | None:
+    """``W = (G + alpha I)^-1 B`` and GCV's ``tr H``; None if the factorisation fails."""
+    shifted = c.gram.copy()
+    shifted.flat[:: shifted.shape[0] + 1] += alpha
+    try:
+        low = scipy.linalg.cholesky(shifted, lower=True, overwrite_a=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    coef = scipy.linalg.cho_solve((low, True), c.cross, check_finite=False)
+    inverse, info = scipy.linalg.lapack.dtrtri(low, lower=1, overwrite_c=1)
+    if info != 0:
+        return None
+    # tr (G + aI)^-1 G = r - a tr (G + aI)^-1 = r - a ||L^-1||_F^2 (scipy's factor has a
+    # zeroed upper triangle, which dtrtri leaves alone)
+    trace = c.n * c.h0 + len(coef) - alpha * float(np.vdot(inverse, inverse))
+    return coef, trace
+
+
+def _gcv_by_cholesky(c: _Centred, alphas: np.ndarray) -> tuple[list, np.ndarray] | None:
+    """Each alpha's coefficients and GCV score from its own Cholesky factorisation.
+
+    ``RSS = ||T||^2 - <W, B> - alpha ||W||^2`` (as ``G W = B - alpha W``), the
+    same score as :meth:`_Solution.gcv`. None when a factorisation fails
+    (a Gram too indefinite for the smallest alpha): the eigen path handles it.
+    """
+    coefs, scores = [], np.empty(len(alphas))
+    for a, alpha in enumerate(alphas):
+        solved = _cholesky_solve(c, float(alpha))
+        if solved is None:
+            return None
+        coef, trace = solved
+        rss = c.t_norm2 - np.sum(coef * c.cross, axis=0) - alpha * np.sum(coef**2, axis=0)
+        scores[a] = np.mean(np.maximum(rss, 0.0)) / c.n / (1.0 - trace / c.n) ** 2
+        coefs.append(coef)
+    if len(alphas) == 1:
+        scores[:] = np.nan
+    return coefs, scores
 
 
 def ridge_moments(Y: Any, T: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict[str, np.ndarray]:
@@ -271,8 +338,8 @@ _SHARED_DOC = """
         ``False`` the model goes through the origin, like ``KernelRidge``.
     criterion : {"gcv", "loo"}, default "gcv"
         How candidate alphas are scored. ``"gcv"``: generalised
-        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the eigenvalues
-        of the r x r Gram and ``||T||^2``, so it needs no pass beyond the fit's
+        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the r x r Gram
+        and ``||T||^2``, so it needs no pass beyond the fit's
         one. ``"loo"``: exact leave-one-out, which needs every row's leverage
         ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
         (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
@@ -286,8 +353,10 @@ _SHARED_DOC = """
 _SHARED_NOTES = """
     One pass over the row chunks accumulates, in float64, the counts, column
     sums, ``Y^T Y`` (r x r), ``Y^T T`` (r x k) and ``||T||^2`` (k), summed in
-    a tree; the driver solves the r x r eigenproblem of the centred Gram, so
-    every candidate alpha costs O(r^2 k) more. Memory: each task holds one
+    a tree; the driver factors the centred Gram: up to ``CHOLESKY_MAX_ALPHAS``
+    alphas by a Cholesky factorisation each (``2 r^3 / 3`` flops with the
+    trace GCV needs), more by one eigendecomposition (``~4 r^3``) after which
+    each alpha costs O(r^2 k). Memory: each task holds one
     row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
     whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
     second time, each task holding its chunk rotated into the eigenbasis
@@ -347,18 +416,26 @@ class _RidgeBase(BaseEstimator):
     def _fit_solution(
         self, moments: tuple, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
     ) -> np.ndarray:
-        sol = _solve(moments, bool(self.fit_intercept), alphas)
-        if len(alphas) == 1:
-            scores = np.full(1, np.nan)
-        elif self.criterion == "gcv":
-            scores = sol.gcv()
-        else:  # second pass: each row's leverage and residual, for every alpha
-            scores = chunk_sums(loo_of, arrays, *args, sol)[0].mean(axis=1) / sol.n
+        c = _centre(moments, bool(self.fit_intercept))
+        no_pass = len(alphas) == 1 or self.criterion == "gcv"
+        by_cholesky = None
+        if no_pass and len(alphas) <= CHOLESKY_MAX_ALPHAS:
+            by_cholesky = _gcv_by_cholesky(c, alphas)
+        if by_cholesky is not None:
+            coefs, scores = by_cholesky
+        else:
+            sol = _solve(c, alphas)
+            if len(alphas) == 1:
+                scores = np.full(1, np.nan)
+            elif self.criterion == "gcv":
+                scores = sol.gcv()
+            else:  # second pass: each row's leverage and residual, for every alpha
+                scores = chunk_sums(loo_of, arrays, *args, sol)[0].mean(axis=1) / sol.n
         best = 0 if len(alphas) == 1 else int(np.argmin(np.nan_to_num(scores, nan=np.inf)))
         self.alpha_ = float(alphas[best])
         self.alpha_scores_ = scores
-        coef = sol.coef(self.alpha_)
-        self.intercept_ = sol.t_mean - sol.x_mean @ coef
+        coef = coefs[best] if by_cholesky is not None else sol.coef(self.alpha_)
+        self.intercept_ = c.t_mean - c.x_mean @ coef
         return coef
 
     # --- prediction
