@@ -16,6 +16,7 @@ both directions by :func:`as_kernel_matrix`, never gathered into full rows.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,7 +26,7 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask._scheduler import compute, numpy_rows
-from npt_dask.errors import InputError, InputTypeError
+from npt_dask.errors import InputError, InputTypeError, KernelScaleWarning
 from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
@@ -237,21 +238,24 @@ def as_kernel_matrix(
 
 
 def check_symmetric(k: da.Array, name: str) -> None:
-    """Refuse a training kernel matrix that is not symmetric up to rounding.
+    """Warn when a training kernel matrix is not symmetric beyond rounding.
 
-    One read pass (each block beside its transposed partner). Below the
-    tolerance, ``sqrt(eps)`` of ``max |K|``, the asymmetry is rounding and the
-    solvers use the symmetric part ``(K + K^T) / 2``.
+    One read pass (each block beside its transposed partner). The solvers use
+    the symmetric part ``(K + K^T) / 2`` (as scikit-learn's ``KernelPCA`` does,
+    whose own tests fit a non-symmetric matrix); beyond ``sqrt(eps)`` of
+    ``max |K|`` that is said, with the fix, since it is rarely what was meant.
     """
     gap, top = compute(abs(k - k.T).max(), abs(k).max())
     gap, top = float(gap), float(top)
     tol = math.sqrt(float(np.finfo(float_dtype(k.dtype)).eps))
     if gap > tol * top:
-        raise InputError(
-            f"With kernel='precomputed', {name} must be symmetric (a kernel matrix is); "
+        warnings.warn(
+            f"With kernel='precomputed', {name} should be symmetric (a kernel matrix is); "
             f"max |{name} - {name}.T| = {gap:.3g}, {gap / top:.3g} of max |{name}| (rounding "
-            f"allows {tol:.1g}). Pass its symmetric part ({name} + {name}.T) / 2 if that is "
-            "what you mean, or check how it was computed."
+            f"allows {tol:.1g}). Its symmetric part ({name} + {name}.T) / 2 is decomposed; "
+            "pass that yourself to silence this, or check how the matrix was computed.",
+            KernelScaleWarning,
+            stacklevel=2,
         )
 
 

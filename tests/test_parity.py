@@ -103,12 +103,15 @@ def test_precomputed_bad_shapes_name_the_fix(gram):
         NonlinearProjection(kernel="precomputed", fit_inverse_transform=True).fit(k)
 
 
-def test_precomputed_non_symmetric_is_refused_its_symmetric_part_fits():
+def test_precomputed_non_symmetric_is_its_symmetric_part_with_a_warning():
+    """scikit-learn's test_kernel_pca_precomputed_non_symmetric: the centred symmetric
+    part of [[1, 2], [3, 40]] is [[9, -9], [-9, 9]] (eigenvalue 18)."""
     k = np.array([[1.0, 2.0], [3.0, 40.0]])
     for solver in ("dense", "krylov"):
         est = NonlinearProjection(kernel="precomputed", n_components=1, solver=solver)
-        with pytest.raises(ValueError, match="must be symmetric"):
+        with pytest.warns(UserWarning, match="should be symmetric"):
             est.fit(k)
+        np.testing.assert_allclose(est.eigenvalues_, [18.0], rtol=1e-12)
         np.testing.assert_allclose(est.fit((k + k.T) / 2).eigenvalues_, [18.0], rtol=1e-12)
 
 

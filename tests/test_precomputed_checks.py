@@ -28,11 +28,15 @@ def test_a_kernel_with_small_but_real_positive_eigenvalues_still_fits():
 
 
 @pytest.mark.parametrize("lazy", [False, True])
-def test_a_non_symmetric_matrix_is_refused_naming_the_fix(lazy):
-    k = K + 0.1 * RNG.normal(size=K.shape)
+def test_a_non_symmetric_matrix_is_decomposed_as_its_symmetric_part_with_a_warning(lazy):
+    """scikit-learn's KernelPCA accepts it (its test_kernel_pca_precomputed_non_symmetric);
+    we say so, naming the fix, and fit exactly what the symmetric part gives."""
+    k = K + 0.1 * RNG.normal(size=K.shape) + 2.0 * np.eye(len(K))  # symmetric part PSD
     x = da.from_array(k, chunks=16) if lazy else k
-    with pytest.raises(InputError, match=r"must be symmetric.*\(X \+ X\.T\) / 2"):
-        npt.fit(x, kernel="precomputed", n_components=2)
+    with pytest.warns(npt.KernelScaleWarning, match=r"should be symmetric.*\(X \+ X\.T\) / 2"):
+        model = npt.fit(x, kernel="precomputed", n_components=2)
+    sym = npt.fit((k + k.T) / 2, kernel="precomputed", n_components=2)
+    np.testing.assert_allclose(model.eigenvalues, sym.eigenvalues, rtol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
