@@ -167,8 +167,9 @@ def _solve(c: _Centred, alphas: np.ndarray) -> _Solution:
     )
 
 
-def _cholesky_solve(c: _Centred, alpha: float) -> tuple[np.ndarray, float] | None:
-    """``W = (G + alpha I)^-1 B`` and GCV's ``tr H``; None if the factorisation fails."""
+def _cholesky_solve(c: _Centred, alpha: float, scored: bool) -> tuple[np.ndarray, float] | None:
+    """``W = (G + alpha I)^-1 B`` and, when ``scored``, GCV's ``tr H`` (else NaN); None if
+    the factorisation fails."""
     shifted = c.gram.copy()
     shifted.flat[:: shifted.shape[0] + 1] += alpha
     try:
@@ -176,13 +177,14 @@ def _cholesky_solve(c: _Centred, alpha: float) -> tuple[np.ndarray, float] | Non
     except np.linalg.LinAlgError:
         return None
     coef = scipy.linalg.cho_solve((low, True), c.cross, check_finite=False)
+    if not scored:  # a single alpha is not scored: no triangular inverse
+        return coef, float("nan")
     inverse, info = scipy.linalg.lapack.dtrtri(low, lower=1, overwrite_c=1)
     if info != 0:
         return None
     # tr (G + aI)^-1 G = r - a tr (G + aI)^-1 = r - a ||L^-1||_F^2 (scipy's factor has a
     # zeroed upper triangle, which dtrtri leaves alone)
-    trace = c.n * c.h0 + len(coef) - alpha * float(np.vdot(inverse, inverse))
-    return coef, trace
+    return coef, c.n * c.h0 + len(coef) - alpha * float(np.vdot(inverse, inverse))
 
 
 def _gcv_by_cholesky(c: _Centred, alphas: np.ndarray) -> tuple[list, np.ndarray] | None:
@@ -192,17 +194,17 @@ def _gcv_by_cholesky(c: _Centred, alphas: np.ndarray) -> tuple[list, np.ndarray]
     same score as :meth:`_Solution.gcv`. None when a factorisation fails
     (a Gram too indefinite for the smallest alpha): the eigen path handles it.
     """
-    coefs, scores = [], np.empty(len(alphas))
+    scored = len(alphas) > 1
+    coefs, scores = [], np.full(len(alphas), np.nan)
     for a, alpha in enumerate(alphas):
-        solved = _cholesky_solve(c, float(alpha))
+        solved = _cholesky_solve(c, float(alpha), scored=scored)
         if solved is None:
             return None
         coef, trace = solved
-        rss = c.t_norm2 - np.sum(coef * c.cross, axis=0) - alpha * np.sum(coef**2, axis=0)
-        scores[a] = np.mean(np.maximum(rss, 0.0)) / c.n / (1.0 - trace / c.n) ** 2
         coefs.append(coef)
-    if len(alphas) == 1:
-        scores[:] = np.nan
+        if scored:
+            rss = c.t_norm2 - np.sum(coef * c.cross, axis=0) - alpha * np.sum(coef**2, axis=0)
+            scores[a] = np.mean(np.maximum(rss, 0.0)) / c.n / (1.0 - trace / c.n) ** 2
     return coefs, scores
 
 
