@@ -25,6 +25,7 @@ __all__ = [
     "blas_threads_for_tasks",
     "compute",
     "current_client",
+    "keep_blocks",
     "numpy_rows",
     "persist_blocks",
     "retry_on_lost_data",
@@ -77,10 +78,12 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     the data. Locally the arrays themselves are returned: tasks of the
     threaded scheduler share them by reference.
 
-    Scattered data have no lineage, so every worker gets a copy
-    (``broadcast``): a worker's death then loses none of them. (The tasks
-    need most blocks on every worker anyway.) If they are lost all the same,
-    :func:`retry_on_lost_data` ships them again.
+    Every worker gets a copy up front (``broadcast``: the tasks need most
+    blocks on every worker). Scattered data have no lineage, and the Active
+    Memory Manager later drops the copies no queued task waits for, so a
+    worker's death can lose them: the caller must ship them again,
+    :func:`retry_on_lost_data` does. Data that must outlive one job belong in
+    :func:`numpy_rows` or :func:`persist_blocks`, which keep lineage.
     """
     client = current_client()
     if client is not None:
@@ -91,21 +94,69 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
 def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
     """A numpy array as a dask array of row chunks (``rows`` as ``da.from_array`` takes it).
 
-    Under a distributed client the row blocks are shipped once
-    (:func:`ship_blocks`) and the array's graph names them: the data never
-    travel inside a task graph ("Sending large graph" on every compute).
     Locally it is ``da.from_array``, which shares the array by reference.
+    Under a distributed client each row block is sent to the cluster once, as
+    the literal value of its own task (:func:`keep_blocks`): task
+    graphs built on the array name its keys, never carry the data ("Sending
+    large graph" on every compute), and the blocks keep their lineage.
+
+    Notes
+    -----
+    Lineage is why this is not ``client.scatter``: scattered data exist only
+    on workers, and the Active Memory Manager (on by default, policy
+    ``ReduceReplicas``) drops every replica no queued task waits for, however
+    many were broadcast. A worker's death then loses blocks for good and every
+    later task on them is cancelled ("lost dependencies"). A kept block is
+    recomputed from the scheduler's copy instead. The cost: the scheduler
+    keeps one copy of the array (``n * d`` values) while the array is alive;
+    data larger than that should come as zarr or dask arrays, whose chunks
+    are read where they are used.
     """
     chunks = normalize_chunks((rows, -1), array.shape, dtype=array.dtype)
-    if current_client() is None:
+    client = current_client()
+    if client is None:
         return da.from_array(array, chunks=chunks, asarray=True)
+    return _literal_rows(client, array, chunks)
+
+
+def _literal_rows(client: Any, array: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> da.Array:
+    """``array``'s row blocks as a dask array on :func:`keep_blocks` futures."""
     starts = np.concatenate([[0], np.cumsum(chunks[0])]).astype(int)
     blocks = [array[a:b] for a, b in itertools.pairwise(starts)]
     parts = [
-        da.from_delayed(delayed(shipped), shape=block.shape, dtype=array.dtype)
-        for block, shipped in zip(blocks, ship_blocks(blocks), strict=True)
+        da.from_delayed(delayed(kept), shape=block.shape, dtype=array.dtype)
+        for block, kept in zip(blocks, keep_blocks(blocks), strict=True)
     ]
     return da.concatenate(parts, axis=0).rechunk({1: -1})
+
+
+def keep_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
+    """Numpy blocks that tasks will use for a long time, sent once and never lost.
+
+    Under a distributed client each block becomes the literal value of a task
+    computed on the cluster, and futures are returned: task graphs carry only
+    their keys, and the scheduler keeps each block's value as the task's
+    specification, so a worker's death makes it rerun the task rather than
+    lose the block (scattered data, :func:`ship_blocks`, have no such
+    lineage). Locally the arrays themselves are returned.
+
+    Notes
+    -----
+    The scheduler holds one copy of the blocks while their futures are alive;
+    the graph is sent once ("Sending large graph" is expected here and
+    silenced).
+    """
+    client = current_client()
+    if client is None:
+        return list(blocks)
+    import uuid
+    import warnings
+
+    name = f"npt-kept-{uuid.uuid4().hex}"
+    literals = [delayed(np.ascontiguousarray(b), name=f"{name}-{i}") for i, b in enumerate(blocks)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        return client.compute(literals)
 
 
 def persist_blocks(blocks: Sequence[Any]) -> list[Any]:

@@ -39,7 +39,7 @@ import numpy as np
 from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
-from npt_dask._scheduler import current_client, persist_blocks, ship_blocks, task_threads
+from npt_dask._scheduler import current_client, keep_blocks, persist_blocks, task_threads
 from npt_dask.blocks import ProjectionTerms, project_parts, project_rows, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
@@ -238,7 +238,7 @@ def _ship(model: NPTModel) -> ShippedTraining:
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(model.x_train.to_delayed(optimize_graph=False).ravel())
-    return ShippedTraining(x_blocks, ship_blocks(blocks))
+    return ShippedTraining(x_blocks, keep_blocks(blocks))
 
 
 def _build(model: NPTModel) -> Projector:

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups 
 FIT = {"kernel": "rbf", "gamma": 0.2, "n_components": 6, "solver": "krylov", "random_state": 0}
 ALLOWED_FAILURES = 1  # scheduler setting: a task may see one worker die under it, not two
 WATCHDOG = 120  # seconds: a test still running then kills its cluster, so it fails, never hangs
+AMM_INTERVAL = "50ms"  # default 2s
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,12 @@ def _watchdog(cluster):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES)}
+    env = {
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": str(ALLOWED_FAILURES),
+        # the Active Memory Manager drops replicas a task does not wait for (ReduceReplicas):
+        # run it often, so a test sees what a long job on a real cluster sees
+        "DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__INTERVAL": AMM_INTERVAL,
+    }
     with _loopback(tmp_path_factory.mktemp("loopback"), n_workers=2, env=env) as c:
         yield c
 
@@ -177,6 +183,30 @@ def test_worker_killed_mid_projection(cluster, client, data, tmp_path, monkeypat
     _project(model, z, tmp_path / "faulted.zarr")
     assert len(cluster.live_workers()) == 1
     assert tree_digest(tmp_path / "faulted.zarr") == tree_digest(tmp_path / "clean.zarr")
+
+
+def test_a_worker_lost_between_calls_loses_nothing(cluster, client, data):
+    """Blocks kept on the cluster across calls (numpy training rows, projection weights)
+    outlive a worker: scattered copies would not, once the Active Memory Manager has
+    dropped the replicas nobody waited for (the worker that died may hold the last one)."""
+    x, z = data
+    model = _fit(x)
+    first = model.transform(z[:600])  # ships the weights; model.x_train lives on the cluster
+    time.sleep(20 * _seconds(AMM_INTERVAL))  # replicas reduced to one copy each
+    held = client.who_has()
+    assert held
+    assert max(len(where) for where in held.values()) == 1  # no spare copies
+    cluster.kill_worker(0)
+    while len(client.scheduler_info()["workers"]) > 1:
+        time.sleep(0.05)
+    np.testing.assert_array_equal(model.transform(z[:600]), first)
+    np.testing.assert_array_equal(_fit(x).eigenvalues, model.eigenvalues)
+
+
+def _seconds(interval):
+    from dask.utils import parse_timedelta
+
+    return parse_timedelta(interval)
 
 
 def _poisoned(rows, at):
