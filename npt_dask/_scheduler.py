@@ -83,7 +83,8 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     Memory Manager later drops the copies no queued task waits for, so a
     worker's death can lose them: the caller must ship them again,
     :func:`retry_on_lost_data` does. Data that must outlive one job belong in
-    :func:`numpy_rows` or :func:`persist_blocks`, which keep lineage.
+    :func:`keep_blocks`, :func:`numpy_rows` or :func:`persist_blocks`, which keep
+    lineage.
     """
     client = current_client()
     if client is not None:

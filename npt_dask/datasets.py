@@ -329,7 +329,7 @@ def deformed_mnist(
     """
     import dask.array as da
 
-    from npt_dask._scheduler import ship_blocks
+    from npt_dask._scheduler import keep_blocks
 
     images, labels = _as_images(source_x, source_y)
     n_rows = _count("n_rows", n_rows, 1)
@@ -346,9 +346,9 @@ def deformed_mnist(
             f"ask for n_rows >= {len(images)}, or pass originals=False."
         )
     rows = da.arange(n_rows, chunks=chunk_size)
-    # under a distributed client the originals are scattered to every worker once
-    # (the graph holds a reference); locally the tasks share the array itself
-    shared = ship_blocks([images])[0]
+    # under a distributed client the originals are sent to the cluster once, kept with
+    # lineage (the graph holds a reference); locally the tasks share the array itself
+    shared = keep_blocks([images])[0]
     x = da.map_blocks(
         _rows_block, rows, shared,
         seed=seed, deformation=deformation, originals=bool(originals),
