@@ -17,6 +17,7 @@ from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
     ClusterError,
     ConvergenceWarning,
+    DegenerateKernelError,
     InputError,
     InputTypeError,
     KernelParameterError,
@@ -48,6 +49,7 @@ __all__ = [
     "KERNELS",
     "ClusterError",
     "ConvergenceWarning",
+    "DegenerateKernelError",
     "InputError",
     "InputTypeError",
     "KernelParameterError",

@@ -450,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
         return 130
-    except (NPTError, ValueError, TypeError, OSError) as exc:
+    except (NPTError, OSError) as exc:  # the library's own errors and files; a bug propagates
         text = str(exc) if args.command == "run" else for_the_command_line(str(exc))
         print(f"npt {args.command}: error: {text}", file=sys.stderr)  # run: the config's keys
         return 2

@@ -31,6 +31,7 @@ import scipy.linalg
 
 from npt_dask.blocks import gaussian_rows
 from npt_dask.errors import (
+    DegenerateKernelError,
     InputError,
     NegativeEigenvalueError,
     NegativeEigenvalueWarning,
@@ -727,7 +728,7 @@ def select_eigenpairs(
             "kernel and its parameters against the data's scale."
         )
     if 0.0 < lam1 <= rtol * scale:
-        raise NegativeEigenvalueError(
+        raise DegenerateKernelError(
             f"The kernel matrix has no positive eigenvalue above rounding: the largest is "
             f"{lam1:.3g}, below rtol * |{result.min_eigenvalue:.3g}|, so it is negative "
             "semi-definite (a kernel passed with the wrong sign, e.g. -K?). A model on "
@@ -735,7 +736,7 @@ def select_eigenpairs(
             "kernel matrix."
         )
     if lam1 <= 0.0:
-        raise NegativeEigenvalueError(
+        raise DegenerateKernelError(
             f"The kernel matrix has no positive eigenvalue (largest is {lam1:.3g}); "
             "there is no subspace to project on. After centring it is zero when all rows "
             "are identical (constant data) or the kernel is constant on them; check the "

@@ -16,6 +16,7 @@ from types import FrameType
 __all__ = [
     "ClusterError",
     "ConvergenceWarning",
+    "DegenerateKernelError",
     "InputError",
     "InputTypeError",
     "KernelParameterError",
@@ -76,6 +77,12 @@ class ScratchError(NPTError, ValueError):
 
 class NegativeEigenvalueError(NPTError, ValueError):
     """The kernel matrix has significantly negative eigenvalues (not PSD)."""
+
+
+class DegenerateKernelError(NegativeEigenvalueError):
+    """The kernel matrix has no positive eigenvalue: nothing to project on (zero after
+    centring, e.g. constant data, or negative semi-definite). ``NonlinearProjection``
+    turns it into zero coordinates with a warning, as scikit-learn's ``KernelPCA``."""
 
 
 class NotFittedError(NPTError, ValueError, AttributeError):

@@ -28,8 +28,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask.errors import (
+    DegenerateKernelError,
     InputError,
-    NegativeEigenvalueError,
     NegativeEigenvalueWarning,
     RankWarning,
     warn,
@@ -351,9 +351,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 model = fit_params(X, params)
-        except NegativeEigenvalueError as exc:
-            if "no positive eigenvalue" not in str(exc):
-                raise
+        except DegenerateKernelError as exc:
             return self._fit_degenerate(X, exc)
         self._replay(caught, model)
         self.model_: NPTModel | GrowingModel | None = model
@@ -376,7 +374,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.n_components_ = width
         self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
         self.eigenvectors_ = _pad_columns(model.eigenvectors, width)
-        self.explained_variance_ = self.eigenvalues_ / (model.n_samples - 1)
+        self.explained_variance_ = _pad_columns(model.explained_variance()[None, :], width)[0]
         total = model.total_variance()
         self.explained_variance_ratio_ = self.eigenvalues_ / total
 

@@ -131,6 +131,19 @@ class Interval:
     def type_ok(self, value: Any) -> bool:
         return not isinstance(value, bool) and isinstance(value, self.kind)
 
+    def outside(self) -> tuple[Any, ...]:
+        """Values of the right type just outside the range (an open bound itself)."""
+        real = self.kind is not numbers.Integral
+        out: list[Any] = [float("nan"), float("inf")] if real else [2.5]  # 2.5: not an int
+        for bound, step, open_ in (
+            (self.low, -1, self.closed in ("right", "neither")),
+            (self.high, 1, self.closed in ("left", "neither")),
+        ):
+            if bound is not None:
+                value = bound if open_ else bound + step
+                out.append(float(value) if real else int(value))
+        return tuple(out)
+
     def describe(self) -> str:
         name = "an int" if self.kind is numbers.Integral else "a finite real number"
         left = "[" if self.closed in ("both", "left") and self.low is not None else "("
@@ -235,6 +248,13 @@ class Param:
     def flag(self) -> str:
         """The command-line option: ``--chunk-size`` for ``chunk_size``."""
         return "--" + self.name.replace("_", "-")
+
+    def invalid_values(self) -> tuple[Any, ...]:
+        """Values the constraints refuse: each range's edges, and a string of no option
+        (scikit-learn's ``generate_invalid_param_val``, for tests of every entry point)."""
+        found = [v for c in self.constraints if isinstance(c, Interval) for v in c.outside()]
+        found.append("invalid")
+        return tuple(v for v in found if not any(c.accepts(v) for c in self.constraints))
 
     def describe(self) -> str:
         parts = [c.describe() for c in self.constraints]

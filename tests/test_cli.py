@@ -117,3 +117,22 @@ def test_help_is_readable():
     assert "project" in proc.stdout
     assert "info" in proc.stdout
     assert _npt(check=False).returncode == 2  # no command: argparse usage error
+
+
+def test_a_bug_is_not_reported_as_bad_input(monkeypatch, tmp_path):
+    """Only the library's own errors (and file errors) become exit status 2 with a
+    message: a TypeError from a bug keeps its traceback."""
+    from npt_dask import cli, store
+
+    def broken(path):
+        raise TypeError("unsupported operand type(s)")  # what a bug looks like
+
+    monkeypatch.setattr(store, "read_manifest", broken)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        cli.main(["info", str(tmp_path)])
+
+    def refused(path):
+        raise npt.StoreError(f"{path} is not a zarr store")
+
+    monkeypatch.setattr(store, "read_manifest", refused)
+    assert cli.main(["info", str(tmp_path)]) == 2

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from npt_dask import NegativeEigenvalueError, NegativeEigenvalueWarning, RankWarning
+from npt_dask import (
+    DegenerateKernelError,
+    NegativeEigenvalueError,
+    NegativeEigenvalueWarning,
+    RankWarning,
+)
 from npt_dask.eigen import (
     EigenResult,
     block_krylov_eigh,
@@ -115,10 +120,13 @@ def test_negative_eigenvalues_are_reported():
     with pytest.warns(NegativeEigenvalueWarning, match=r"-0\.5"):
         values, _, _ = select_eigenpairs(res, 2)
     np.testing.assert_array_equal(values, [4.0, 1.0])
-    with pytest.raises(NegativeEigenvalueError, match="not positive semi-definite"):
+    with pytest.raises(NegativeEigenvalueError, match="not positive semi-definite") as info:
         select_eigenpairs(res, 2, on_negative="raise")
-    with pytest.raises(NegativeEigenvalueError, match="no positive eigenvalue"):
+    assert not isinstance(info.value, DegenerateKernelError)  # a spectrum to work on
+    with pytest.raises(DegenerateKernelError, match="no positive eigenvalue"):
         select_eigenpairs(_result([-1.0, -2.0]), 1)
+    with pytest.raises(DegenerateKernelError, match="above rounding"):
+        select_eigenpairs(_result([1e-14, -1.0]), 1)
 
 
 def test_tiny_negative_noise_is_not_reported():

@@ -24,31 +24,7 @@ from npt_dask.pipeline.config import MODEL_DEFAULTS, PipelineConfig
 X = np.random.default_rng(0).normal(size=(40, 3))
 ESTIMATOR = set(inspect.signature(npt.NonlinearProjection).parameters)
 
-BAD = [
-    ("gamma", -1.0),
-    ("gamma", 0.0),
-    ("gamma", "auto"),
-    ("degree", 0.0),
-    ("coef0", float("inf")),
-    ("kernel", "gauss"),
-    ("n_components", 0),
-    ("solver", "magic"),
-    ("tol", 2.0),
-    ("tol", 0.0),
-    ("rtol", -1.0),
-    ("chunk_size", 0),
-    ("cache", "disk"),
-    ("memory_budget", 0),
-    ("precision", "float16"),
-    ("block_size", 0),
-    ("max_basis", 1),
-    ("max_passes", 0),
-    ("on_negative", "ignore"),
-    ("random_state", -1),
-    ("landmarks", 1),
-    ("landmark_method", "kmeans"),
-    ("kernel_params", [1]),
-]
+BAD = [(p.name, v) for p in PARAMS for v in p.invalid_values()]  # from the table
 GOOD = [
     ("gamma", 0.5),
     ("gamma", "scale"),
@@ -108,6 +84,28 @@ def _config(name, value) -> dict:
     }
 
 
+def _on_the_command_line(name: str, value) -> bool:
+    """Whether ``npt fit`` can be given ``value``: its flag's parser gives it back."""
+    param = next(p for p in PARAMS if p.name == name)
+    parse = param.parse
+    if parse is None or param.default in (True, False):  # a switch takes no value
+        return False
+    try:
+        back = parse(str(value))
+    except NPTError:  # refused while parsing (a JSON flag): not the table's check
+        return False
+    return type(back) is type(value) and (back == value or value != value)
+
+
+def test_the_generated_bad_values_cover_every_parameter_and_kind():
+    assert {n for n, _ in BAD} == {p.name for p in PARAMS}
+    assert ("n_components", 0) in BAD  # out of range
+    assert ("n_components", 2.5) in BAD  # of the wrong type
+    assert ("tol", 1.0) in BAD  # an open bound
+    assert ("rtol", -1.0) in BAD  # below a closed one
+    assert ("solver", "invalid") in BAD
+
+
 @pytest.mark.parametrize(("name", "value"), BAD, ids=[f"{n}={v!r}" for n, v in BAD])
 def test_every_entry_point_refuses_alike(name, value, tmp_path, capsys):
     kind, message = _message(lambda: npt.fit(X, **_kwargs(name, value)))
@@ -120,6 +118,8 @@ def test_every_entry_point_refuses_alike(name, value, tmp_path, capsys):
     if name in ESTIMATOR:
         est = npt.NonlinearProjection(**_kwargs(name, value))
         assert _message(lambda: est.fit(X)) == (kind, message)
+    if not _on_the_command_line(name, value):
+        return
     assert cli.main(_cli_args(tmp_path, name, value)) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"npt fit: error: {cli.for_the_command_line(message)}", err
@@ -183,3 +183,17 @@ def test_every_fit_option_is_reachable_from_cli_and_config():
     dests = {a.dest for a in fit_parser._actions}
     assert {p.name for p in PARAMS} - {"progress"} <= dests  # progress: --quiet
     assert set(fit_defaults()) == {f for f in FitParams.__dataclass_fields__}
+
+
+ESTIMATOR_BAD = [(p.name, v) for p in ESTIMATOR_PARAMS for v in p.invalid_values()]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), ESTIMATOR_BAD, ids=[f"{n}={v!r}" for n, v in ESTIMATOR_BAD]
+)
+def test_the_estimators_own_parameters_are_refused_by_the_table(name, value):
+    kind, message = _message(
+        lambda: npt.NonlinearProjection(n_components=3, **{name: value}).fit(X)
+    )
+    assert issubclass(kind, NPTError)
+    assert f"The '{name}' parameter must be" in message, message
