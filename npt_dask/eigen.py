@@ -523,6 +523,44 @@ def block_krylov_eigh(
     a check ``~ RR_FLOPS_PER_K3 k^3``; the end ``4 n k r`` for ``Q S`` and ``W S``.
     """
     r = n_components
+    b, cap = _krylov_sizes(n, r, block_size, max_basis, start)
+    if panels is None:
+        if matmat is None:
+            raise InputError("block_krylov_eigh needs matmat or panels.")
+        panels = DriverPanels(matmat, n)
+    if isinstance(panels, DriverPanels) and takes_explicit_path(n, r, cap, dense_fraction):
+        return _eigh_through_operator(panels.matmat, n, r, b, tol, callback, explicit)
+    st = _Lanczos(panels, n, r, b, cap, tol, np.random.default_rng(random_state))
+    st.begin(start)
+    schedule = _Schedule(n, b, tol)
+    while True:
+        q_next, coupling, width = st.extend()
+        full = st.hi + width > cap
+        out_of_passes = st.passes >= max_passes
+        final = not width or out_of_passes
+        if st.hi >= r and (final or full or st.passes >= schedule.next):
+            ritz = st.rayleigh_ritz(coupling, width, full)
+            if final or bool(np.all(ritz.estimates <= tol)):
+                result = st.finish(ritz, final)
+                if result is not None:
+                    if callback is not None:
+                        callback(st.passes, st.values.copy(), st.estimates.copy())
+                    return result
+            worst = float(np.max(ritz.estimates, initial=0.0))
+            st.info["checks"].append((st.passes, st.hi - st.m, worst))
+            schedule.after_check(st.passes, worst, st.hi - st.m, st.hi)
+            if full:
+                q_next, width = st.restart(ritz, q_next, width)
+        if callback is not None:
+            callback(st.passes, st.values.copy(), st.estimates.copy())
+        st.tall.set_q(st.hi, q_next)
+        st.lo, st.hi = st.hi, st.hi + width
+
+
+def _krylov_sizes(
+    n: int, r: int, block_size: int | None, max_basis: int | None, start: Any
+) -> tuple[int, int]:
+    """The block width and basis cap, checked with the start block (validation apart)."""
     if r < 1 or r > n:
         raise InputError(f"n_components must be in [1, {n}]; got {r}.")
     shape_b, shape_cap = krylov_shape(n, r)
@@ -538,123 +576,177 @@ def block_krylov_eigh(
             f"max_basis={cap} must be at least n_components + 2 * block_size = "
             f"{r + 2 * b} (or n = {n})."
         )
-    rng = np.random.default_rng(random_state)
     if start is not None and tuple(np.shape(start)) != (n, b):
         raise InputError(f"start must have shape ({n}, {b}); got {np.shape(start)}.")
-    if panels is None:
-        if matmat is None:
-            raise InputError("block_krylov_eigh needs matmat or panels.")
-        panels = DriverPanels(matmat, n)
-    if isinstance(panels, DriverPanels) and takes_explicit_path(n, r, cap, dense_fraction):
-        return _eigh_through_operator(panels.matmat, n, r, b, tol, callback, explicit)
-    tall = panels
-    tall.allocate(cap)
-    first = tall.random(rng, b) if start is None else start
-    tall.set_q(0, _orthonormalize(tall, first, None, b, rng)[0])
-    t = np.zeros((cap, cap))
-    schedule = _Schedule(n, b, tol)
-    m = 0  # locked columns Q[:, :m]: converged Ritz vectors, out of T
-    locked_theta, locked_res = np.empty(0), np.empty(0)
-    lo, hi, passes = 0, b, 0
-    near = 0  # first column the newest block couples to (block tridiagonal; all after a restart)
-    min_seen, scale = np.inf, 0.0
-    values, estimates = np.full(r, np.nan), np.full(r, np.inf)
-    info: dict[str, Any] = {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
-    while True:
+    return b, cap
+
+
+@dataclass
+class _Ritz:
+    """One Rayleigh-Ritz step: Ritz values ``theta`` and vectors ``s`` of the active part
+    of ``T``, its smallest eigenvalue when it came free, the residual estimates of the
+    wanted pairs (relative to ``scale``), and how many pairs a restart keeps."""
+
+    theta: np.ndarray
+    s: np.ndarray
+    low: float | None
+    scale: float
+    estimates: np.ndarray
+    keep: int
+
+
+@dataclass
+class _Lanczos:
+    """The state of :func:`block_krylov_eigh` and its steps.
+
+    Columns ``Q[:, :m]`` are locked (converged Ritz vectors, out of ``T``),
+    ``Q[:, m:hi]`` active, ``Q[:, lo:hi]`` the newest block; the newest
+    block couples to the columns from ``near`` on (block tridiagonal; all
+    active ones after a restart or a random refill).
+    """
+
+    tall: Panels
+    n: int
+    r: int
+    b: int
+    cap: int
+    tol: float
+    rng: np.random.Generator
+    t: np.ndarray = field(init=False)
+    m: int = 0
+    lo: int = 0
+    hi: int = 0
+    near: int = 0
+    passes: int = 0
+    min_seen: float = np.inf
+    locked_theta: np.ndarray = field(default_factory=lambda: np.empty(0))
+    locked_res: np.ndarray = field(default_factory=lambda: np.empty(0))
+    values: np.ndarray = field(init=False)
+    estimates: np.ndarray = field(init=False)
+    info: dict[str, Any] = field(
+        default_factory=lambda: {"rayleigh_ritz": 0, "restarts": 0, "locked": 0, "checks": []}
+    )
+
+    def __post_init__(self) -> None:
+        self.t = np.zeros((self.cap, self.cap))
+        self.values = np.full(self.r, np.nan)
+        self.estimates = np.full(self.r, np.inf)
+
+    @property
+    def wanted(self) -> int:
+        return self.r - self.m
+
+    def begin(self, start: np.ndarray | None) -> None:
+        """The first block: ``start`` or Gaussian, orthonormalised."""
+        tall, b = self.tall, self.b
+        tall.allocate(self.cap)
+        first = tall.random(self.rng, b) if start is None else start
+        tall.set_q(0, _orthonormalize(tall, first, None, b, self.rng)[0])
+        self.hi = b
+
+    def extend(self) -> tuple[Any, np.ndarray | None, int]:
+        """One pass: ``W = K Q`` for the newest block, ``T``'s new columns, and the next
+        block orthonormalised (``None`` and width 0 once the basis spans the space).
+
+        ``T``'s new columns and CGS's first coefficients are taken against the columns
+        the block couples to in exact arithmetic (the rest is rounding; CGS's second
+        projection is full)."""
+        tall, t, lo, hi = self.tall, self.t, self.lo, self.hi
         tall.apply(lo, hi)
-        passes += 1
-        # T's new columns and CGS's first coefficients, against the columns the block couples
-        # to in exact arithmetic: the previous block and itself, or every active column after
-        # a restart or a random refill (the rest is rounding; CGS's second projection is full)
-        near = max(near, m)
+        self.passes += 1
+        near = self.near = max(self.near, self.m)
         coef = tall.gram(tall.q(near, hi), tall.w(lo, hi))
-        t[m:near, lo:hi] = 0.0
-        t[lo:hi, m:near] = 0.0
+        t[self.m : near, lo:hi] = 0.0
+        t[lo:hi, self.m : near] = 0.0
         t[near:hi, lo:hi] = coef
         t[lo:hi, near:lo] = coef[: lo - near].T
-        width = min(b, n - hi)
-        if width:
-            q_next, coupling, good = _orthonormalize(
-                tall, tall.w(lo, hi), tall.q(0, hi), width, rng, coef, start=near
-            )
-            near = lo if good == width else m
-        wanted = r - m
-        enough = hi >= r  # a block narrower than r needs several passes first
-        full = hi + width > cap
-        out_of_passes = passes >= max_passes
-        if enough and (not width or full or out_of_passes or passes >= schedule.next):
-            keep = min(hi - m, max(wanted + b, (cap - m) // 2), cap - m - width)
-            theta, s, low = _ritz(t[m:hi, m:hi], keep if full else wanted)
-            info["rayleigh_ritz"] += 1
-            if low is not None:
-                min_seen = min(min_seen, low)
-            scale = max(float(np.max(np.abs(theta))), float(np.max(locked_theta, initial=0.0)))
-            scale = max(scale, -min_seen if low is not None else 0.0, np.finfo(np.float64).tiny)
-            if width:
-                est = np.linalg.norm(coupling @ s[lo - m : hi - m, :wanted], axis=0) / scale
-            else:
-                est = np.zeros(wanted)
-            values = np.concatenate([locked_theta, theta[:wanted]])
-            estimates = np.concatenate([locked_res, est])
-            if not width or out_of_passes or bool(np.all(est <= tol)):
-                sw = s[:, :wanted]
-                u = tall.keep(tall.times(tall.q(m, hi), sw))
-                res = tall.residual_norms(tall.times(tall.w(m, hi), sw), u, theta[:wanted]) / scale
-                estimates = np.concatenate([locked_res, res])
-                if not width or out_of_passes or bool(np.all(res <= tol)):
-                    if low is None:
-                        min_seen = min(min_seen, _smallest(t[m:hi, m:hi]))
-                        if -min_seen > scale:  # an indefinite operator: rescale
-                            estimates = estimates * scale / -min_seen
-                    if callback is not None:
-                        callback(passes, values.copy(), estimates.copy())
-                    order = np.argsort(-values, kind="stable")
-                    vectors = tall.hstack([tall.q(0, m), u]) if m else u
-                    if np.any(order != np.arange(order.size)):
-                        vectors = tall.take(vectors, order)
-                    return EigenResult(
-                        values[order],
-                        tall.to_numpy(vectors),
-                        estimates[order],
-                        passes,
-                        bool(np.all(estimates <= tol)),
-                        "krylov",
-                        min_seen,
-                        block_size=b,
-                        info=info,
-                    )
-            worst = float(np.max(est, initial=0.0))
-            info["checks"].append((passes, hi - m, worst))
-            schedule.after_check(passes, worst, hi - m, hi)
-            if full:  # thick restart on the best Ritz vectors, locking the converged
-                sk = s[:, :keep]
-                ka = tall.keep(tall.times(tall.q(m, hi), sk))
-                kw = tall.keep(tall.times(tall.w(m, hi), sk))
-                head = slice(0, wanted)
-                res = tall.residual_norms(tall.take(kw, head), tall.take(ka, head), theta[:wanted])
-                res = res / scale
-                lock = np.flatnonzero(res <= tol)
-                order = np.concatenate([lock, np.setdiff1d(np.arange(keep), lock)])
-                tall.set_q(m, tall.take(ka, order))
-                tall.set_w(m, tall.take(kw, order))
-                locked_theta = np.concatenate([locked_theta, theta[lock]])
-                locked_res = np.concatenate([locked_res, res[lock]])
-                info["restarts"] += 1
-                info["locked"] += lock.size
-                m += lock.size
-                hi = m + keep - lock.size
-                t[m:hi, m:hi] = np.diag(theta[order[lock.size :]])
-                near = m  # the next block couples to every kept Ritz vector
-                del ka, kw
-                more = min(b, n - hi) - width  # cap was near n: the next block may widen
-                if more > 0:
-                    basis = tall.hstack([tall.q(0, hi), q_next])
-                    extra = _orthonormalize(tall, tall.random(rng, more), basis, more, rng)[0]
-                    q_next, width = tall.keep(tall.hstack([q_next, extra])), width + more
-        if callback is not None:
-            callback(passes, values.copy(), estimates.copy())
-        tall.set_q(hi, q_next)
-        lo, hi = hi, hi + width
+        width = min(self.b, self.n - hi)
+        if not width:
+            return None, None, 0
+        q_next, coupling, good = _orthonormalize(
+            tall, tall.w(lo, hi), tall.q(0, hi), width, self.rng, coef, start=near
+        )
+        self.near = lo if good == width else self.m
+        return q_next, coupling, width
+
+    def rayleigh_ritz(self, coupling: np.ndarray | None, width: int, full: bool) -> _Ritz:
+        """Ritz pairs of the active ``T`` and their residual estimates ``||R s_last||``."""
+        m, hi, wanted = self.m, self.hi, self.wanted
+        keep = min(hi - m, max(wanted + self.b, (self.cap - m) // 2), self.cap - m - width)
+        theta, s, low = _ritz(self.t[m:hi, m:hi], keep if full else wanted)
+        self.info["rayleigh_ritz"] += 1
+        if low is not None:
+            self.min_seen = min(self.min_seen, low)
+        scale = max(float(np.max(np.abs(theta))), float(np.max(self.locked_theta, initial=0.0)))
+        scale = max(scale, -self.min_seen if low is not None else 0.0, np.finfo(np.float64).tiny)
+        if width and coupling is not None:
+            est = np.linalg.norm(coupling @ s[self.lo - m : hi - m, :wanted], axis=0) / scale
+        else:
+            est = np.zeros(wanted)
+        self.values = np.concatenate([self.locked_theta, theta[:wanted]])
+        self.estimates = np.concatenate([self.locked_res, est])
+        return _Ritz(theta, s, low, scale, est, keep)
+
+    def finish(self, ritz: _Ritz, final: bool) -> EigenResult | None:
+        """The result, if the exact residuals ``||W s - theta Q s||`` meet ``tol`` (or
+        this is the last check); else None, with the exact residuals recorded."""
+        tall, m, hi, wanted = self.tall, self.m, self.hi, self.wanted
+        sw = ritz.s[:, :wanted]
+        u = tall.keep(tall.times(tall.q(m, hi), sw))
+        res = tall.residual_norms(tall.times(tall.w(m, hi), sw), u, ritz.theta[:wanted])
+        res = res / ritz.scale
+        self.estimates = np.concatenate([self.locked_res, res])
+        if not (final or bool(np.all(res <= self.tol))):
+            return None
+        if ritz.low is None:
+            self.min_seen = min(self.min_seen, _smallest(self.t[m:hi, m:hi]))
+            if -self.min_seen > ritz.scale:  # an indefinite operator: rescale
+                self.estimates = self.estimates * ritz.scale / -self.min_seen
+        order = np.argsort(-self.values, kind="stable")
+        vectors = tall.hstack([tall.q(0, m), u]) if m else u
+        if np.any(order != np.arange(order.size)):
+            vectors = tall.take(vectors, order)
+        return EigenResult(
+            self.values[order],
+            tall.to_numpy(vectors),
+            self.estimates[order],
+            self.passes,
+            bool(np.all(self.estimates <= self.tol)),
+            "krylov",
+            self.min_seen,
+            block_size=self.b,
+            info=self.info,
+        )
+
+    def restart(self, ritz: _Ritz, q_next: Any, width: int) -> tuple[Any, int]:
+        """Thick restart on the best ``keep`` Ritz vectors, locking the wanted ones whose
+        exact residual meets ``tol``; returns the next block (widened near ``n``)."""
+        tall, m, hi, keep, wanted = self.tall, self.m, self.hi, ritz.keep, self.wanted
+        sk = ritz.s[:, :keep]
+        ka = tall.keep(tall.times(tall.q(m, hi), sk))
+        kw = tall.keep(tall.times(tall.w(m, hi), sk))
+        head = slice(0, wanted)
+        res = tall.residual_norms(tall.take(kw, head), tall.take(ka, head), ritz.theta[:wanted])
+        res = res / ritz.scale
+        lock = np.flatnonzero(res <= self.tol)
+        order = np.concatenate([lock, np.setdiff1d(np.arange(keep), lock)])
+        tall.set_q(m, tall.take(ka, order))
+        tall.set_w(m, tall.take(kw, order))
+        del ka, kw
+        self.locked_theta = np.concatenate([self.locked_theta, ritz.theta[lock]])
+        self.locked_res = np.concatenate([self.locked_res, res[lock]])
+        self.info["restarts"] += 1
+        self.info["locked"] += lock.size
+        self.m = m = m + lock.size
+        self.hi = hi = m + keep - lock.size
+        self.t[m:hi, m:hi] = np.diag(ritz.theta[order[lock.size :]])
+        self.near = m  # the next block couples to every kept Ritz vector
+        more = min(self.b, self.n - hi) - width  # cap was near n: the next block may widen
+        if more > 0:
+            basis = tall.hstack([tall.q(0, hi), q_next])
+            extra = _orthonormalize(tall, tall.random(self.rng, more), basis, more, self.rng)[0]
+            q_next, width = tall.keep(tall.hstack([q_next, extra])), width + more
+        return q_next, width
 
 
 def _eigh_through_operator(

@@ -166,70 +166,35 @@ class _Columns:
         self.segments = sorted(kept, key=lambda seg: seg[0])
 
 
-class ChunkedPanels:
-    """:class:`npt_dask.eigen.Panels` as row-chunked dask arrays on the workers or on disk.
+class WorkerHold:
+    """Panels held on a cluster's workers: persisted (they spill to disk past the workers'
+    memory limit and are recomputed from lineage after a loss)."""
 
-    Parameters
-    ----------
-    apply : callable
-        ``apply(V, keep) -> K V`` for a row-chunked ``V``: one pass, its
-        result held by ``keep`` (:meth:`npt_dask.gram.KernelOperator.chunked_matmat`).
-    row_chunks : sequence of int
-        The training rows' chunks; every panel is chunked like them.
-    block_size : int
-        Column width of the blocks products are split into (the solver's b).
-    directory : str, optional
-        Scratch directory for a local scheduler (default :func:`scratch_root`).
+    def hold(self, x: da.Array) -> da.Array:
+        return x.persist()
 
-    Notes
-    -----
-    Disk (local scheduler) or worker memory (cluster): the basis and its
-    image, ``16 n cap`` bytes, plus the n-row panels of the current step
-    (a few ``n x b``, and ``n x r`` for the Ritz vectors). Per task: a row
-    chunk of a column block of each operand. Each product reads its operands
-    once; a panel used more than once is held (:meth:`keep`), one used once
-    stays lazy (recomputed, never stored).
-    """
+    def gather(self, x: da.Array) -> np.ndarray:
+        """``x`` on the driver (the workers cannot write into this process's memory)."""
+        return np.asarray(compute(x)[0], dtype=np.float64)
 
-    def __init__(
-        self,
-        apply: Apply,
-        row_chunks: Sequence[int],
-        block_size: int,
-        directory: str | None = None,
-    ) -> None:
-        self._apply = apply
-        self.row_chunks = tuple(int(c) for c in row_chunks)
-        self.n = sum(self.row_chunks)
-        self.block_size = max(1, int(block_size))
-        self.on_cluster = current_client() is not None
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        if not self.on_cluster:
-            root = directory or scratch_root()
-            Path(root).mkdir(parents=True, exist_ok=True)
-            remove_dead_scratch(root)
-            self._scratch = tempfile.TemporaryDirectory(
-                prefix=f"npt-basis-{owner_tag()}-", dir=root
-            )
-            _LIVE_SCRATCH.add(self._scratch.name)
-            _remove_on_sigterm()
-        self._held: set[str] = set()
-        self._q, self._w = _Columns(), _Columns()
-        self.writes = 0
+    def close(self) -> None:
+        """Nothing to remove: persisted chunks go with the last reference to them."""
 
-    # --- where panels are held ---------------------------------------------------------
 
-    def keep(self, x: da.Array) -> da.Array:
-        if x.name in self._held:
-            return x
-        x = x.rechunk({0: self.row_chunks})
-        held = x.persist() if self.on_cluster else self._to_disk(x)
-        self._held.add(held.name)
-        self.writes += 1
-        return held
+class DiskHold:
+    """Panels held as ``.npy`` files, one per chunk, in a scratch directory under
+    ``directory`` (default :func:`scratch_root`): for a local scheduler, whose
+    "workers" are this process. Scratch of dead processes found there is removed."""
 
-    def _to_disk(self, x: da.Array) -> da.Array:
-        assert self._scratch is not None
+    def __init__(self, directory: str | None = None) -> None:
+        root = directory or scratch_root()
+        Path(root).mkdir(parents=True, exist_ok=True)
+        remove_dead_scratch(root)
+        self._scratch = tempfile.TemporaryDirectory(prefix=f"npt-basis-{owner_tag()}-", dir=root)
+        _LIVE_SCRATCH.add(self._scratch.name)
+        _remove_on_sigterm()
+
+    def hold(self, x: da.Array) -> da.Array:
         token = uuid.uuid4().hex[:16]
         parts = x.to_delayed()
         paths = [
@@ -262,13 +227,95 @@ class ChunkedPanels:
         ]
         return da.block(rows)
 
+    def gather(self, x: da.Array) -> np.ndarray:
+        """``x`` on the driver, chunk by chunk into one preallocated array (no
+        concatenated copy)."""
+        out = np.empty(x.shape, dtype=np.float64)
+        with blas_threads_for_tasks():
+            da.store(x.astype(np.float64), out, lock=False)
+        return out
+
+    def close(self) -> None:
+        """Remove the scratch directory with its files."""
+        self._scratch.cleanup()
+        _LIVE_SCRATCH.discard(self._scratch.name)
+
+
+Hold = WorkerHold | DiskHold
+
+
+class ChunkedPanels:
+    """:class:`npt_dask.eigen.Panels` as row-chunked dask arrays on the workers or on disk.
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(V, keep) -> K V`` for a row-chunked ``V``: one pass, its
+        result held by ``keep`` (:meth:`npt_dask.gram.KernelOperator.chunked_matmat`).
+    row_chunks : sequence of int
+        The training rows' chunks; every panel is chunked like them.
+    block_size : int
+        Column width of the blocks products are split into (the solver's b).
+    directory : str, optional
+        Scratch directory for a local scheduler (default :func:`scratch_root`).
+    hold : WorkerHold or DiskHold, optional
+        Where a panel used more than once is held; default the workers under a
+        distributed client, else scratch files in ``directory``. Chosen here,
+        once: nothing else in the class depends on the scheduler.
+
+    Notes
+    -----
+    Disk (local scheduler) or worker memory (cluster): the basis and its
+    image, ``16 n cap`` bytes, plus the n-row panels of the current step
+    (a few ``n x b``, and ``n x r`` for the Ritz vectors). Per task: a row
+    chunk of a column block of each operand. Each product reads its operands
+    once; a panel used more than once is held (:meth:`keep`), one used once
+    stays lazy (recomputed, never stored).
+
+    The QR is a tall-skinny QR written out (each chunk's triangle, their
+    stacked QR on the driver, each chunk's Q formed in the task that
+    multiplies it by its rows of the small Q), not ``da.linalg.tsqr``: that
+    one keeps every chunk's Q factor of the first stage in its graph until the
+    product (held, or recomputed if computed apart from ``R``), and gives
+    ``R`` as a dask array; here the first stage computes triangles only, ``R``
+    lands on the driver, where the solver's small SVD needs it, and no n-row
+    factor is held between the stages.
+    """
+
+    def __init__(
+        self,
+        apply: Apply,
+        row_chunks: Sequence[int],
+        block_size: int,
+        directory: str | None = None,
+        hold: Hold | None = None,
+    ) -> None:
+        self._apply = apply
+        self.row_chunks = tuple(int(c) for c in row_chunks)
+        self.n = sum(self.row_chunks)
+        self.block_size = max(1, int(block_size))
+        if hold is None:
+            hold = WorkerHold() if current_client() is not None else DiskHold(directory)
+        self._hold: Hold = hold
+        self._held: set[str] = set()
+        self._q, self._w = _Columns(), _Columns()
+        self.writes = 0
+
+    # --- where panels are held ---------------------------------------------------------
+
+    def keep(self, x: da.Array) -> da.Array:
+        if x.name in self._held:
+            return x
+        held = self._hold.hold(x.rechunk({0: self.row_chunks}))
+        self._held.add(held.name)
+        self.writes += 1
+        return held
+
     def close(self) -> None:
         """Drop every held panel (the scratch directory with its files)."""
         self._q, self._w = _Columns(), _Columns()
         self._held.clear()
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            _LIVE_SCRATCH.discard(self._scratch.name)
+        self._hold.close()
 
     # --- the Panels interface ----------------------------------------------------------
 
@@ -369,11 +416,4 @@ class ChunkedPanels:
         return x[:, columns]
 
     def to_numpy(self, x: da.Array) -> np.ndarray:
-        """``x`` on the driver; locally gathered chunk by chunk into one preallocated array
-        (no concatenated copy; a cluster's workers cannot write into this process's memory)."""
-        if self.on_cluster:
-            return np.asarray(compute(x)[0], dtype=np.float64)
-        out = np.empty(x.shape, dtype=np.float64)
-        with blas_threads_for_tasks():
-            da.store(x.astype(np.float64), out, lock=False)
-        return out
+        return self._hold.gather(x)
