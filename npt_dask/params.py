@@ -77,7 +77,7 @@ float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise th
 Solver = Literal["auto", "dense", "krylov"]
 """The eigensolvers (``"auto"``: dense for the full rank, up to
 :data:`npt_dask.planning.DENSE_MAX_SAMPLES` rows, or from ``n_components >=
-DENSE_FRACTION * n`` when the explicit matrix fits the memory budget)."""
+AUTO_DENSE_FRACTION * n`` when the explicit matrix fits the memory budget)."""
 
 SolverAlias = Literal["arpack", "randomized"]
 """scikit-learn's ``eigen_solver`` names for the iterative solver (:data:`SOLVER_ALIASES`)."""

@@ -39,6 +39,7 @@ from npt_dask.errors import InputError
 from npt_dask.params import format_bytes
 
 __all__ = [
+    "AUTO_DENSE_FRACTION",
     "DENSE_FRACTION",
     "DENSE_MAX_SAMPLES",
     "FIXED_OVERHEAD",
@@ -136,6 +137,13 @@ def krylov_cap(n: int, n_components: int, b: int) -> int:
 DENSE_FRACTION = 0.25
 """From ``r >= DENSE_FRACTION * n`` on, :func:`~npt_dask.eigen.block_krylov_eigh`
 decomposes the operator explicitly (see its ``dense_fraction``)."""
+
+
+AUTO_DENSE_FRACTION = 0.15
+"""From ``r >= AUTO_DENSE_FRACTION * n`` on, ``solver="auto"`` takes the dense solver when
+the explicit matrix fits the memory budget. Measured on 10,000 MNIST rows (RBF, float32
+blocks, 2 cores): Krylov r = 1,000 / 1,500 / 2,000 took 25 / 62 / 172 s, the dense
+solver (tridiagonal reduction, the wanted pairs only) 64 / 68 / 73 s."""
 
 
 def takes_explicit_path(
@@ -395,10 +403,10 @@ def _check_rank(n: int, r: int | None, center: bool) -> None:
 
 def _choose_solver(n: int, r: int | None, solver: str, budget: int) -> str:
     """``"auto"``: dense for the full rank, small n, or a large share of the spectrum
-    (``r >= DENSE_FRACTION * n``: a Krylov basis would hold half of n columns anyway)
-    when the explicit matrix fits the memory budget; Krylov otherwise."""
+    (``r >= AUTO_DENSE_FRACTION * n``, where the Krylov basis outgrows its passes) when
+    the explicit matrix fits the memory budget; Krylov otherwise."""
     if solver == "auto":
-        wide = r is not None and r >= DENSE_FRACTION * n and dense_bytes(n) <= budget
+        wide = r is not None and r >= AUTO_DENSE_FRACTION * n and dense_bytes(n) <= budget
         solver = "dense" if r is None or n <= DENSE_MAX_SAMPLES or wide else "krylov"
     if solver == "krylov" and r is None:
         raise InputError(

@@ -210,5 +210,9 @@ def test_auto_takes_the_dense_solver_for_a_large_share_of_the_spectrum_when_it_f
     assert plan_fit(**kw, memory_budget=4 * 2**30, threads=2).solver == "dense"
     asked = plan_fit(**kw, memory_budget=4 * 2**30, threads=2, solver="krylov")
     assert asked.solver == "krylov"
-    small = dict(kw, n_components=2_000)  # below DENSE_FRACTION * n
+    fifth = dict(kw, n_components=2_000)  # r = n/5: Krylov 172 s, dense 73 s (measured)
+    assert plan_fit(**fifth, memory_budget=4 * 2**30, threads=2).solver == "dense"
+    small = dict(kw, n_components=1_000)  # below AUTO_DENSE_FRACTION * n: Krylov 25 s
     assert plan_fit(**small, memory_budget=4 * 2**30, threads=2).solver == "krylov"
+    tight = dict(kw, n_components=2_000)  # 2 GiB: dense needs 3.2 GB (matrix, vectors, work)
+    assert plan_fit(**tight, memory_budget=2**31, threads=2).solver == "krylov"
