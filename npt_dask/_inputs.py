@@ -16,7 +16,6 @@ both directions by :func:`as_kernel_matrix`, never gathered into full rows.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,7 +25,7 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask._scheduler import compute, numpy_rows
-from npt_dask.errors import InputError, InputTypeError, KernelScaleWarning
+from npt_dask.errors import InputError, InputTypeError, KernelScaleWarning, warn
 from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
@@ -249,13 +248,12 @@ def check_symmetric(k: da.Array, name: str) -> None:
     gap, top = float(gap), float(top)
     tol = math.sqrt(float(np.finfo(float_dtype(k.dtype)).eps))
     if gap > tol * top:
-        warnings.warn(
+        warn(
             f"With kernel='precomputed', {name} should be symmetric (a kernel matrix is); "
             f"max |{name} - {name}.T| = {gap:.3g}, {gap / top:.3g} of max |{name}| (rounding "
             f"allows {tol:.1g}). Its symmetric part ({name} + {name}.T) / 2 is decomposed; "
             "pass that yourself to silence this, or check how the matrix was computed.",
             KernelScaleWarning,
-            stacklevel=2,
         )
 
 

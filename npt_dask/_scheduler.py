@@ -128,7 +128,7 @@ def _literal_rows(client: Any, array: np.ndarray, chunks: tuple[tuple[int, ...],
         da.from_delayed(delayed(kept), shape=block.shape, dtype=array.dtype)
         for block, kept in zip(blocks, keep_blocks(blocks), strict=True)
     ]
-    return da.concatenate(parts, axis=0).rechunk({1: -1})
+    return da.concatenate(parts, axis=0)
 
 
 def keep_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
