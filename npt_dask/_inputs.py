@@ -304,6 +304,24 @@ def wrap_rows(
     return xr.DataArray(data, dims=dims, coords=coords, name=name, attrs=dict(attrs or {}))
 
 
+def pad_columns(y: Any, k: int) -> Any:
+    """``y`` (numpy or dask) with zero columns appended up to ``k`` columns."""
+    extra = k - int(y.shape[1])
+    if extra <= 0:
+        return y
+    if isinstance(y, da.Array):
+        zeros = da.zeros((y.shape[0], extra), chunks=(y.chunks[0], extra), dtype=y.dtype)
+        return da.concatenate([y, zeros], axis=1)
+    return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
+
+
+def rows_like(data: Any, result: da.Array, *, name: str | None = None) -> Any:
+    """``result`` (lazy, row-aligned with ``data``) in the type ``data`` came in
+    (:func:`wrap_rows`); ``data`` is only inspected, never read."""
+    _, info = _to_array(data, "X")
+    return wrap_rows(result, info, name=name)
+
+
 def data_variance(x: da.Array) -> float:
     """The variance of all entries of ``x`` (``gamma="scale"``), one read pass; sparse too."""
     if not is_sparse_rows(x):

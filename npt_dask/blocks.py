@@ -289,7 +289,7 @@ def project_parts(
     a test x train matrix lacks).
     """
     acc: np.ndarray | None = None
-    if kernel.is_precomputed:
+    if not kernel.evaluated:
         terms_iter = (gram_times(z_j, w_j) for z_j, (_, w_j) in zip(z, training, strict=True))
         rows = z[0].shape[0]
     else:
@@ -301,7 +301,7 @@ def project_parts(
         else:
             acc += term
     assert acc is not None, "a model has at least one training block"
-    diag = np.full(rows, np.nan) if kernel.is_precomputed else kernel.diag(z)
+    diag = np.full(rows, np.nan) if not kernel.evaluated else kernel.diag(z)
     return finish_parts(acc, diag, **terms)
 
 

@@ -403,28 +403,26 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     return {"report": f"{report['outputs']['dir']}/report.json"}  # the figures are in it
 
 
-_PYTHON_SPELLINGS = {
-    "resume=False": "--overwrite",
-    "data_dir": "--data-dir",
-    "var=/--var": "--var",
-    "key=/--key": "--key",
-}
+def for_the_command_line(exc: BaseException) -> str:
+    """An error's message in the command line's words: option flags, not Python names.
 
+    The error says which parameter it is about and how its Python spellings read on
+    the command line (:class:`~npt_dask.errors.NPTError`'s ``param`` and ``spellings``).
 
-def for_the_command_line(message: str) -> str:
-    """An API error message in the command line's words: option flags, not Python names.
-
-    >>> for_the_command_line("The 'chunk_size' parameter must be ...; pass resume=False.")
+    >>> from npt_dask.errors import InputError
+    >>> for_the_command_line(InputError("The 'chunk_size' parameter must be ...; pass "
+    ...     "resume=False.", param="chunk_size", spellings={"resume=False": "--overwrite"}))
     'The --chunk-size option must be ...; pass --overwrite.'
     """
-    message = re.sub(
-        r"The '([a-z0-9_]+)' parameter",
-        lambda m: f"The --{m.group(1).replace('_', '-')} option",
-        message,
-    )
-    for python, flag in _PYTHON_SPELLINGS.items():
-        message = message.replace(python, flag)
-    return message
+    from npt_dask.params import flag_of, subject
+
+    text = str(exc)
+    param = getattr(exc, "param", None)
+    if param is not None:
+        text = text.replace(subject(param), f"The {flag_of(param)} option")
+    for python, flag in getattr(exc, "spellings", {}).items():
+        text = text.replace(python, flag)
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -451,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
         return 130
     except (NPTError, OSError) as exc:  # the library's own errors and files; a bug propagates
-        text = str(exc) if args.command == "run" else for_the_command_line(str(exc))
+        text = str(exc) if args.command == "run" else for_the_command_line(exc)
         print(f"npt {args.command}: error: {text}", file=sys.stderr)  # run: the config's keys
         return 2
     print(json.dumps(result, indent=2, default=str))

@@ -62,11 +62,15 @@ def data_path(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     if not base:
         raise InputError(
             f"No data directory given: pass data_dir or set {DATA_DIR_ENV} to the folder "
-            f"holding {name!r}."
+            f"holding {name!r}.",
+            spellings={"data_dir": "--data-dir"},
         )
     path = Path(base) / name
     if not path.is_file():
-        raise InputError(f"{path} does not exist; check data_dir or ${DATA_DIR_ENV}.")
+        raise InputError(
+            f"{path} does not exist; check data_dir or ${DATA_DIR_ENV}.",
+            spellings={"data_dir": "--data-dir"},
+        )
     return path
 
 

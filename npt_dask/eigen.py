@@ -447,6 +447,7 @@ def block_krylov_eigh(
     dense_fraction: float = DENSE_FRACTION,
     panels: Panels | None = None,
     explicit: Callable[[], np.ndarray] | None = None,
+    explicit_path: bool | None = None,
 ) -> EigenResult:
     """Top ``n_components`` eigenpairs of a symmetric operator by block Lanczos.
 
@@ -513,6 +514,10 @@ def block_krylov_eigh(
         ``() -> K`` as an ``(n, n)`` float64 array, for the identity-block path:
         one blockwise evaluation of the matrix instead of ``ceil(n / b)`` products
         with identity blocks (:meth:`npt_dask.gram.KernelOperator.explicit`).
+    explicit_path : bool, optional
+        Whether to take the identity-block path, as a fit plan decided it
+        (:attr:`npt_dask.planning.FitPlan.explicit`); the solver obeys it. Default:
+        decided here by :func:`~npt_dask.planning.takes_explicit_path` (``dense_fraction``).
 
     Notes
     -----
@@ -528,7 +533,9 @@ def block_krylov_eigh(
         if matmat is None:
             raise InputError("block_krylov_eigh needs matmat or panels.")
         panels = DriverPanels(matmat, n)
-    if isinstance(panels, DriverPanels) and takes_explicit_path(n, r, cap, dense_fraction):
+    if explicit_path is None:
+        explicit_path = takes_explicit_path(n, r, cap, dense_fraction)
+    if explicit_path and isinstance(panels, DriverPanels):
         return _eigh_through_operator(panels.matmat, n, r, b, tol, callback, explicit)
     st = _Lanczos(panels, n, r, b, cap, tol, np.random.default_rng(random_state))
     st.begin(start)

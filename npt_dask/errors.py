@@ -38,7 +38,25 @@ __all__ = [
 
 
 class NPTError(Exception):
-    """Base class of every exception raised by npt-dask."""
+    """Base class of every exception raised by npt-dask.
+
+    ``param`` names the parameter the error is about (set by the parameter table's
+    check); ``spellings`` maps a Python spelling in the message (``"resume=False"``)
+    to the command line's (``"--overwrite"``). The command line rewrites its messages
+    from these two, never by matching wording (:func:`npt_dask.cli.for_the_command_line`).
+    Both survive pickling (they live in the instance's ``__dict__``).
+
+    >>> err = InputError("The 'tol' parameter must be ...", param="tol")
+    >>> err.param, err.spellings
+    ('tol', {})
+    """
+
+    def __init__(
+        self, *args: object, param: str | None = None, spellings: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(*args)
+        self.param = param
+        self.spellings = dict(spellings or {})
 
 
 class InputError(NPTError, ValueError):

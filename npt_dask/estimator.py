@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from npt_dask._inputs import as_row_chunked, pad_columns, rows_like
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
@@ -39,6 +40,7 @@ from npt_dask.growth import GrowingModel, is_full_rank
 from npt_dask.kernels import PRECOMPUTED
 from npt_dask.model import NPTModel
 from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults, names
+from npt_dask.planning import max_rank
 from npt_dask.preimage import InverseMap, fit_inverse_map
 
 __all__ = ["NonlinearProjection"]
@@ -63,43 +65,9 @@ _E = {p.name: p.default for p in ESTIMATOR_PARAMS}
 
 
 def _zeros_like_rows(X: Any, k: int, dtype: Any) -> Any:
-    """Zero coordinates for the rows of ``X``, in X's container kind."""
-    if isinstance(X, da.Array):
-        return da.zeros((X.shape[0], k), chunks=(X.chunks[0], k), dtype=dtype)
-    if _is_lazy(X):
-        import xarray as xr
-
-        data = X.data
-        sample = "sample" if "sample" in X.dims else X.dims[0]
-        rows = X.shape[X.dims.index(sample)]
-        chunks = X.chunks[X.dims.index(sample)] if X.chunks is not None else None
-        values = (
-            da.zeros((rows, k), chunks=(chunks, k), dtype=dtype)
-            if isinstance(data, da.Array)
-            else np.zeros((rows, k), dtype=dtype)
-        )
-        coords = {c: v for c, v in X.coords.items() if v.dims == (sample,)}
-        coords["component"] = np.arange(k)
-        return xr.DataArray(values, dims=(sample, "component"), coords=coords)
-    return np.zeros((X.shape[0], k), dtype=dtype)
-
-
-def _pad_columns(y: Any, k: int) -> Any:
-    """``y`` with zero columns appended up to ``k`` (numpy, dask or DataArray)."""
-    extra = k - y.shape[1]
-    if extra <= 0:
-        return y
-    if isinstance(y, np.ndarray):
-        return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
-    if isinstance(y, da.Array):
-        zeros = da.zeros((y.shape[0], extra), chunks=(y.chunks[0], extra), dtype=y.dtype)
-        return da.concatenate([y, zeros], axis=1)
-    import xarray as xr
-
-    data = _pad_columns(y.data, k)
-    coords = {c: v for c, v in y.coords.items() if c != "component"}
-    coords["component"] = np.arange(k)
-    return xr.DataArray(data, dims=y.dims, coords=coords, name=y.name, attrs=y.attrs)
+    """Zero coordinates for the rows of ``X``, in X's container kind (lazy stays lazy)."""
+    x, _ = as_row_chunked(X, name="X", chunk_size=None, keep_lazy_chunks=True)
+    return rows_like(X, da.zeros((x.shape[0], k), chunks=(x.chunks[0], k), dtype=dtype))
 
 
 class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -345,8 +313,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             self.__dict__.pop(name, None)
         n = int(X.shape[0])
         if params.n_components is not None:  # KernelPCA: min(n, n_components) columns
-            rank_bound = n - 1 if params.center else n
-            params = params.replace(n_components=max(1, min(params.n_components, rank_bound)))
+            most = max_rank(n, params.center)  # the plan refuses more; KernelPCA clips
+            params = params.replace(n_components=max(1, min(params.n_components, most)))
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -355,7 +323,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             return self._fit_degenerate(X, exc)
         self._replay(caught, model)
         self.model_: NPTModel | GrowingModel | None = model
-        self.gamma_ = model.kernel.gamma
+        self.gamma_ = getattr(model.kernel, "gamma", None)  # a named kernel's, resolved
         self.n_iter_ = max(1, int(model.diagnostics.passes))
         self._set_spectrum(model)
         if self.fit_inverse_transform:
@@ -372,9 +340,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """The eigen-ordered attributes (a grown model rotates here, once)."""
         width = self._width(model.n_components, model.n_samples)
         self.n_components_ = width
-        self.eigenvalues_ = _pad_columns(model.eigenvalues[None, :], width)[0]
-        self.eigenvectors_ = _pad_columns(model.eigenvectors, width)
-        self.explained_variance_ = _pad_columns(model.explained_variance()[None, :], width)[0]
+        self.eigenvalues_ = pad_columns(model.eigenvalues[None, :], width)[0]
+        self.eigenvectors_ = pad_columns(model.eigenvectors, width)
+        self.explained_variance_ = pad_columns(model.explained_variance()[None, :], width)[0]
         total = model.total_variance()
         self.explained_variance_ratio_ = self.eigenvalues_ / total
 
@@ -408,11 +376,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             )  # fmt: skip
         X = self._validate(X, reset=False)
         model = self.model_
-        if (
-            isinstance(model, NPTModel)
-            and not model.kernel.is_precomputed
-            and not is_full_rank(model)
-        ):
+        if isinstance(model, NPTModel) and model.kernel.evaluated and not is_full_rank(model):
             return self._refit_union(X, model)
         self.model_ = model.partial_fit(X, residual_tol=residual_tol, max_landmarks=max_landmarks)
         for name in _SPECTRUM:
@@ -521,15 +485,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         model = self.model_
         if model is None:
             return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
-        coords = _pad_columns(model.train_coordinates(), self.n_components_)
-        if not _is_lazy(X):
-            return coords.astype(model.precision, copy=False)
-        lazy = da.from_array(
-            np.asarray(coords, dtype=model.precision), chunks=(model.x_train.chunks[0], -1)
+        coords = pad_columns(np.asarray(model.train_coordinates()), self.n_components_)
+        rows = da.from_array(
+            coords.astype(model.precision, copy=False), chunks=(model.x_train.chunks[0], -1)
         )
-        if isinstance(X, da.Array):
-            return lazy
-        return coords.copy(data=lazy) if X.chunks is not None else coords.astype(model.precision)
+        return rows_like(X, rows, name="coordinates")
 
     def transform(self, X: Any) -> Any:
         """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out.
@@ -541,7 +501,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         X = self._validate(X, reset=False)
         if self.model_ is None:
             return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
-        return _pad_columns(self.model_.transform(X), self.n_components_)
+        return self.model_.transform(X, columns=self.n_components_)
 
     def inverse_transform(self, X: Any) -> Any:
         """Rows in input space from coordinates: scikit-learn's learned pre-image.

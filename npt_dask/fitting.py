@@ -40,7 +40,7 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.gram import KernelOperator, drop_zero_features
-from npt_dask.kernels import KernelSpec, make_kernel, resolve_kernel
+from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.model import NPTModel, SolverDiagnostics
 from npt_dask.panels import ChunkedPanels, scratch_root
@@ -56,8 +56,9 @@ from npt_dask.params import (
     Solver,
     SolverAlias,
     fit_defaults,
+    names,
 )
-from npt_dask.planning import FitPlan, default_block_size, plan_fit
+from npt_dask.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.progress import FitProgress, count
 from npt_dask.projector import balanced_rows
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
@@ -106,7 +107,7 @@ def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
 
 
 def _check_landmark_rank(params: FitParams, m: int) -> None:
-    r, most = params.n_components, m - int(params.center)
+    r, most = params.n_components, max_rank(m, params.center)
     if params.landmarks is not None and r is not None and r > most:
         raise InputError(
             f"n_components={r} is more than a model on {m} landmarks can have (at most {most}"
@@ -132,6 +133,7 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPl
 def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
     n, r = int(x.shape[0]), int(params.n_components or 0)
     op = KernelOperator(drop_zero_features(x, kernel), kernel, center=params.center, kept=plan.kept)
+    assert op.row_chunks == plan.row_chunks, "the operator's blocks are the plan's"
     rng = np.random.default_rng(params.random_state)
     panels: DriverPanels | ChunkedPanels
     if plan.basis == "chunked":
@@ -159,6 +161,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
             callback=report,
             panels=panels,
             explicit=op.explicit,
+            explicit_path=plan.explicit,
         )
         m = op.row_means if params.center else np.zeros(n)
     finally:
@@ -417,15 +420,8 @@ def fit(
     >>> bool(np.allclose(model.transform(X[:4]), model.train_coordinates()[:4]))
     True
     """
-    params = FitParams(
-        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params,
-        n_components=n_components,
-        center=center, solver=solver, tol=tol, rtol=rtol, chunk_size=chunk_size, cache=cache,
-        memory_budget=memory_budget, precision=precision, block_size=block_size,
-        max_basis=max_basis, basis=basis, max_passes=max_passes, on_negative=on_negative,
-        random_state=random_state, landmarks=landmarks, landmark_method=landmark_method,
-        start=start, progress=progress,
-    )  # fmt: skip
+    given = dict(locals())  # the signature's arguments, by name: the table's, X, labels, targets
+    params = FitParams(**{name: given[name] for name in names()})
     return fit_params(X, params, labels=labels, targets=targets)
 
 
@@ -437,7 +433,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
         kernel_params=params.kernel_params,
     )  # fmt: skip
     precision = None if params.precision is None else np.dtype(params.precision)
-    if spec.is_precomputed:  # X is the kernel matrix: chunked by rows and columns
+    if not spec.evaluated:  # X is the kernel matrix: chunked by rows and columns
         x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
     else:
         x, info = as_row_chunked(
@@ -453,14 +449,14 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     warn_kernel_scale(x, spec)
     if params.landmarks is None:
         return _with_moments(_solve(_persisted(x), spec, params, plan, info), labels, targets)
-    if spec.is_precomputed:
+    if not spec.evaluated:
         raise InputError(
             "landmarks need the training rows; with kernel='precomputed' pass the landmark "
             "rows' kernel matrix itself (K[idx][:, idx]) and project K[:, idx]."
         )
     rng = np.random.default_rng(params.random_state)
     idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
-    rows = x[idx].rechunk({0: max(x.chunks[0])})
+    rows = x[idx].rechunk({0: plan.row_chunks})  # as planned (_training_chunks)
     sub = InputInfo(info.kind, info.lazy, info.sample_dim,
                     {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip
     model = _solve(_persisted(rows), spec, params, plan, sub)
@@ -507,7 +503,7 @@ def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
     another scale than ``gamma`` assumes (raw 0-255 pixels with ``gamma=0.02``).
     Identical rows are left to the eigenvalue check, which names them.
     """
-    if spec.is_precomputed or spec.is_callable or is_sparse_rows(x):
+    if not isinstance(spec, NamedKernel) or is_sparse_rows(x):
         return  # a given matrix or function: its scale is the caller's
     sample = np.asarray(compute(x[: min(SCALE_SAMPLE, int(x.shape[0]))])[0], dtype=np.float64)
     if len(np.unique(sample, axis=0)) < 2:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import dask
 import dask.array as da
@@ -95,7 +96,7 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
     its columns chunked like ``x``'s rows (for the training matrix, ``z is x``, its
     symmetric part ``(K + K^T) / 2``, as the Krylov passes see it).
     """
-    if kernel.is_precomputed:
+    if not kernel.evaluated:
         z = z.rechunk({1: x.chunks[0]})
         return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
     _check_row_chunked(z, "z")
@@ -124,7 +125,7 @@ def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
     For a precomputed kernel ``z`` is the square training matrix and its
     diagonal is read from the diagonal blocks.
     """
-    if kernel.is_precomputed:
+    if not kernel.evaluated:
         if z.shape[0] != z.shape[1]:
             raise InputError(
                 f"The diagonal of a precomputed kernel needs the square training matrix; got "
@@ -147,7 +148,7 @@ def drop_zero_features(x: da.Array, kernel: KernelSpec | None = None) -> da.Arra
     ``x`` is returned as it is for a precomputed or callable ``kernel`` (a
     function may use every column) and for sparse rows (they skip zeros anyway).
     """
-    if kernel is not None and (kernel.is_precomputed or kernel.is_callable):
+    if kernel is not None and not kernel.feature_local:
         return x
     if is_sparse_rows(x):
         return x
@@ -179,6 +180,61 @@ def _chain_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed
             [total, part], [None, which], dask_key_name=f"{key}-{k}"
         )
     return total
+
+
+class EvaluatedBlocks:
+    """Kernel blocks evaluated from row chunks of features (a named or callable kernel)."""
+
+    def __init__(self, x: da.Array, kernel: KernelSpec) -> None:
+        _check_row_chunked(x, "x")
+        self.x = x
+        self.kernel = kernel
+        self._parts: list[Delayed] = list(x.to_delayed().ravel())
+
+    def block(self, i: int, j: int, key: str) -> Delayed:
+        """Block ``(i, j)`` as its own task (to be kept between passes)."""
+        return delayed(kept_block, pure=True)(
+            self._parts[i], self._parts[j], self.kernel, dask_key_name=key
+        )
+
+    def pair(
+        self, i: int, j: int, v_i: Any, v_j: Any, key: str, kept: Delayed | None, tag: str
+    ) -> Delayed:
+        """The pair's products with ``v``: from the kept block, or evaluated in the task."""
+        if kept is not None:
+            return delayed(block_products, pure=True)(kept, v_i, v_j, i == j, dask_key_name=key)
+        return delayed(pair_products, pure=True)(
+            self._parts[i], self._parts[j], v_i, v_j, self.kernel, i == j, dask_key_name=key
+        )
+
+
+class GivenBlocks:
+    """Blocks read from a given square kernel matrix, as its symmetric part
+    ``(K + K^T) / 2`` (a precomputed kernel); its columns chunked like its rows."""
+
+    def __init__(self, k: da.Array) -> None:
+        if k.ndim != 2 or k.shape[0] != k.shape[1]:
+            raise InputError(f"A precomputed kernel matrix must be square; got {k.shape}.")
+        self.x = k.rechunk({1: k.chunks[0]})
+        self._grid: list[list[Delayed]] = [list(row) for row in self.x.to_delayed()]
+
+    def block(self, i: int, j: int, key: str) -> Delayed:
+        """Block ``(i, j)`` of the symmetric part (reads ``K_ij`` and ``K_ji``)."""
+        return delayed(sym_gram_block, pure=True)(
+            self._grid[i][j], self._grid[j][i], dask_key_name=key
+        )
+
+    def pair(
+        self, i: int, j: int, v_i: Any, v_j: Any, key: str, kept: Delayed | None, tag: str
+    ) -> Delayed:
+        """The pair's products with ``v``, from the kept block or one read for this pass."""
+        block = kept if kept is not None else self.block(i, j, f"npt-gblock-{tag}")
+        return delayed(block_products, pure=True)(block, v_i, v_j, i == j, dask_key_name=key)
+
+
+def block_source(x: da.Array, kernel: KernelSpec) -> EvaluatedBlocks | GivenBlocks:
+    """Where the training operator's blocks come from: the one dispatch on the kind."""
+    return EvaluatedBlocks(x, kernel) if kernel.evaluated else GivenBlocks(x)
 
 
 class KernelOperator:
@@ -230,12 +286,8 @@ class KernelOperator:
         cache: CacheMode = "auto",
         cache_budget: int | None = None,
     ) -> None:
-        if kernel.is_precomputed:
-            if x.ndim != 2 or x.shape[0] != x.shape[1]:
-                raise InputError(f"A precomputed kernel matrix must be square; got {x.shape}.")
-            x = x.rechunk({1: x.chunks[0]})
-        else:
-            _check_row_chunked(x, "x")
+        source = block_source(x, kernel)
+        x = source.x
         if cache not in ("auto", "recompute", "memory"):
             raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
         self.x = x
@@ -254,11 +306,7 @@ class KernelOperator:
         )  # fmt: skip
         self.passes = 0
         self._graphs = 0  # graphs built: a rerun after a lost worker gets fresh keys
-        grid = x.to_delayed()
-        self._x_parts: list[Delayed] = [] if kernel.is_precomputed else list(grid.ravel())
-        self._k_parts: list[list[Delayed]] = (
-            [list(row) for row in grid] if kernel.is_precomputed else []
-        )
+        self._source = source
         self._blocks: dict[BlockKey, Delayed] | None = None
         self._row_sums: np.ndarray | None = None
         self._token = uuid.uuid4().hex[:12]
@@ -286,16 +334,7 @@ class KernelOperator:
     def _cached_blocks(self) -> dict[BlockKey, Delayed]:
         if self._blocks is None:
             lazy = {
-                (i, j): (
-                    self._gram_block(i, j, f"npt-kblock-{self._token}-{i}-{j}")
-                    if self.kernel.is_precomputed
-                    else delayed(kept_block, pure=True)(
-                        self._x_parts[i],
-                        self._x_parts[j],
-                        self.kernel,
-                        dask_key_name=f"npt-kblock-{self._token}-{i}-{j}",
-                    )
-                )
+                (i, j): self._source.block(i, j, f"npt-kblock-{self._token}-{i}-{j}")
                 for i, j in sorted(self.cached_pairs)
             }
             keys = list(lazy)
@@ -303,12 +342,6 @@ class KernelOperator:
                 persisted = dask.persist(*lazy.values())
             self._blocks = dict(zip(keys, persisted, strict=True))
         return self._blocks
-
-    def _gram_block(self, i: int, j: int, key: str) -> Delayed:
-        """Block (i, j) of the symmetric part of a given kernel matrix (reads K_ij, K_ji)."""
-        return delayed(sym_gram_block, pure=True)(
-            self._k_parts[i][j], self._k_parts[j][i], dask_key_name=key
-        )
 
     def _pass_graph(self, v: np.ndarray | list[Delayed]) -> list[Delayed]:
         """The pass's row sums of ``calK v``; ``v`` numpy, or its row chunks as Delayed."""
@@ -324,24 +357,9 @@ class KernelOperator:
         for i in range(nb):
             for j in range(i, nb):
                 key = f"npt-pair-{tag}-{i}-{j}"
-                if (i, j) in blocks or self.kernel.is_precomputed:
-                    block = (
-                        blocks[i, j] if (i, j) in blocks
-                        else self._gram_block(i, j, f"npt-gblock-{tag}-{i}-{j}")
-                    )  # fmt: skip
-                    pair = delayed(block_products, pure=True)(
-                        block, v_parts[i], v_parts[j], i == j, dask_key_name=key
-                    )
-                else:
-                    pair = delayed(pair_products, pure=True)(
-                        self._x_parts[i],
-                        self._x_parts[j],
-                        v_parts[i],
-                        v_parts[j],
-                        self.kernel,
-                        i == j,
-                        dask_key_name=key,
-                    )
+                pair = self._source.pair(
+                    i, j, v_parts[i], v_parts[j], key, blocks.get((i, j)), f"{tag}-{i}-{j}"
+                )
                 contributions[i].append((pair, 0))
                 if i != j:
                     contributions[j].append((pair, 1))

@@ -65,6 +65,7 @@ from npt_dask.errors import InputError
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
 from npt_dask.landmarks import certificate
+from npt_dask.planning import max_rank
 
 if TYPE_CHECKING:  # the model module imports this one (NPTModel.partial_fit)
     from npt_dask.model import NPTModel
@@ -94,7 +95,7 @@ def _rows(x: Any) -> np.ndarray:
 
 def _check_growable(model: NPTModel) -> None:
     """Refuse models that cannot grow exactly, naming the fix."""
-    if model.kernel.is_precomputed:
+    if not model.kernel.evaluated:
         raise InputError(
             "partial_fit needs the training rows, and a model fitted with "
             "kernel='precomputed' stores none (only their kernel matrix). Refit with the "
@@ -106,7 +107,7 @@ def _check_growable(model: NPTModel) -> None:
             "on the rows (npt.fit(X, ..., n_components=None)) and save that model."
         )
     if not is_full_rank(model):
-        full = model.n_samples - int(model.center)
+        full = max_rank(model.n_samples, model.center)
         raise InputError(
             f"partial_fit grows full-rank models only: this one keeps r={model.n_components} "
             f"of the {full} components its {model.n_samples} training rows span, and the "
@@ -119,7 +120,7 @@ def _check_growable(model: NPTModel) -> None:
 def is_full_rank(model: NPTModel) -> bool:
     """Whether ``model`` keeps every component its training rows span (``n_components=None``
     and no eigenvalue below ``rtol``): what exact growth needs."""
-    return model.n_components >= model.n_samples - int(model.center)
+    return model.n_components >= max_rank(model.n_samples, model.center)
 
 
 def _factor(basis: np.ndarray, kernel: KernelSpec) -> np.ndarray:

@@ -16,11 +16,12 @@ name           kappa(x, z)                           parameters (default)
 ``cosine``     ``<x, z> / (||x|| ||z||)``            none
 =============  ====================================  ==========================
 
-Two more kinds of kernel, as scikit-learn's ``KernelPCA`` takes them:
+These are :class:`NamedKernel` specs. Two more kinds of kernel, as scikit-learn's
+``KernelPCA`` takes them, each its own class (:class:`KernelSpec` is their base):
 
-* a **callable** ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
-  block (``make_kernel(f, kernel_params=...)``); it runs block by block on the
-  workers. A model with one cannot be saved: a function is code, and the
+* :class:`CallableKernel`, a **callable** ``f(A, B, **kernel_params)`` returning the
+  ``(len(A), len(B))`` block (``make_kernel(f, kernel_params=...)``); it runs block by
+  block on the workers. A model with one cannot be saved: a function is code, and the
   stores hold no pickle. scikit-learn calls its callable once per *pair of
   rows*; such a function (two rows in, a number out) is recognised and
   evaluated pair by pair, as there (slow: prefer a block function). The
@@ -28,14 +29,15 @@ Two more kinds of kernel, as scikit-learn's ``KernelPCA`` takes them:
   differ from each other and from the number of features (so no shape can
   coincide); a function that works both ways with different answers is
   refused: declare it with :func:`blockwise` or :func:`pairwise`.
+* :class:`PrecomputedKernel`, ``"precomputed"``: the caller gives the kernel matrix
+  itself; its blocks are read, never evaluated (:mod:`npt_dask.gram`), so the spec has
+  no function.
 
 Every kernel block and diagonal is checked once for NaN and inf as it is
 made (one reduction over the block, negligible next to its evaluation): an
 overflow (huge data, a huge ``gamma``) or a callable returning non-finite
 values raises :class:`~npt_dask.errors.KernelValueError` naming the kernel,
 its parameters and the data range, instead of reaching the eigensolver.
-* ``"precomputed"``: the caller gives the kernel matrix itself; its blocks are
-  read, never evaluated (:mod:`npt_dask.gram`), so the spec has no function.
 
 Layer rule: this module sees numpy blocks only. It knows nothing of dask,
 xarray or zarr. The dot-product kernels (rbf, polynomial, sigmoid, linear,
@@ -46,9 +48,10 @@ routes it to ``syrk``, which crashes multi-threaded on large blocks).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse
@@ -65,7 +68,10 @@ __all__ = [
     "KERNELS",
     "KERNEL_FORM",
     "PRECOMPUTED",
+    "CallableKernel",
     "KernelSpec",
+    "NamedKernel",
+    "PrecomputedKernel",
     "blockwise",
     "make_kernel",
     "pairwise",
@@ -174,7 +180,7 @@ def _shift_to_common_origin(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, n
     return a_s, b_s
 
 
-def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _rbf_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
     a, b = _shift_to_common_origin(a, b)
     out = _cross_product(a, b, dtype, out)
@@ -195,7 +201,7 @@ def _rbf_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.n
     return out
 
 
-def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _laplacian_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
     sparse = _is_sparse(a) or _is_sparse(b)
     a64 = scipy.sparse.csr_matrix(a, dtype=np.float64) if sparse else np.asarray(a, np.float64)
@@ -228,7 +234,7 @@ def _power_inplace(g: np.ndarray, degree: float) -> None:
 def _affine_dot_block(
     a: np.ndarray,
     b: np.ndarray,
-    spec: KernelSpec,
+    spec: NamedKernel,
     finish: Callable[[np.ndarray], None],
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -246,15 +252,15 @@ def _affine_dot_block(
     return out
 
 
-def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _polynomial_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     return _affine_dot_block(a, b, spec, lambda g: _power_inplace(g, _real(spec.degree)), out)
 
 
-def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _sigmoid_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     return _affine_dot_block(a, b, spec, lambda g: np.tanh(g, out=g), out)
 
 
-def _linear_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _linear_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     return _cross_product(a, b, _block_dtype(a, b), out)
 
 
@@ -266,37 +272,37 @@ def _unit_rows(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return (np.asarray(a, dtype=np.float64) / norms[:, None]).astype(dtype, copy=False)
 
 
-def _cosine_block(a: np.ndarray, b: np.ndarray, spec: KernelSpec, out=None) -> np.ndarray:
+def _cosine_block(a: np.ndarray, b: np.ndarray, spec: NamedKernel, out=None) -> np.ndarray:
     dtype = _block_dtype(a, b)
     return _cross_product(_unit_rows(a, dtype), _unit_rows(b, dtype), dtype, out)
 
 
-def _ones_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _ones_diag(a: np.ndarray, spec: NamedKernel) -> np.ndarray:
     return np.ones(a.shape[0], dtype=np.float64)
 
 
-def _polynomial_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _polynomial_diag(a: np.ndarray, spec: NamedKernel) -> np.ndarray:
     d = _real(spec.gamma) * _sq_norms(a) + _real(spec.coef0)
     _power_inplace(d, _real(spec.degree))
     return d
 
 
-def _sigmoid_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _sigmoid_diag(a: np.ndarray, spec: NamedKernel) -> np.ndarray:
     return np.tanh(_real(spec.gamma) * _sq_norms(a) + _real(spec.coef0))
 
 
-def _linear_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _linear_diag(a: np.ndarray, spec: NamedKernel) -> np.ndarray:
     return _sq_norms(a)
 
 
-def _cosine_diag(a: np.ndarray, spec: KernelSpec) -> np.ndarray:
+def _cosine_diag(a: np.ndarray, spec: NamedKernel) -> np.ndarray:
     return (_sq_norms(a) > 0.0).astype(np.float64)
 
 
 @dataclass(frozen=True)
 class _KernelDef:
     block: Callable[..., np.ndarray]  # (a, b, spec, out=None) -> kappa(a, b)
-    diag: Callable[[np.ndarray, KernelSpec], np.ndarray]
+    diag: Callable[[np.ndarray, NamedKernel], np.ndarray]
     defaults: Mapping[str, Any]  # parameter -> default (None: resolved from data)
     psd: bool
 
@@ -328,20 +334,30 @@ _PARAMS = ("gamma", "degree", "coef0")
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A kernel: its name and parameters, validated, immutable, serialisable.
+    """A kernel, validated, immutable: one of three kinds, each its own class.
 
-    Parameters that a kernel does not use must be ``None``; use
-    :func:`make_kernel` to build a spec from scikit-learn style arguments that
-    may carry unused ones. ``gamma=None`` means ``1 / n_features`` and is
-    fixed by :meth:`resolve` once the data are known.
+    * :class:`NamedKernel` -- a kernel of the registry (:data:`KERNELS`) and its
+      parameters; serialisable (:meth:`to_dict`, :meth:`from_dict`).
+    * :class:`CallableKernel` -- a Python function ``f(A, B, **kernel_params)``,
+      evaluated block by block; never stored (a function is code, the stores hold no
+      pickle).
+    * :class:`PrecomputedKernel` -- ``kernel="precomputed"``: the caller gives the kernel
+      matrix, whose blocks are read, never evaluated.
+
+    What differs by kind is said by the class (its methods and the class attributes
+    :attr:`kind`, :attr:`evaluated`, :attr:`storable`, :attr:`feature_local`), so code
+    elsewhere asks what a kernel can do, not which kernel it is.
+    ``KernelSpec(name, ...)`` builds the class its ``name`` calls for
+    (``"precomputed"``, ``"callable"`` or a registry name); :func:`make_kernel` builds
+    one from scikit-learn style arguments.
 
     Examples
     --------
     >>> import numpy as np
     >>> from npt_dask.kernels import KernelSpec
     >>> k = KernelSpec("rbf", gamma=0.5)
-    >>> k.to_dict()
-    {'name': 'rbf', 'gamma': 0.5}
+    >>> type(k).__name__, k.to_dict()
+    ('NamedKernel', {'name': 'rbf', 'gamma': 0.5})
     >>> KernelSpec.from_dict(k.to_dict()) == k
     True
     >>> x = np.array([[0.0, 0.0], [1.0, 1.0]])
@@ -351,149 +367,71 @@ class KernelSpec:
     """
 
     name: str
-    gamma: float | str | None = None
-    degree: float | None = None
-    coef0: float | None = None
-    function: Callable[..., Any] | None = None  # name "callable": f(A, B, **params)
-    params: tuple[tuple[str, Any], ...] = ()  # its kernel_params, as sorted items
+
+    kind: ClassVar[str] = "kernel"
+    """``"named"``, ``"callable"`` or ``"precomputed"``."""
+    evaluated: ClassVar[bool] = True
+    """True when blocks are computed from rows of features; False when they are read
+    from a given kernel matrix (which then stands where the rows would)."""
+    storable: ClassVar[bool] = True
+    """True when a model with this kernel can be saved."""
+    feature_local: ClassVar[bool] = False
+    """True when ``kappa(x, z)`` ignores a feature that is zero in both rows (so such
+    columns can be dropped from the training operator)."""
 
     def __post_init__(self) -> None:
-        if self.name in (PRECOMPUTED, CALLABLE):
-            self._check_special()
-            return
-        if self.function is not None or self.params:
+        if self.name != self.kind:  # the special kinds: their name is their kind
             raise KernelParameterError(
-                f"The {self.name!r} kernel takes no function; pass the function itself as the "
-                "kernel (make_kernel(f, kernel_params=...))."
+                f"A {self.kind} kernel is named {self.kind!r}; got {self.name!r}."
             )
-        if self.name not in KERNELS:
-            check_param("kernel", self.name)  # "Unknown kernel ...; choose one of ..."
-            raise KernelParameterError(f"Unknown kernel {self.name!r}.")
-        defaults = KERNELS[self.name].defaults
-        for param in _PARAMS:
-            value = getattr(self, param)
-            if param not in defaults:
-                if value is not None:
-                    raise KernelParameterError(
-                        f"The {self.name!r} kernel takes no '{param}' parameter; got {value!r}. "
-                        f"Use npt_dask.kernels.make_kernel to drop unused parameters."
-                    )
-                continue
-            if value is None:
-                object.__setattr__(self, param, defaults[param])
-                continue
-            check_param(param, value)  # the one parameter table: same limits everywhere
-            if param == "gamma" and value == GAMMA_SCALE:
-                continue  # resolved from the data by resolve()
-            value = float(value)
-            object.__setattr__(self, param, value)
 
-    def _check_special(self) -> None:
-        given = {p: getattr(self, p) for p in _PARAMS if getattr(self, p) is not None}
-        if given:
-            raise KernelParameterError(
-                f"A {self.name} kernel takes no {sorted(given)}; "
-                + (
-                    "pass the kernel function's own parameters as kernel_params."
-                    if self.name == CALLABLE
-                    else "the kernel matrix is given as it is."
-                )
-            )
-        if self.name == PRECOMPUTED and (self.function is not None or self.params):
-            raise KernelParameterError("A precomputed kernel takes no function or kernel_params.")
-        if self.name == CALLABLE and not callable(self.function):
-            raise KernelParameterError(
-                f"A callable kernel needs a function f(A, B, **kernel_params); got "
-                f"{type(self.function).__name__}."
-            )
-        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
+    def __new__(cls, *args: Any, **kwargs: Any) -> KernelSpec:
+        if cls is KernelSpec:  # KernelSpec("rbf", ...): the class of that kind
+            name = args[0] if args else kwargs.get("name")
+            cls = _KINDS.get(name, NamedKernel) if isinstance(name, str) else NamedKernel
+        return object.__new__(cls)
 
     @property
     def is_precomputed(self) -> bool:
         """True for ``kernel="precomputed"``: blocks are read from a given matrix."""
-        return self.name == PRECOMPUTED
+        return self.kind == PRECOMPUTED
 
     @property
     def is_callable(self) -> bool:
         """True for a Python function kernel (evaluated block by block, never stored)."""
-        return self.name == CALLABLE
+        return self.kind == CALLABLE
 
     @property
     def function_name(self) -> str:
         """``module.qualname`` of a callable kernel's function (``""`` otherwise)."""
-        f = self.function
-        if f is None:
-            return ""
-        module = getattr(f, "__module__", None) or ""
-        name = getattr(f, "__qualname__", None) or type(f).__name__
-        return f"{module}.{name}" if module else name
+        return ""
 
     @property
     def is_resolved(self) -> bool:
         """True when every parameter has a value (``gamma`` is not pending)."""
-        if self.name in (PRECOMPUTED, CALLABLE):
-            return True
-        values = [getattr(self, p) for p in KERNELS[self.name].defaults]
-        return all(v is not None and not isinstance(v, str) for v in values)
+        return True
 
     @property
     def is_psd(self) -> bool:
         """True when the kernel is positive semi-definite for these parameters."""
-        if self.name in (PRECOMPUTED, CALLABLE):
-            return False  # unknown
-        if self.name == "polynomial":
-            return _real(self.degree).is_integer() and _real(self.coef0) >= 0.0
-        return KERNELS[self.name].psd
+        return False  # unknown
 
     @property
     def needs_variance(self) -> bool:
         """True when ``gamma="scale"``: :meth:`resolve` needs the data's variance."""
-        return isinstance(self.gamma, str)
+        return False
 
     def resolve(self, n_features: int, variance: float | None = None) -> KernelSpec:
-        """The spec with ``gamma`` fixed from the data, the one place it is resolved.
-
-        ``gamma=None`` becomes ``1 / n_features`` (scikit-learn's KernelPCA);
-        ``gamma="scale"`` becomes ``1 / (n_features * variance)``, the variance
-        of all entries of X (scikit-learn's SVC; 1 when the variance is 0).
-
-        >>> KernelSpec("rbf", gamma="scale").resolve(4, variance=0.5).gamma
-        0.5
-        """
-        if self.name in (PRECOMPUTED, CALLABLE) or "gamma" not in KERNELS[self.name].defaults:
-            return self
-        if self.gamma is None:
-            return replace(self, gamma=1.0 / n_features)
-        if self.needs_variance:
-            if variance is None:
-                raise KernelParameterError("gamma='scale' needs the variance of the data.")
-            gamma = 1.0 / (n_features * variance) if variance > 0 else 1.0
-            if not (np.isfinite(variance) and np.isfinite(gamma) and gamma > 0):
-                raise KernelValueError(
-                    f"gamma='scale' is 1 / (n_features * var(X)), but var(X) = {variance:.3g} "
-                    f"over- or underflows float64 (gamma would be {gamma:.3g}): the data are on "
-                    "an extreme scale. Rescale X (e.g. sklearn.preprocessing.StandardScaler) "
-                    "or pass gamma as a number."
-                )
-            return replace(self, gamma=gamma)
+        """The spec with every parameter fixed from the data (:meth:`NamedKernel.resolve`)."""
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-serialisable dict: the name and the kernel's own parameters.
+    def matches(self, other: KernelSpec, rel_tol: float = 0.0) -> bool:
+        """Whether ``other`` is the same kernel, its real parameters within ``rel_tol``."""
+        return self == other
 
-        A callable kernel's dict names its function and parameters (for
-        display and reports); it cannot be turned back into a spec.
-        """
-        out: dict[str, Any] = {"name": self.name}
-        if self.name == PRECOMPUTED:
-            return out
-        if self.name == CALLABLE:
-            out["function"] = self.function_name
-            out["kernel_params"] = {k: _plain(v) for k, v in self.params}
-            return out
-        for param in KERNELS[self.name].defaults:
-            out[param] = getattr(self, param)
-        return out
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-serialisable dict: the name and the kernel's own parameters."""
+        return {"name": self.name}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelSpec:
@@ -503,25 +441,29 @@ class KernelSpec:
                 "A callable kernel cannot be rebuilt from a dict (a function is code; "
                 "npt-dask stores no pickle). Pass the function itself: make_kernel(f)."
             )
-        known = {f.name for f in fields(cls)} - {"function", "params"}
-        unknown = set(data) - known
-        if unknown:
-            raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
         if "name" not in data:
             raise KernelParameterError("A kernel spec dict needs a 'name' key.")
-        return cls(**dict(data))
+        kind = _KINDS.get(data["name"], NamedKernel)
+        unknown = set(data) - {f.name for f in fields(kind)}
+        if unknown:
+            raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
+        return kind(**dict(data))
+
+    def describe(self) -> str:
+        """``"rbf kernel (gamma=0.5)"``, ``"kernel function mod.f (kernel_params {...})"``."""
+        raise NotImplementedError
+
+    def _block(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
+        raise NotImplementedError
+
+    def _diag(self, a: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _non_finite(self, found: str, where: str, dtype: np.dtype) -> str:
+        """The message of a block with NaN or inf (``found``) on rows ``where``."""
+        raise NotImplementedError
 
     def _check_ready(self, *blocks: np.ndarray) -> None:
-        if self.name == PRECOMPUTED:
-            raise KernelParameterError(
-                "A precomputed kernel has no function to evaluate: its blocks are read from "
-                "the kernel matrix given as X (npt_dask.gram reads them)."
-            )
-        if not self.is_resolved:
-            raise KernelParameterError(
-                f"Kernel {self.name!r} has gamma={self.gamma!r}; call spec.resolve(n_features) "
-                "first."
-            )
         for block in blocks:
             if block.ndim != 2:
                 raise InputError(f"Kernel blocks must be 2-D; got shape {block.shape}.")
@@ -548,14 +490,214 @@ class KernelSpec:
                 f"out must be C-contiguous {_block_dtype(a, b)} of shape "
                 f"{(a.shape[0], b.shape[0])}; got {out.dtype} {out.shape}."
             )
-        if self.name == CALLABLE:
-            block = self._call_function(a, b, out)
-        else:
-            block = KERNELS[self.name].block(a, b, self, out)
+        block = self._block(a, b, out)
         self._check_finite(block, a, b)
         return block
 
-    def _call_function(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
+    def diag(self, a: np.ndarray) -> np.ndarray:
+        """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``."""
+        self._check_ready(a)
+        values = self._diag(a)
+        self._check_finite(values, a, a)
+        return values
+
+    def _check_finite(self, block: np.ndarray, a: Any, b: Any) -> None:
+        """Refuse a block with NaN or inf, naming the kernel and the data (one reduction)."""
+        if np.isfinite(np.add.reduce(block, axis=None)) or np.isfinite(block).all():
+            return  # the sum of finite values is finite unless it overflows itself
+        found = " and ".join(
+            word for word, hit in (("NaN", np.isnan(block).any()), ("inf", np.isinf(block).any()))
+            if hit
+        )  # fmt: skip
+        top = max(_max_abs(a), _max_abs(b))
+        where = f"on rows with values up to {top:.3g} ({block.dtype} kernel blocks)"
+        raise KernelValueError(self._non_finite(found, where, block.dtype))
+
+
+@dataclass(frozen=True)
+class NamedKernel(KernelSpec):
+    """A kernel of the registry (:data:`KERNELS`) and its parameters.
+
+    Parameters that a kernel does not use must be ``None``; use
+    :func:`make_kernel` to build a spec from scikit-learn style arguments that
+    may carry unused ones. ``gamma=None`` means ``1 / n_features`` and is
+    fixed by :meth:`resolve` once the data are known.
+
+    >>> NamedKernel("polynomial", degree=2).to_dict()
+    {'name': 'polynomial', 'gamma': None, 'degree': 2.0, 'coef0': 1.0}
+    """
+
+    gamma: float | str | None = None
+    degree: float | None = None
+    coef0: float | None = None
+
+    kind: ClassVar[str] = "named"
+    feature_local: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.name not in KERNELS:
+            check_param("kernel", self.name)  # "Unknown kernel ...; choose one of ..."
+            raise KernelParameterError(f"Unknown kernel {self.name!r}.")
+        defaults = KERNELS[self.name].defaults
+        for param in _PARAMS:
+            value = getattr(self, param)
+            if param not in defaults:
+                if value is not None:
+                    raise KernelParameterError(
+                        f"The {self.name!r} kernel takes no '{param}' parameter; got {value!r}. "
+                        f"Use npt_dask.kernels.make_kernel to drop unused parameters."
+                    )
+                continue
+            if value is None:
+                object.__setattr__(self, param, defaults[param])
+                continue
+            check_param(param, value)  # the one parameter table: same limits everywhere
+            if param == "gamma" and value == GAMMA_SCALE:
+                continue  # resolved from the data by resolve()
+            object.__setattr__(self, param, float(value))
+
+    @property
+    def is_resolved(self) -> bool:
+        values = [getattr(self, p) for p in KERNELS[self.name].defaults]
+        return all(v is not None and not isinstance(v, str) for v in values)
+
+    @property
+    def is_psd(self) -> bool:
+        if self.name == "polynomial":
+            return _real(self.degree).is_integer() and _real(self.coef0) >= 0.0
+        return KERNELS[self.name].psd
+
+    @property
+    def needs_variance(self) -> bool:
+        return isinstance(self.gamma, str)
+
+    def resolve(self, n_features: int, variance: float | None = None) -> KernelSpec:
+        """The spec with ``gamma`` fixed from the data, the one place it is resolved.
+
+        ``gamma=None`` becomes ``1 / n_features`` (scikit-learn's KernelPCA);
+        ``gamma="scale"`` becomes ``1 / (n_features * variance)``, the variance
+        of all entries of X (scikit-learn's SVC; 1 when the variance is 0).
+
+        >>> KernelSpec("rbf", gamma="scale").resolve(4, variance=0.5).gamma
+        0.5
+        """
+        if "gamma" not in KERNELS[self.name].defaults:
+            return self
+        if self.gamma is None:
+            return replace(self, gamma=1.0 / n_features)
+        if not self.needs_variance:
+            return self
+        if variance is None:
+            raise KernelParameterError("gamma='scale' needs the variance of the data.")
+        gamma = 1.0 / (n_features * variance) if variance > 0 else 1.0
+        if not (np.isfinite(variance) and np.isfinite(gamma) and gamma > 0):
+            raise KernelValueError(
+                f"gamma='scale' is 1 / (n_features * var(X)), but var(X) = {variance:.3g} "
+                f"over- or underflows float64 (gamma would be {gamma:.3g}): the data are on "
+                "an extreme scale. Rescale X (e.g. sklearn.preprocessing.StandardScaler) "
+                "or pass gamma as a number."
+            )
+        return replace(self, gamma=gamma)
+
+    def matches(self, other: KernelSpec, rel_tol: float = 0.0) -> bool:
+        """Same name, parameters within ``rel_tol`` (``gamma="scale"`` resolved from a
+        variance summed in another order differs in the last bits)."""
+        if not isinstance(other, NamedKernel) or other.name != self.name:
+            return False
+        return all(
+            math.isclose(_real(getattr(self, p)), _real(getattr(other, p)), rel_tol=rel_tol)
+            for p in KERNELS[self.name].defaults
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for param in KERNELS[self.name].defaults:
+            out[param] = getattr(self, param)
+        return out
+
+    def describe(self) -> str:
+        values = ", ".join(f"{p}={getattr(self, p):.3g}" for p in KERNELS[self.name].defaults)
+        return f"{self.name} kernel" + (f" ({values})" if values else "")
+
+    def _check_ready(self, *blocks: np.ndarray) -> None:
+        if not self.is_resolved:
+            raise KernelParameterError(
+                f"Kernel {self.name!r} has gamma={self.gamma!r}; call spec.resolve(n_features) "
+                "first."
+            )
+        super()._check_ready(*blocks)
+
+    def _block(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
+        return KERNELS[self.name].block(a, b, self, out)
+
+    def _diag(self, a: Any) -> np.ndarray:
+        return KERNELS[self.name].diag(a, self)
+
+    def _non_finite(self, found: str, where: str, dtype: np.dtype) -> str:
+        fixes = ["rescale X (e.g. sklearn.preprocessing.StandardScaler)"]
+        if "gamma" in KERNELS[self.name].defaults:
+            fixes.append("lower gamma")
+        if dtype == np.float32:
+            fixes.append("compute in float64 (precision='float64')")
+        return (
+            f"The {self.describe()} gave {found} {where}: the kernel overflowed "
+            f"{dtype} (largest {np.finfo(dtype).max:.3g}). "
+            + ", or ".join(fixes).replace("rescale", "Rescale", 1)
+            + "."
+        )
+
+
+@dataclass(frozen=True)
+class CallableKernel(KernelSpec):
+    """A Python function ``f(A, B, **params)`` returning the ``(len(A), len(B))`` block.
+
+    It runs block by block on the workers; scikit-learn's per-pair form (two rows
+    in, a number out) is recognised and evaluated pair by pair (see :func:`_form`).
+    A model with one cannot be saved (:attr:`storable` is False).
+
+    >>> import numpy as np
+    >>> k = CallableKernel(function=lambda a, b, c: a @ b.T + c, params=(("c", 1.0),))
+    >>> k(np.eye(2), np.eye(2)).tolist()
+    [[2.0, 1.0], [1.0, 2.0]]
+    """
+
+    name: str = CALLABLE
+    function: Callable[..., Any] | None = None  # f(A, B, **params)
+    params: tuple[tuple[str, Any], ...] = ()  # its kernel_params, as sorted items
+
+    kind: ClassVar[str] = CALLABLE
+    storable: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.function):
+            raise KernelParameterError(
+                f"A callable kernel needs a function f(A, B, **kernel_params); got "
+                f"{type(self.function).__name__}."
+            )
+        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
+
+    @property
+    def function_name(self) -> str:
+        f = self.function
+        module = getattr(f, "__module__", None) or ""
+        name = getattr(f, "__qualname__", None) or type(f).__name__
+        return f"{module}.{name}" if module else name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The function's name and parameters (for display and reports); it cannot be
+        turned back into a spec."""
+        return {
+            "name": self.name,
+            "function": self.function_name,
+            "kernel_params": {k: _plain(v) for k, v in self.params},
+        }
+
+    def describe(self) -> str:
+        given = f" with kernel_params {dict(self.params)}" if self.params else ""
+        return f"kernel function {self.function_name}{given}"
+
+    def _block(self, a: Any, b: Any, out: np.ndarray | None) -> np.ndarray:
         assert self.function is not None
         dtype = _block_dtype(a, b)
         params = dict(self.params)
@@ -578,55 +720,47 @@ class KernelSpec:
         out[...] = block
         return out
 
-    def describe(self) -> str:
-        """``"rbf kernel (gamma=0.5)"``, ``"kernel function mod.f (kernel_params {...})"``."""
-        if self.name == CALLABLE:
-            given = f" with kernel_params {dict(self.params)}" if self.params else ""
-            return f"kernel function {self.function_name}{given}"
-        if self.name == PRECOMPUTED:
-            return "precomputed kernel"
-        values = ", ".join(f"{p}={getattr(self, p):.3g}" for p in KERNELS[self.name].defaults)
-        return f"{self.name} kernel" + (f" ({values})" if values else "")
+    def _diag(self, a: Any) -> np.ndarray:
+        """The diagonal of the block ``f(a, a)``."""
+        return np.array(np.diagonal(self._block(a, a, None)), dtype=np.float64)
 
-    def _check_finite(self, block: np.ndarray, a: Any, b: Any) -> None:
-        """Refuse a block with NaN or inf, naming the kernel and the data (one reduction)."""
-        if np.isfinite(np.add.reduce(block, axis=None)) or np.isfinite(block).all():
-            return  # the sum of finite values is finite unless it overflows itself
-        found = " and ".join(
-            word for word, hit in (("NaN", np.isnan(block).any()), ("inf", np.isinf(block).any()))
-            if hit
-        )  # fmt: skip
-        top = max(_max_abs(a), _max_abs(b))
-        where = f"on rows with values up to {top:.3g} ({block.dtype} kernel blocks)"
-        if self.name == CALLABLE:
-            raise KernelValueError(
-                f"The {self.describe()} returned {found} {where}; a kernel must return finite "
-                "numbers. Fix the function (or its kernel_params) for these rows."
-            )
-        fixes = ["rescale X (e.g. sklearn.preprocessing.StandardScaler)"]
-        if "gamma" in KERNELS[self.name].defaults:
-            fixes.append("lower gamma")
-        if block.dtype == np.float32:
-            fixes.append("compute in float64 (precision='float64')")
-        raise KernelValueError(
-            f"The {self.describe()} gave {found} {where}: the kernel overflowed "
-            f"{block.dtype} (largest {np.finfo(block.dtype).max:.3g}). "
-            + ", or ".join(fixes).replace("rescale", "Rescale", 1)
-            + "."
+    def _non_finite(self, found: str, where: str, dtype: np.dtype) -> str:
+        return (
+            f"The {self.describe()} returned {found} {where}; a kernel must return finite "
+            "numbers. Fix the function (or its kernel_params) for these rows."
         )
 
-    def diag(self, a: np.ndarray) -> np.ndarray:
-        """Self-similarities ``kappa(a_i, a_i)``, float64, shape ``(len(a),)``.
 
-        A callable kernel evaluates its block ``f(a, a)`` and keeps the diagonal.
-        """
-        self._check_ready(a)
-        if self.name == CALLABLE:
-            values = np.array(np.diagonal(self._call_function(a, a, None)), dtype=np.float64)
-        else:
-            values = KERNELS[self.name].diag(a, self)
-        self._check_finite(values, a, a)
-        return values
+@dataclass(frozen=True)
+class PrecomputedKernel(KernelSpec):
+    """``kernel="precomputed"``: X is the kernel matrix (train x train; test x train to
+    project). Its blocks are read (:mod:`npt_dask.gram`), never evaluated: the spec has
+    no function, and a model keeps the training matrix's diagonal instead of rows.
+
+    >>> PrecomputedKernel().describe()
+    'precomputed kernel'
+    """
+
+    name: str = PRECOMPUTED
+
+    kind: ClassVar[str] = PRECOMPUTED
+    evaluated: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        return "precomputed kernel"
+
+    def _check_ready(self, *blocks: np.ndarray) -> None:
+        raise KernelParameterError(
+            "A precomputed kernel has no function to evaluate: its blocks are read from "
+            "the kernel matrix given as X (npt_dask.gram reads them)."
+        )
+
+
+_KINDS: Mapping[str, type[KernelSpec]] = {
+    PRECOMPUTED: PrecomputedKernel,
+    CALLABLE: CallableKernel,
+}
+"""The class of each special name; every other name is a :class:`NamedKernel`."""
 
 
 def _plain(value: Any) -> Any:
@@ -788,7 +922,7 @@ def make_kernel(
             )
         return kernel if isinstance(kernel, KernelSpec) else KernelSpec.from_dict(kernel)
     if callable(kernel) and not isinstance(kernel, str):
-        return KernelSpec(CALLABLE, function=kernel, params=tuple(params.items()))
+        return CallableKernel(function=kernel, params=tuple(params.items()))
     if not isinstance(kernel, str):
         raise KernelParameterError(
             f"kernel must be a name, 'precomputed', a function f(A, B, **kernel_params), a "
@@ -799,7 +933,7 @@ def make_kernel(
             raise KernelParameterError(
                 f"kernel_params {sorted(params)} given with a precomputed kernel, which has none."
             )
-        return KernelSpec(PRECOMPUTED)
+        return PrecomputedKernel()
     check_param("kernel", kernel)
     kernel = ALIASES.get(kernel, kernel)
     given: dict[str, Any] = {"gamma": gamma, "degree": degree, "coef0": coef0}
@@ -816,7 +950,7 @@ def make_kernel(
                 "give it once."
             )
         given[key] = value
-    return KernelSpec(kernel, **{k: v for k, v in given.items() if k in used})
+    return NamedKernel(kernel, **{k: v for k, v in given.items() if k in used})
 
 
 def resolve_kernel(params: Any, n_features: int, variance: Callable[[], float]) -> KernelSpec:

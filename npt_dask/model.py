@@ -33,7 +33,7 @@ import dask.array as da
 import numpy as np
 
 from npt_dask import store
-from npt_dask._inputs import InputInfo, wrap_rows
+from npt_dask._inputs import InputInfo, pad_columns, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
 from npt_dask.errors import InputError, KernelScaleWarning, ResidualWarning, StoreError, warn
@@ -124,7 +124,7 @@ class NPTModel:
     moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (not saved)
 
     def __post_init__(self) -> None:
-        if self.kernel.is_precomputed and self.x_train.shape[1] != 0:
+        if not self.kernel.evaluated and self.x_train.shape[1] != 0:
             # fitted on the kernel matrix: keep its diagonal (read from the diagonal
             # blocks), not the matrix -- a precomputed model holds no training rows
             diag = compute(kernel_diagonal(self.x_train, self.kernel))[0]
@@ -139,7 +139,7 @@ class NPTModel:
     @property
     def n_features(self) -> int:
         """Number of input features d (n for a precomputed kernel: one per training row)."""
-        if self.kernel.is_precomputed:
+        if not self.kernel.evaluated:
             return self.n_samples
         return int(self.x_train.shape[1])
 
@@ -237,7 +237,7 @@ class NPTModel:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
         return self.projector().rows(z)
 
-    def transform(self, z: Any) -> Any:
+    def transform(self, z: Any, *, columns: int | None = None) -> Any:
         """NPT coordinates ``y = Lambda^{-1/2} U^T k(z)`` of the rows of ``z``.
 
         Parameters
@@ -245,6 +245,9 @@ class NPTModel:
         z : array-like, dask array or DataArray of shape (m, d)
             Rows to project. numpy input is projected in row chunks of the
             model's ``chunk_size``; dask input keeps its row chunks.
+        columns : int, optional
+            Append zero columns up to this many (scikit-learn's ``KernelPCA`` gives
+            ``n_components`` columns past the rank).
 
         Returns
         -------
@@ -255,7 +258,7 @@ class NPTModel:
         """
         x, info = self._rows(z)
         y = self._project(x)[:, : self.n_components].astype(x.dtype)
-        out = wrap_rows(y, info, name="coordinates")
+        out = wrap_rows(pad_columns(y, columns or 0), info, name="coordinates")
         if not info.lazy:
             self._warn_far_rows(np.asarray(out))
         return out
@@ -284,7 +287,7 @@ class NPTModel:
         residual is NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
         """
         x, info = self._rows(z)
-        if not self.kernel.is_precomputed:
+        if self.kernel.evaluated:
             if diag is not None:
                 raise InputError(
                     "diag is for kernel='precomputed' only; this model evaluates k(z, z) "

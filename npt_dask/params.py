@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from npt_dask.errors import InputError, InputTypeError, KernelParameterError
+from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -239,7 +239,7 @@ class Param:
     constraints: tuple[Constraint, ...]
     default: Any
     help: str
-    error: type[Exception] = InputError
+    error: type[NPTError] = InputError
     parse: Callable[[str], Any] | None = None
     message: str | None = None  # a wording of its own (the kernel name: "Unknown kernel")
     hint: str = ""  # the fix, appended to the common wording
@@ -247,7 +247,7 @@ class Param:
     @property
     def flag(self) -> str:
         """The command-line option: ``--chunk-size`` for ``chunk_size``."""
-        return "--" + self.name.replace("_", "-")
+        return flag_of(self.name)
 
     def invalid_values(self) -> tuple[Any, ...]:
         """Values the constraints refuse: each range's edges, and a string of no option
@@ -271,11 +271,23 @@ class Param:
         error = self.error if typed or options or isinstance(value, str) else InputTypeError
         if self.message is not None:
             choices = self.describe().removeprefix("one of ")
-            raise error(self.message.format(value=value, choices=choices))
+            raise error(self.message.format(value=value, choices=choices), param=self.name)
         raise error(
-            f"The '{self.name}' parameter must be {self.describe()}. Got {value!r} instead."
-            + (f" {self.hint}" if self.hint else "")
+            f"{subject(self.name)} must be {self.describe()}. Got {value!r} instead."
+            + (f" {self.hint}" if self.hint else ""),
+            param=self.name,
         )
+
+
+def flag_of(name: str) -> str:
+    """The command-line option of the parameter ``name``: ``--chunk-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def subject(name: str) -> str:
+    """How an error names the parameter ``name``: ``"The 'tol' parameter"`` (the command
+    line says ``"The --tol option"`` instead)."""
+    return f"The '{name}' parameter"
 
 
 def _optional(text: str) -> Any:

@@ -61,6 +61,7 @@ __all__ = [
     "kept_pairs",
     "krylov_cap",
     "krylov_shape",
+    "max_rank",
     "pass_bytes",
     "plan_fit",
     "small_bytes",
@@ -327,6 +328,8 @@ class FitPlan:
     disk: ``basis_home``), zero when the basis is on the driver.
     ``kept_bytes`` is what the kept blocks hold (:func:`kept_bytes`, entries of
     ``itemsize`` bytes, the kernel precision), part of ``worker_bytes``.
+    ``explicit``: the Krylov solver is to decompose the explicit matrix
+    (:func:`takes_explicit_path`, decided here once; the solver obeys it).
     """
 
     solver: str
@@ -345,6 +348,7 @@ class FitPlan:
     basis_home: str = "driver"
     itemsize: int = 8
     kept_bytes: int = 0
+    explicit: bool = False
 
     @property
     def n_pairs(self) -> int:
@@ -389,11 +393,18 @@ class FitPlan:
             "panel_bytes": self.panel_bytes,
             "itemsize": self.itemsize,
             "kept_bytes": self.kept_bytes,
+            "explicit": self.explicit,
         }
 
 
+def max_rank(n: int, center: bool) -> int:
+    """The most components a model of ``n`` rows can have: the rank of its kernel matrix
+    is at most ``n``, and centring removes one (the constant direction)."""
+    return n - 1 if center else n
+
+
 def _check_rank(n: int, r: int | None, center: bool) -> None:
-    max_r = n - 1 if center else n
+    max_r = max_rank(n, center)
     if r is not None and r > max_r:
         raise InputError(
             f"n_components={r} is larger than possible: a {'centred ' if center else ''}"
@@ -447,9 +458,10 @@ def _krylov_candidate(
         columns = min(cap, max(spare // basis_bytes(n, 1), min(n, r + 2 * b)))
     else:
         columns = basis_columns(n, r, b, budget)
+    explicit = not chunked and takes_explicit_path(n, r, columns)
     if chunked:
         driver = chunked_driver_bytes(n, columns, r)
-    elif takes_explicit_path(n, r, columns):  # the solver decomposes the explicit matrix
+    elif explicit:  # the solver decomposes the explicit matrix
         driver = dense_bytes(n)
     else:
         driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)
@@ -466,7 +478,7 @@ def _krylov_candidate(
         "krylov", n, r, chunks, b, columns, kept, driver, tasks, budget, threads,
         basis="chunked" if chunked else "driver",
         panel_bytes=panel_bytes(n, columns, b, r) if chunked else 0,
-        basis_home=home, itemsize=itemsize, kept_bytes=held,
+        basis_home=home, itemsize=itemsize, kept_bytes=held, explicit=explicit,
     )  # fmt: skip
 
 

@@ -138,7 +138,7 @@ def fit_inverse_map(
         Stopping rule of the conjugate-gradient solve (n > :data:`DENSE_KRR_ROWS`):
         relative residual per column, most passes over the kernel blocks.
     """
-    if kernel.is_precomputed:
+    if not kernel.evaluated:
         raise InputError(
             "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map needs "
             "the kernel on the coordinates, which a given matrix does not define."

@@ -56,11 +56,15 @@ from npt_dask.errors import (
     ProjectionError,
     warn,
 )
+from npt_dask.kernels import NamedKernel
 from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
 
 __all__ = ["ProjectionError", "open_data", "project"]
+
+_CLI = {"resume=False": "--overwrite", "var=": "--var"}
+"""This module's Python spellings in error messages, as ``npt project`` spells them."""
 
 FORMAT_VERSION = 1
 
@@ -105,7 +109,8 @@ def _check_chunk(z: Any, index: int, out: str) -> int:
     if stored != _digest(z):
         raise ProjectionError(
             f"{out}: rows of chunk {index} differ from those projected before; refusing to "
-            "mix results. Project into a new store or pass resume=False."
+            "mix results. Project into a new store or pass resume=False.",
+            spellings=_CLI,
         )
     return index
 
@@ -177,7 +182,9 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
     if isinstance(node, zarr.Array):
         return da.from_zarr(node)
     if var is None:
-        raise InputError(f"{path} is a zarr group; name the variable to project (var=/--var).")
+        raise InputError(
+            f"{path} is a zarr group; name the variable to project with var=.", spellings=_CLI
+        )
     ds = xr.open_zarr(path, consolidated=None)
     if var not in ds:
         raise InputError(f"{path} has no variable {var!r}; it has {sorted(ds.data_vars)}.")
@@ -196,7 +203,9 @@ def warn_projection_scale(x: da.Array, model: NPTModel) -> None:
     at the kernel's maximum (raw 0-255 pixels projected with a model fitted on [0, 1]).
     """
     spec = model.kernel
-    if spec.name not in ("rbf", "laplacian") or is_sparse_rows(x):
+    if not isinstance(spec, NamedKernel) or spec.name not in ("rbf", "laplacian"):
+        return  # only these kernels peak at k(x, x) = 1
+    if is_sparse_rows(x):
         return  # only these kernels peak at k(x, x) = 1
     rows = np.asarray(x[:SCALE_SAMPLE].compute(), dtype=np.float64)
     train = np.asarray(model.x_train[:SCALE_SAMPLE].compute(), dtype=np.float64)
@@ -520,7 +529,8 @@ def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
         what = [k for k in want if not isinstance(found, dict) or found.get(k) != want[k]]
         raise ProjectionError(
             f"{out} holds a projection of another {'/'.join(what) or 'kind'}; refusing to mix "
-            "results. Project into a new store or pass resume=False to overwrite."
+            "results. Project into a new store or pass resume=False to overwrite.",
+            spellings=_CLI,
         )
     return np.asarray(group["npt_done"][:]).astype(bool)
 

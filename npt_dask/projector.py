@@ -70,18 +70,20 @@ def _pairs(training: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     return iter(training)
 
 
-def _dense_rows(z: Any, kernel: KernelSpec) -> Any:
+def _dense_rows(z: Any) -> Any:
+    """A task's rows as numpy: a sparse chunk expanded; a precomputed kernel's list of
+    column blocks, each expanded."""
     import scipy.sparse
 
-    if kernel.is_precomputed:
-        return [np.asarray(b.toarray() if scipy.sparse.issparse(b) else b) for b in z]
-    return z.toarray() if scipy.sparse.issparse(z) else z
+    if isinstance(z, list):
+        return [_dense_rows(b) for b in z]
+    return np.asarray(z.toarray()) if scipy.sparse.issparse(z) else z
 
 
 def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
     """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
     blocks for a precomputed kernel); a non-finite result is an error naming the kernel."""
-    both = project_rows(_dense_rows(z, kernel), _pairs(training), kernel, terms)
+    both = project_rows(_dense_rows(z), _pairs(training), kernel, terms)
     if not np.isfinite(both[:, :-1]).all():  # (a precomputed kernel's residual is NaN)
         raise InputError(_non_finite_message(kernel))
     return both
@@ -89,15 +91,10 @@ def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTe
 
 def _non_finite_message(kernel: KernelSpec) -> str:
     """The rows are finite (checked on input), so NaN or inf came from the kernel."""
-    if kernel.is_callable:
-        what = f"The kernel function {kernel.function_name} returned NaN or inf"
-    elif kernel.is_precomputed:
-        what = "The precomputed test x train kernel rows gave NaN or inf"
-    else:
-        what = f"The kernel {kernel.to_dict()} gave NaN or inf (an overflow?)"
     return (
-        f"{what} on rows being projected; nothing was written for them. Make the kernel "
-        "return finite values for these rows (or scale the rows), then project again."
+        f"The {kernel.describe()} gave NaN or inf on rows being projected; nothing was "
+        "written for them. Make the kernel return finite values for these rows (or scale "
+        "the rows), then project again."
     )
 
 
@@ -105,7 +102,7 @@ def project_chunk_parts(
     z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Task body: ``(y, residual, ||y||^2)`` of one row chunk, ``y`` contiguous."""
-    return project_parts(_dense_rows(z, kernel), _pairs(training), kernel, terms)
+    return project_parts(_dense_rows(z), _pairs(training), kernel, terms)
 
 
 @dataclass(frozen=True)
@@ -119,6 +116,7 @@ class Projector:
     precision: np.dtype
     n_features: int
     train_chunks: tuple[int, ...]
+    kind: FeatureRows | KernelRows  # what a row to project is (chosen once: rows_kind)
 
     def rows_of(
         self, data: Any, *, chunk_size: int | None = None, name: str = "Z"
@@ -126,9 +124,8 @@ class Projector:
         """``data`` as row chunks by the one chunking rule (:func:`projection_rows`)."""
         return projection_rows(
             data,
-            kernel=self.kernel,
+            kind=self.kind,
             precision=self.precision,
-            n_features=self.n_features,
             train_chunks=self.train_chunks,
             chunk_size=chunk_size,
             name=name,
@@ -143,10 +140,7 @@ class Projector:
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        parts = x.to_delayed(optimize_graph=False)  # keys stable across graphs (no run_spec clash)
-        if self.kernel.is_precomputed:
-            return [list(parts[i]) for i in range(parts.shape[0])]
-        return [parts[i, 0] for i in range(parts.shape[0])]
+        return self.kind.task_inputs(x)
 
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
@@ -166,17 +160,73 @@ class Projector:
         return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
 
 
+@dataclass(frozen=True)
+class FeatureRows:
+    """Rows to project are rows of features (an evaluated kernel): ``n_features`` columns,
+    one task input per row chunk."""
+
+    n_features: int
+
+    def of(
+        self, data: Any, *, name: str, size: int, dtype: np.dtype, keep: bool,
+        train_chunks: tuple[int, ...],
+    ) -> tuple[da.Array, InputInfo]:  # fmt: skip
+        """``data`` as row chunks of ``size`` rows, its features checked against the model."""
+        x, info = as_row_chunked(
+            data, name=name, chunk_size=size, dtype=dtype, keep_lazy_chunks=keep
+        )
+        if x.shape[1] != self.n_features:
+            d = self.n_features
+            raise InputError(
+                f"{name} has {count(x.shape[1], 'feature')}, but the model was fitted on "
+                f"{count(d, 'feature')}: give rows with {d} columns (the model expects {d})."
+            )
+        return x, info
+
+    @staticmethod
+    def task_inputs(x: da.Array) -> list[Any]:
+        """Each row chunk of ``x`` as a task argument."""
+        parts = x.to_delayed(optimize_graph=False)  # keys stable across graphs (no run_spec clash)
+        return [parts[i, 0] for i in range(parts.shape[0])]
+
+
+@dataclass(frozen=True)
+class KernelRows:
+    """Rows to project are test x train kernel rows (a precomputed kernel): their columns
+    chunked like the training rows, each task input a row chunk's list of column blocks."""
+
+    def of(
+        self, data: Any, *, name: str, size: int, dtype: np.dtype, keep: bool,
+        train_chunks: tuple[int, ...],
+    ) -> tuple[da.Array, InputInfo]:  # fmt: skip
+        """``data`` as a kernel matrix against the training rows (columns checked)."""
+        return as_kernel_matrix(
+            data, name=name, chunk_size=size, column_chunks=train_chunks, dtype=dtype,
+            keep_lazy_chunks=keep,
+        )  # fmt: skip
+
+    @staticmethod
+    def task_inputs(x: da.Array) -> list[Any]:
+        """Each row chunk of ``x`` as its list of column blocks."""
+        parts = x.to_delayed(optimize_graph=False)
+        return [list(parts[i]) for i in range(parts.shape[0])]
+
+
+def rows_kind(kernel: KernelSpec, n_features: int) -> FeatureRows | KernelRows:
+    """What a row to project is for ``kernel``: the one dispatch on the kind."""
+    return FeatureRows(n_features) if kernel.evaluated else KernelRows()
+
+
 def projection_rows(
     data: Any,
     *,
-    kernel: KernelSpec,
+    kind: FeatureRows | KernelRows,
     precision: np.dtype,
-    n_features: int,
     train_chunks: tuple[int, ...],
     chunk_size: int | None = None,
     name: str = "Z",
 ) -> tuple[da.Array, InputInfo]:
-    """The one chunking rule, with the features checked against the model.
+    """The one chunking rule, with the rows checked against the model (``kind``).
 
     Without ``chunk_size``: numpy rows in chunks of at most the model's largest
     training chunk, as many as keeps every thread busy (:func:`balanced_rows`:
@@ -186,25 +236,9 @@ def projection_rows(
     """
     size = chunk_size or max(train_chunks)
     keep = chunk_size is None
-    if kernel.is_precomputed:
-        x, info = as_kernel_matrix(
-            data,
-            name=name,
-            chunk_size=size,
-            column_chunks=train_chunks,
-            dtype=precision,
-            keep_lazy_chunks=keep,
-        )
-    else:
-        x, info = as_row_chunked(
-            data, name=name, chunk_size=size, dtype=precision, keep_lazy_chunks=keep
-        )
-        if x.shape[1] != n_features:
-            raise InputError(
-                f"{name} has {count(x.shape[1], 'feature')}, but the model was fitted on "
-                f"{count(n_features, 'feature')}: give rows with {n_features} columns (the model "
-                f"expects {n_features})."
-            )
+    x, info = kind.of(
+        data, name=name, size=size, dtype=precision, keep=keep, train_chunks=train_chunks
+    )
     if not keep:
         return x.rechunk({0: size}), info
     return (x if info.lazy else balanced_rows(x, task_threads())), info
@@ -234,7 +268,7 @@ def _ship(model: NPTModel) -> ShippedTraining:
     offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
     w = _gemm_weights(model)
     blocks = [w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)]
-    if model.kernel.is_precomputed:  # no training rows: the test x train blocks carry them
+    if not model.kernel.evaluated:  # no training rows: the test x train blocks carry them
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(model.x_train.to_delayed(optimize_graph=False).ravel())
@@ -242,7 +276,7 @@ def _ship(model: NPTModel) -> ShippedTraining:
 
 
 def _build(model: NPTModel) -> Projector:
-    if model.store_path is not None and not model.kernel.is_precomputed:
+    if model.store_path is not None and model.kernel.evaluated:
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(model.x_train.chunks[0])]))
         training: Any = StoredTraining(
             model.store_path, offsets, model.eigenvalues, str(model.precision), model.identity
@@ -257,6 +291,7 @@ def _build(model: NPTModel) -> Projector:
         precision=np.dtype(model.precision),
         n_features=model.n_features,
         train_chunks=tuple(int(c) for c in model.x_train.chunks[0]),
+        kind=rows_kind(model.kernel, model.n_features),
     )
 
 

@@ -209,7 +209,7 @@ def model_identity(model: NPTModel) -> str:
 
     Hashes every array once (the training rows chunk by chunk).
     """
-    if model.kernel.is_callable:  # never saved: an identity of this process only
+    if not model.kernel.storable:  # never saved: an identity of this process only
         return "callable-" + hashlib.sha256(str(id(model)).encode()).hexdigest()
     return manifest_checksum(_manifest(model, _arrays_of(model)))
 
@@ -242,7 +242,7 @@ def _arrays_of(model: NPTModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
         "row_means": (model.row_means, ("sample",)),
         "residuals": (model.diagnostics.residuals, ("component",)),
     }
-    if model.kernel.is_precomputed:
+    if not model.kernel.evaluated:
         assert model.train_diagonal is not None
         out["train_diagonal"] = (model.train_diagonal, ("sample",))
         return out
@@ -254,7 +254,7 @@ def _arrays_of(model: NPTModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
 
 
 def _check_storable(model: NPTModel) -> None:
-    if model.kernel.is_callable:
+    if not model.kernel.storable:
         raise StoreError(
             f"This model's kernel is the Python function {model.kernel.function_name}; a "
             "function is code, and npt-dask stores no code (no pickle), so the model cannot "
@@ -282,7 +282,7 @@ def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelMa
         chunk_size=model.chunk_size,
         kernel=model.kernel.to_dict(),
         diagnostics=diagnostics,
-        training_rows=NO_ROWS if model.kernel.is_precomputed else STORED_ROWS,
+        training_rows=NO_ROWS if not model.kernel.evaluated else STORED_ROWS,
         arrays={
             name: {"shape": list(np.shape(values)), "dtype": str(values.dtype)}
             for name, (values, _) in arrays.items()

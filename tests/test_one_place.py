@@ -66,3 +66,15 @@ def test_float32_fit_drops_eigenvalues_below_the_float32_rtol():
     model = npt.fit(x, "linear", center=False)
     assert model.n_components == 2
     assert model.eigenvalues[-1] > params.DEFAULT_RTOL["float32"] * model.eigenvalues[0]
+
+
+def test_fit_signature_is_the_table_and_passes_every_parameter_on():
+    """``npt.fit`` builds its FitParams from its own arguments by the table's names, so
+    its signature must hold exactly those (a parameter added to the table and not to the
+    signature, or the reverse, fails here)."""
+    signature = list(inspect.signature(npt.fit).parameters)
+    assert set(signature) == {"X", "labels", "targets", *params.names()}
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    model = npt.fit(x, gamma=0.3, n_components=4, tol=1e-9, random_state=0, center=False)
+    assert (model.kernel.gamma, model.n_components, model.center) == (0.3, 4, False)
+    assert model.diagnostics.tol == 1e-9

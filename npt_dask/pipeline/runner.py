@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import resource
 import time
 from collections.abc import Callable, Iterator
@@ -57,12 +56,7 @@ def _matches(model: NPTModel, cfg: FitParams, x: np.ndarray, rows: Any) -> bool:
     spec = resolve_kernel(cfg, x.shape[1], lambda: data_variance(da.from_array(x)))
     precision = cfg.precision or float_dtype(x.dtype).name
     same = (
-        model.kernel.name == spec.name
-        and model.kernel.params == spec.params
-        and all(  # gamma="scale" is resolved from a variance summed in another order
-            math.isclose(getattr(model.kernel, p) or 0.0, getattr(spec, p) or 0.0, rel_tol=1e-9)
-            for p in ("gamma", "degree", "coef0")
-        )
+        model.kernel.matches(spec, rel_tol=1e-9)
         and cfg.n_components in (None, model.n_components)
         and model.center == cfg.center
         and model.precision == np.dtype(precision)
