@@ -282,22 +282,23 @@ def check_finite_eagerly(x: da.Array, name: str) -> None:
 
 
 def wrap_rows(
-    result: da.Array,
+    result: da.Array | np.ndarray,
     info: InputInfo,
     *,
     column_dim: str | None = "component",
     name: str | None = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Return a row-aligned lazy result in the type the rows came in."""
+    """Return a row-aligned result (lazy, or numpy already) in the type the rows came in."""
+    eager = not isinstance(result, da.Array)
     if info.kind == "dask":
         return result
     if info.kind == "numpy":
-        return compute(result, release_scratch=True)[0]
+        return result if eager else compute(result, release_scratch=True)[0]
     import xarray as xr
 
     dims = (info.sample_dim,) if result.ndim == 1 else (info.sample_dim, column_dim)
-    data = result if info.lazy else compute(result, release_scratch=True)[0]
+    data = result if info.lazy or eager else compute(result, release_scratch=True)[0]
     coords = dict(info.sample_coords)
     if result.ndim == 2:
         coords[column_dim] = np.arange(result.shape[1])
@@ -315,11 +316,24 @@ def pad_columns(y: Any, k: int) -> Any:
     return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
 
 
-def rows_like(data: Any, result: da.Array, *, name: str | None = None) -> Any:
-    """``result`` (lazy, row-aligned with ``data``) in the type ``data`` came in
-    (:func:`wrap_rows`); ``data`` is only inspected, never read."""
-    _, info = _to_array(data, "X")
-    return wrap_rows(result, info, name=name)
+def rows_like(data: Any, values: np.ndarray, *, name: str | None = None) -> Any:
+    """``values`` (numpy, one row per row of ``data``) in the type ``data`` came in
+    (:func:`wrap_rows`): as they are for eager data (no scheduler is involved), lazy and
+    chunked like ``data``'s rows for lazy data. ``data`` is only inspected, never read."""
+    array, info = _to_array(data, "X")
+    if not info.lazy:
+        return wrap_rows(values, info, name=name)
+    return wrap_rows(da.from_array(values, chunks=(array.chunks[0], -1)), info, name=name)
+
+
+def zeros_like_rows(data: Any, columns: int, dtype: Any) -> Any:
+    """Zeros of ``columns`` columns, one row per row of ``data``, in ``data``'s type (lazy
+    data: lazy zeros chunked like its rows; nothing is read or shipped)."""
+    array, info = _to_array(data, "X")
+    n = int(array.shape[0])
+    if not info.lazy:
+        return wrap_rows(np.zeros((n, columns), dtype=dtype), info)
+    return wrap_rows(da.zeros((n, columns), chunks=(array.chunks[0], columns), dtype=dtype), info)
 
 
 def data_variance(x: da.Array) -> float:

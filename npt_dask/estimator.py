@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import as_row_chunked, pad_columns, rows_like
+from npt_dask._inputs import pad_columns, rows_like, zeros_like_rows
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
@@ -62,12 +62,6 @@ _SPECTRUM = (
 _EXTRA = {p.name: p for p in ESTIMATOR_PARAMS}
 _FIT_NAMES = tuple(names())
 _E = {p.name: p.default for p in ESTIMATOR_PARAMS}
-
-
-def _zeros_like_rows(X: Any, k: int, dtype: Any) -> Any:
-    """Zero coordinates for the rows of ``X``, in X's container kind (lazy stays lazy)."""
-    x, _ = as_row_chunked(X, name="X", chunk_size=None, keep_lazy_chunks=True)
-    return rows_like(X, da.zeros((x.shape[0], k), chunks=(x.chunks[0], k), dtype=dtype))
 
 
 class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -484,12 +478,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.fit(X, y)
         model = self.model_
         if model is None:
-            return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
+            return zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
         coords = pad_columns(np.asarray(model.train_coordinates()), self.n_components_)
-        rows = da.from_array(
-            coords.astype(model.precision, copy=False), chunks=(model.x_train.chunks[0], -1)
-        )
-        return rows_like(X, rows, name="coordinates")
+        return rows_like(X, coords.astype(model.precision, copy=False), name="coordinates")
 
     def transform(self, X: Any) -> Any:
         """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out.
@@ -500,7 +491,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         check_is_fitted(self, "model_")
         X = self._validate(X, reset=False)
         if self.model_ is None:
-            return _zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
+            return zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
         return self.model_.transform(X, columns=self.n_components_)
 
     def inverse_transform(self, X: Any) -> Any:

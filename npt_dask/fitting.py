@@ -456,6 +456,8 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
         )
     rng = np.random.default_rng(params.random_state)
     idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
+    if len(idx) != plan.n:  # RPCholesky stopped early: the rows chosen span every candidate
+        plan = plan_for(x, params.replace(landmarks=idx))
     rows = x[idx].rechunk({0: plan.row_chunks})  # as planned (_training_chunks)
     sub = InputInfo(info.kind, info.lazy, info.sample_dim,
                     {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip

@@ -332,8 +332,17 @@ ALIASES: Mapping[str, str] = KERNEL_ALIASES
 _PARAMS = ("gamma", "degree", "coef0")
 
 
+class _ByKind(type):
+    """``KernelSpec(name, ...)`` builds the class of that kind (:func:`_spec_of_kind`)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is KernelSpec:
+            return _spec_of_kind(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
 @dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(metaclass=_ByKind):
     """A kernel, validated, immutable: one of three kinds, each its own class.
 
     * :class:`NamedKernel` -- a kernel of the registry (:data:`KERNELS`) and its
@@ -384,12 +393,6 @@ class KernelSpec:
             raise KernelParameterError(
                 f"A {self.kind} kernel is named {self.kind!r}; got {self.name!r}."
             )
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> KernelSpec:
-        if cls is KernelSpec:  # KernelSpec("rbf", ...): the class of that kind
-            name = args[0] if args else kwargs.get("name")
-            cls = _KINDS.get(name, NamedKernel) if isinstance(name, str) else NamedKernel
-        return object.__new__(cls)
 
     @property
     def is_precomputed(self) -> bool:
@@ -754,6 +757,35 @@ class PrecomputedKernel(KernelSpec):
             "A precomputed kernel has no function to evaluate: its blocks are read from "
             "the kernel matrix given as X (npt_dask.gram reads them)."
         )
+
+
+def _spec_of_kind(
+    name: str,
+    gamma: float | str | None = None,
+    degree: float | None = None,
+    coef0: float | None = None,
+    function: Callable[..., Any] | None = None,
+    params: tuple[tuple[str, Any], ...] = (),
+) -> KernelSpec:
+    """The spec ``KernelSpec(name, ...)`` asks for, each field checked against its kind."""
+    given = sorted(p for p, v in zip(_PARAMS, (gamma, degree, coef0), strict=True) if v is not None)
+    if name in (PRECOMPUTED, CALLABLE) and given:
+        fix = (
+            "pass the kernel function's own parameters as kernel_params."
+            if name == CALLABLE
+            else "the kernel matrix is given as it is."
+        )
+        raise KernelParameterError(f"A {name} kernel takes no {given}; {fix}")
+    if name == CALLABLE:
+        return CallableKernel(function=function, params=params)
+    if function is not None or params:
+        raise KernelParameterError(
+            f"The {name!r} kernel takes no function or kernel_params; pass the function itself "
+            "as the kernel (make_kernel(f, kernel_params=...))."
+        )
+    if name == PRECOMPUTED:
+        return PrecomputedKernel()
+    return NamedKernel(name, gamma=gamma, degree=degree, coef0=coef0)
 
 
 _KINDS: Mapping[str, type[KernelSpec]] = {

@@ -63,7 +63,7 @@ from npt_dask.projector import projector_for
 
 __all__ = ["ProjectionError", "open_data", "project"]
 
-_CLI = {"resume=False": "--overwrite", "var=": "--var"}
+_CLI = {"resume=False": "--overwrite"}
 """This module's Python spellings in error messages, as ``npt project`` spells them."""
 
 FORMAT_VERSION = 1
@@ -183,7 +183,8 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
         return da.from_zarr(node)
     if var is None:
         raise InputError(
-            f"{path} is a zarr group; name the variable to project with var=.", spellings=_CLI
+            f"{path} is a zarr group; name the variable to project (var=/--var).",
+            spellings={"var=/--var": "--var"},
         )
     ds = xr.open_zarr(path, consolidated=None)
     if var not in ds:

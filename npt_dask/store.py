@@ -296,6 +296,7 @@ def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows
     target = group.create_array(
         name, shape=values.shape, dtype=values.dtype, chunks=chunks,
         compressors=_codecs(), dimension_names=list(dims), fill_value=0,
+        config={"write_empty_chunks": True},  # every chunk exists: a missing one is damage
     )  # fmt: skip
     if isinstance(values, da.Array):
         da.store(values.rechunk(chunks), target, lock=False)

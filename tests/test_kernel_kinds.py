@@ -162,3 +162,62 @@ def test_projecting_into_another_models_store_says_overwrite_on_the_command_line
         npt.project(other, x, out)
     assert "resume=False" in str(caught.value)
     assert "--overwrite" in cli.for_the_command_line(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"name": "rbf", "function": _block}, "takes no function"),
+        ({"name": "precomputed", "gamma": 1.0}, "takes no \\['gamma'\\]"),
+        ({"name": "callable", "function": _block, "gamma": 1.0}, "kernel_params"),
+    ],
+)
+def test_fields_of_another_kind_are_a_kernel_parameter_error(fields, match):
+    with pytest.raises(KernelParameterError, match=match):
+        KernelSpec(**fields)
+
+
+# --- review findings -------------------------------------------------------------------
+
+
+def test_rpcholesky_stopping_early_plans_for_the_rows_it_chose():
+    """Ten distinct rows repeated: RPCholesky stops at 10 of the 50 landmarks asked for;
+    the fit is planned for those 10 (it once rechunked them by the plan for 50)."""
+    rng = np.random.default_rng(0)
+    distinct = rng.normal(size=(10, 4))
+    x = distinct[rng.integers(0, 10, size=2000)]
+    model = npt.fit(x, gamma=0.5, n_components=9, landmarks=50,
+                    landmark_method="rpcholesky", random_state=0)  # fmt: skip
+    assert model.n_samples == 10
+    assert model.diagnostics.plan["n"] == 10
+    # every row is one of the landmarks, r = 9 spans them: its residual is rounding
+    assert model.diagnostics.landmarks["certificate"]["max"] < 1e-6
+
+
+def test_eager_rows_come_back_without_a_scheduler():
+    import xarray as xr
+
+    from npt_dask._inputs import rows_like
+
+    values = np.arange(12.0).reshape(6, 2)
+    assert rows_like(np.zeros((6, 3)), values) is values
+    eager = rows_like(xr.DataArray(np.zeros((6, 3)), dims=("sample", "f")), values)
+    assert eager.data is values
+    lazy = rows_like(
+        xr.DataArray(np.zeros((6, 3)), dims=("sample", "f")).chunk({"sample": 4}), values
+    )
+    assert lazy.chunks == ((4, 2), (2,))
+    np.testing.assert_array_equal(lazy.compute().data, values)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_a_model_with_zero_chunks_saves_and_loads(tmp_path, center):
+    """Uncentred models store all-zero row means, and a chunk of all-zero training rows is
+    all zeros too; zarr skips writing such chunks unless told, and the load's check for
+    missing chunks then called the store damaged."""
+    x = np.random.default_rng(0).normal(size=(60, 3))
+    x[:20] = 0.0  # the first stored chunk of training rows is all zeros
+    model = npt.fit(x, kernel="linear", n_components=2, center=center, chunk_size=20)
+    model.save(tmp_path / "m.zarr")
+    back = npt.load(tmp_path / "m.zarr")
+    np.testing.assert_array_equal(back.transform(x), model.transform(x))
