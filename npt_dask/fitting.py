@@ -106,6 +106,19 @@ def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
     return tuple(normalize_chunks((max(x.chunks[0]),), (m,))[0])
 
 
+def _check_spanned_rank(params: FitParams, found: int) -> None:
+    """Refuse more components than the rows RPCholesky found can give (it stops early when
+    they already span every candidate row: duplicated or low-rank data)."""
+    r, most = params.n_components, max_rank(found, params.center)
+    if r is not None and r > most:
+        raise InputError(
+            f"landmark_method='rpcholesky' stopped at {found} of {params.landmarks} landmarks: "
+            f"those rows already span the others to rounding (X has about rank {found} in "
+            f"this kernel's feature space), so a model has at most {most} components. "
+            f"Lower n_components to {most} or less."
+        )
+
+
 def _check_landmark_rank(params: FitParams, m: int) -> None:
     r, most = params.n_components, max_rank(m, params.center)
     if params.landmarks is not None and r is not None and r > most:
@@ -457,6 +470,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     rng = np.random.default_rng(params.random_state)
     idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
     if len(idx) != plan.n:  # RPCholesky stopped early: the rows chosen span every candidate
+        _check_spanned_rank(params, len(idx))
         plan = plan_for(x, params.replace(landmarks=idx))
     rows = x[idx].rechunk({0: plan.row_chunks})  # as planned (_training_chunks)
     sub = InputInfo(info.kind, info.lazy, info.sample_dim,

@@ -114,7 +114,6 @@ class Projector:
     terms: ProjectionTerms
     n_components: int
     precision: np.dtype
-    n_features: int
     train_chunks: tuple[int, ...]
     kind: FeatureRows | KernelRows  # what a row to project is (chosen once: rows_kind)
 
@@ -289,7 +288,6 @@ def _build(model: NPTModel) -> Projector:
         terms=model.projection_terms(),
         n_components=model.n_components,
         precision=np.dtype(model.precision),
-        n_features=model.n_features,
         train_chunks=tuple(int(c) for c in model.x_train.chunks[0]),
         kind=rows_kind(model.kernel, model.n_features),
     )

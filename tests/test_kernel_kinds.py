@@ -221,3 +221,11 @@ def test_a_model_with_zero_chunks_saves_and_loads(tmp_path, center):
     model.save(tmp_path / "m.zarr")
     back = npt.load(tmp_path / "m.zarr")
     np.testing.assert_array_equal(back.transform(x), model.transform(x))
+
+
+def test_rpcholesky_stopping_early_names_the_rank_it_found():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10, 4))[rng.integers(0, 10, size=2000)]
+    with pytest.raises(InputError, match=r"stopped at 10 of 50 landmarks.*at most 9 components"):
+        npt.fit(x, gamma=0.5, n_components=20, landmarks=50,
+                landmark_method="rpcholesky", random_state=0)  # fmt: skip
