@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
 from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
+    CheckpointError,
     ClusterError,
     ConvergenceWarning,
     DegenerateKernelError,
@@ -30,11 +31,13 @@ from npt_dask.errors import (
     ProjectionError,
     RankWarning,
     ResidualWarning,
+    RidgeWarning,
     ScratchError,
     StoreError,
 )
 from npt_dask.estimator import NonlinearProjection
 from npt_dask.fitting import fit
+from npt_dask.kernel_ridge import KernelRidge, KernelRidgeClassifier
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics, load
 from npt_dask.projection import project
@@ -47,12 +50,15 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "KERNELS",
+    "CheckpointError",
     "ClusterError",
     "ConvergenceWarning",
     "DegenerateKernelError",
     "InputError",
     "InputTypeError",
     "KernelParameterError",
+    "KernelRidge",
+    "KernelRidgeClassifier",
     "KernelScaleWarning",
     "KernelSpec",
     "KernelValueError",
@@ -66,6 +72,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "ResidualWarning",
+    "RidgeWarning",
     "ScratchError",
     "SolverDiagnostics",
     "StoreError",

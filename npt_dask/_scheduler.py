@@ -209,8 +209,8 @@ def retry_on_lost_data(job: Callable[[], T], *, attempts: int = LOST_DATA_ATTEMP
 
 
 @contextlib.contextmanager
-def blas_threads_for_tasks() -> Iterator[None]:
-    """One BLAS thread per task while the local threaded scheduler runs tasks.
+def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
+    """``per_task`` BLAS threads (default one) while the local threaded scheduler runs tasks.
 
     dask's threaded scheduler runs one task per core; each task's BLAS call
     spawning a thread per core as well oversubscribes the machine (measured:
@@ -224,17 +224,20 @@ def blas_threads_for_tasks() -> Iterator[None]:
         return
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=max(1, int(per_task)), user_api="blas"):
         yield
 
 
-def compute(*collections: Any, release_scratch: bool = False) -> tuple[Any, ...]:
-    """``dask.compute`` with one BLAS thread per task on the local threaded scheduler.
+def compute(
+    *collections: Any, release_scratch: bool = False, blas_threads: int = 1
+) -> tuple[Any, ...]:
+    """``dask.compute`` with ``blas_threads`` (default one) BLAS threads per task on the
+    local threaded scheduler.
 
     ``release_scratch`` drops the per-thread block buffers afterwards (local
     threads only; workers keep theirs until the next fit releases them).
     """
-    with blas_threads_for_tasks():
+    with blas_threads_for_tasks(blas_threads):
         results = dask.compute(*collections)
     if release_scratch:
         clear_scratch()

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 __all__ = [
+    "CheckpointError",
     "ClusterError",
     "ConvergenceWarning",
     "DegenerateKernelError",
@@ -30,6 +31,7 @@ __all__ = [
     "ProjectionError",
     "RankWarning",
     "ResidualWarning",
+    "RidgeWarning",
     "ScratchError",
     "StoreError",
     "StoreWarning",
@@ -153,3 +155,16 @@ def warn(message: str, category: type[Warning]) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+# --- kernel ridge (issue 26) ---------------------------------------------------------------
+
+
+class CheckpointError(NPTError, ValueError):
+    """A solver checkpoint cannot be used: it belongs to another problem (data, targets,
+    kernel, alpha or centres), or it is damaged."""
+
+
+class RidgeWarning(NPTWarning):
+    """A kernel ridge solve fell back to another method (a singular system solved by least
+    squares, as scikit-learn does) or stopped early (an indefinite operator)."""

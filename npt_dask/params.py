@@ -38,6 +38,7 @@ __all__ = [
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
     "PARAMS",
+    "RIDGE_PARAMS",
     "SOLVER_ALIASES",
     "Basis",
     "Cache",
@@ -48,9 +49,11 @@ __all__ = [
     "Options",
     "Param",
     "Precision",
+    "RidgeSolver",
     "Solver",
     "SolverAlias",
     "check_param",
+    "check_table",
     "fit_defaults",
     "format_bytes",
     "parse_bytes",
@@ -694,3 +697,67 @@ def _precision_name(value: Any) -> Any:
 def names() -> Iterable[str]:
     """Parameter names in signature order."""
     return (p.name for p in PARAMS)
+
+
+# --- kernel ridge (npt_dask.kernel_ridge) -------------------------------------------------
+
+RidgeSolver = Literal["auto", "direct", "cg"]
+"""Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
+gradient, or (auto) the plan's choice (:func:`npt_dask.ridge_planning.plan_ridge`)."""
+
+RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (Interval(_REAL, 0, None, "left"), InstanceOf((list, tuple, np.ndarray), "an array")),
+        1.0,
+        "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
+    ),
+    dataclasses.replace(_BY_NAME["kernel"], default="linear"),
+    _BY_NAME["gamma"],
+    dataclasses.replace(_BY_NAME["degree"], default=3),
+    dataclasses.replace(_BY_NAME["coef0"], default=1),
+    _BY_NAME["kernel_params"],
+    dataclasses.replace(
+        _BY_NAME["landmarks"],
+        help="centres: None (every row, exact kernel ridge), m chosen rows (an int) or "
+        "these row indices (Nystrom kernel ridge)",
+    ),
+    _BY_NAME["landmark_method"],
+    Param(
+        "solver",
+        (Options(get_args(RidgeSolver)),),
+        "auto",
+        "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
+        "gradient) or auto (the plan's choice, from counted flops and memory)",
+        parse=str,
+    ),
+    Param(
+        "tol",
+        (Interval(_REAL, 0, 1, "neither"),),
+        1e-3,
+        "conjugate gradient stops when ||b - H c|| / ||b|| <= tol for every target",
+        parse=_number_or(float),
+    ),
+    Param(
+        "max_iter",
+        (Interval(_INT, 1, None),),
+        100,
+        "most conjugate-gradient iterations (one pass over the rows each)",
+        parse=_number_or(int),
+    ),
+    _BY_NAME["precision"],
+    dataclasses.replace(_BY_NAME["random_state"], help="seed of the landmark draw"),
+    _BY_NAME["memory_budget"],
+    dataclasses.replace(
+        _BY_NAME["chunk_size"], help="rows per kernel block of the exact route's passes"
+    ),
+    dataclasses.replace(_BY_NAME["progress"], help="report each pass and iteration on stderr"),
+)
+"""``npt_dask.KernelRidge``'s parameters, in signature order (scikit-learn's ``KernelRidge``
+first, with its defaults)."""
+
+
+def check_table(table: Iterable[Param], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value of ``values`` checked by its entry of ``table`` (one wording)."""
+    by_name = {p.name: p for p in table}
+    return {name: by_name[name].check(value) for name, value in values.items()}

@@ -1,0 +1,262 @@
+"""What a pass does with a kernel block: the consumers of :mod:`npt_dask.operator`.
+
+A task of a pass holds one row chunk ``Z`` of the data and the kernel between
+it and the operator's centres, ``B = kappa(Z, C)``; :class:`RowBlock`
+evaluates that block once (or streams it panel by panel, for products only)
+and keeps what several consumers share (``B`` itself, its float64 copy,
+``B P`` for a given ``P``). Each consumer takes what it needs:
+
+=====================  ======  ==========================================================
+consumer               kind    per chunk
+=====================  ======  ==========================================================
+:class:`Apply`         rows    ``B W`` (the centres' own weights: projection, prediction)
+:class:`Gram`          sum     ``B^T diag(w) B`` (ridge's normal matrix, float64)
+:class:`Cross`         sum     ``B^T diag(w) T`` (its right-hand side)
+:class:`Normal`        sum     ``B^T diag(w) (B P)`` (a conjugate-gradient product)
+:class:`CentreRows`    rows    the rows of ``B`` (or of ``B P``) at the centres
+                               themselves: ``K_mm`` (or ``K_mm P``) for free
+:class:`Digest`        rows    a SHA-256 of the chunk's rows (what a checkpoint pins)
+=====================  ======  ==========================================================
+
+``rows`` consumers give one output per chunk (concatenated in row order);
+``sum`` consumers add their share into the running sum of their chain, in
+place (each running sum is owned by its chain: one task reads it, the next
+receives it).
+
+Layer rule: numpy blocks only (task bodies); the graph is built by
+:mod:`npt_dask.operator`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse
+
+from npt_dask._buffers import scratch
+from npt_dask.blocks import block_times, scratch_block, syrk_update
+from npt_dask.kernels import KernelSpec
+
+__all__ = [
+    "Apply",
+    "CentreRows",
+    "Consumer",
+    "Cross",
+    "Digest",
+    "Gram",
+    "Normal",
+    "RowBlock",
+    "centre_pairs",
+]
+
+
+def centre_pairs(centres: Any) -> Iterator[tuple[Any, Any]]:
+    """``(x_j, w_j)`` panels inside a task: from shipped lists ``(xs, ws)``, or an iterable
+    (a store streaming its blocks, :class:`npt_dask.store.StoredTraining`)."""
+    if isinstance(centres, tuple):
+        return zip(*centres, strict=True)
+    return iter(centres)
+
+
+def dense_rows(z: Any) -> Any:
+    """A task's rows as numpy: a sparse chunk expanded; a given kernel matrix's list of
+    column blocks, each expanded."""
+    if isinstance(z, list):
+        return [dense_rows(b) for b in z]
+    return np.asarray(z.toarray()) if scipy.sparse.issparse(z) else z
+
+
+class RowBlock:
+    """One row chunk inside a task and its kernel block against the centres.
+
+    ``z`` is the chunk's rows (for a precomputed kernel: its list of column blocks of
+    the given matrix, one per centre panel); ``aux`` the chunk's share of the row-aligned
+    extras (targets, weights, centre slots). ``B`` is evaluated on first use and kept
+    for the other consumers (one evaluation per block per pass); products are memoised
+    by name.
+    """
+
+    def __init__(
+        self, z: Any, centres: Any, kernel: KernelSpec, aux: Mapping[str, np.ndarray]
+    ) -> None:
+        self.z = z
+        self.centres = centres
+        self.kernel = kernel
+        self.aux = aux
+        self._block: np.ndarray | None = None
+        self._memo: dict[str, np.ndarray] = {}
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.z[0].shape[0] if isinstance(self.z, list) else self.z.shape[0])
+
+    def _panels(self) -> Iterator[tuple[np.ndarray, Any]]:
+        """``(B_j, w_j)`` for each centre panel, each block evaluated (or read) once."""
+        given = not self.kernel.evaluated
+        for j, (x_j, w_j) in enumerate(centre_pairs(self.centres)):
+            if given:
+                yield np.ascontiguousarray(self.z[j]), w_j
+            else:
+                yield scratch_block(self.z, x_j, self.kernel), w_j
+
+    def block(self) -> np.ndarray:
+        """The whole block ``B`` (``rows x m``, the kernel precision); one centre panel."""
+        if self._block is None:
+            panels = list(self._panels())
+            if len(panels) != 1:
+                raise AssertionError("a whole-block consumer needs the centres as one panel")
+            self._block = panels[0][0]
+        return self._block
+
+    def weights(self) -> np.ndarray | None:
+        """The chunk's sample weights (float64), or None."""
+        w = self.aux.get("weights")
+        return None if w is None else np.asarray(w, dtype=np.float64)
+
+    def weighted64(self) -> np.ndarray:
+        """``sqrt(w) B`` in float64, Fortran order (a thread's scratch; its column panels
+        contiguous for :func:`npt_dask.blocks.syrk_update`)."""
+        if "weighted64" not in self._memo:
+            b = self.block()
+            out = scratch("block-f64F", (b.shape[1], b.shape[0]), np.float64).T
+            np.copyto(out, b)
+            w = self.weights()
+            if w is not None:
+                out *= np.sqrt(w)[:, None]
+            self._memo["weighted64"] = out
+        return self._memo["weighted64"]
+
+    def times(self, name: str, p: np.ndarray) -> np.ndarray:
+        """``B P`` (float64; the product in the block's precision), memoised by ``name``."""
+        if name not in self._memo:
+            b = self.block()
+            product = block_times(b, np.asarray(p).astype(b.dtype, copy=False))
+            self._memo[name] = np.asarray(product, dtype=np.float64)
+        return self._memo[name]
+
+    def apply(self) -> np.ndarray:
+        """``sum_j B_j W_j`` with the centres' own weights, float64, streaming the panels
+        (each product in the weights' precision, summed in float64)."""
+        acc: np.ndarray | None = None
+        for b_j, w_j in self._panels():
+            term = block_times(b_j, w_j)
+            acc = term.astype(np.float64) if acc is None else acc.__iadd__(term)
+        assert acc is not None, "an operator has at least one centre panel"
+        return acc
+
+
+class Consumer:
+    """A use of the row block: ``kind`` is ``"rows"`` (one output per chunk, concatenated
+    in row order) or ``"sum"`` (added into its chain's running sum ``before``)."""
+
+    kind: ClassVar[str] = "rows"
+
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Apply(Consumer):
+    """``B W`` with the centres' own weights (float64, one row per row)."""
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        return rows.apply()
+
+
+@dataclass(frozen=True)
+class Gram(Consumer):
+    """``B^T diag(w) B`` summed over rows: the upper triangle of an ``m x m`` float64
+    matrix in Fortran order (``c m^2`` flops a chunk, symmetric rank-k updates)."""
+
+    kind: ClassVar[str] = "sum"
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        b = rows.weighted64()
+        acc = before if before is not None else np.zeros((b.shape[1], b.shape[1]), order="F")
+        return syrk_update(acc, b)
+
+
+@dataclass(frozen=True)
+class Cross(Consumer):
+    """``B^T diag(w) T`` summed over rows, float64 (``m x k``): the targets ``T`` are the
+    row-aligned extra ``"targets"``."""
+
+    kind: ClassVar[str] = "sum"
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        t = np.asarray(rows.aux["targets"], dtype=np.float64).reshape(rows.n_rows, -1)
+        w = rows.weights()
+        if w is not None:
+            t = t * np.sqrt(w)[:, None]  # weighted64 already carries the other sqrt(w)
+        part = rows.weighted64().T @ t
+        if before is None:
+            return part
+        before += part
+        return before
+
+
+@dataclass(frozen=True)
+class Normal(Consumer):
+    """``B^T diag(w) (B P)`` summed over rows (``m x k`` float64): one conjugate-gradient
+    product ``K_nm^T W K_nm P`` (``4 c m k`` flops a chunk in the block's precision, both
+    products from the one block)."""
+
+    p: np.ndarray
+
+    kind: ClassVar[str] = "sum"
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        u = rows.times("p", self.p)
+        w = rows.weights()
+        if w is not None:
+            u = u * w[:, None]
+        b = rows.block()
+        part = np.asarray(block_times(b.T, u.astype(b.dtype, copy=False)), dtype=np.float64)
+        if before is None:
+            return part
+        before += part
+        return before
+
+
+@dataclass(frozen=True)
+class CentreRows(Consumer):
+    """The chunk's rows that are centres: ``(slots, B[rows])``, or ``(slots, (B P)[rows])``
+    with ``p`` -- rows of ``K_mm`` (or of ``K_mm P``) from the blocks the pass evaluates
+    anyway. The row-aligned extra ``"slot"`` holds each row's place among the centres
+    (-1: not a centre)."""
+
+    p: np.ndarray | None = None
+
+    def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, np.ndarray]:
+        slot = np.asarray(rows.aux["slot"])
+        local = np.flatnonzero(slot >= 0)
+        if self.p is None:
+            values = np.array(rows.block()[local], dtype=np.float64)
+        else:
+            values = rows.times("p", self.p)[local]
+        return slot[local], values
+
+
+@dataclass(frozen=True)
+class Digest(Consumer):
+    """A SHA-256 of the chunk's rows as the pass sees them (their bytes in the kernel
+    precision; a sparse chunk's data, indices and pointers) and of its extras (targets,
+    weights) -- no kernel is evaluated for it."""
+
+    def __call__(self, rows: RowBlock, before: Any) -> bytes:
+        h = hashlib.sha256()
+        parts = rows.z if isinstance(rows.z, list) else [rows.z]
+        parts = [*parts, *(np.asarray(rows.aux[k]) for k in sorted(rows.aux))]
+        for part in parts:
+            if scipy.sparse.issparse(part):
+                csr = scipy.sparse.csr_matrix(part)
+                for a in (csr.data, csr.indices, csr.indptr):
+                    h.update(np.ascontiguousarray(a).tobytes())
+            else:
+                h.update(np.ascontiguousarray(part).tobytes())
+            h.update(repr(part.shape).encode())
+        return h.digest()

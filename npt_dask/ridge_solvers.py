@@ -1,0 +1,517 @@
+"""Kernel ridge at any n and m: the direct and iterative routes of :mod:`npt_dask.ridge_planning`.
+
+Every pass over the training rows goes through the kernel-operator seam
+(:func:`npt_dask.operator.row_pass`): each row chunk's kernel block against
+the centres is evaluated once per pass and given to the consumers the route
+needs.
+
+* **Direct, Nyström** (:func:`solve_direct_nystrom`): one pass gives
+  ``G = K_nm^T W K_nm`` (float64 symmetric rank-k updates of the kernel-precision
+  blocks), ``K_nm^T W Y`` and the rows of ``K_mm`` (the centres are rows of X);
+  then ``(G + alpha K_mm) c = K_nm^T W Y`` by a blocked Cholesky factorisation
+  per distinct alpha. No coordinates are formed and no eigendecomposition is
+  made. float32 blocks with float64 sums: the rounding of float32 *normal
+  equations* is above ``alpha K_mm`` in the directions where ``K_mm`` is nearly
+  singular (the Cholesky factorisation fails at MNIST's best alpha), that of
+  float32 *blocks* is a kernel perturbed by ``6e-8`` relative.
+* **Direct, exact** (:func:`solve_direct_exact`): scikit-learn's solve of
+  ``(S K S + alpha I) c' = S Y`` on the n x n matrix (small n).
+* **Iterative** (:func:`solve_cg_nystrom`, :func:`solve_cg_exact`): preconditioned
+  conjugate gradient (:mod:`npt_dask.cg`), one pass per iteration (Nyström: the
+  fused ``K_nm^T W (K_nm p)`` and ``K_mm p`` from the same blocks; exact: the
+  symmetric kernel operator of :mod:`npt_dask.gram`, its blocks kept within the
+  memory budget), preconditioned by Falkon's Cholesky pair of ``K_mm`` or by the
+  top eigenpairs of a landmark NPT model (:mod:`npt_dask.preconditioners`);
+  stopping on ``tol``, reporting every iteration, checkpointed after each
+  (:mod:`npt_dask.checkpoint`) so a killed job resumes to the same iterates.
+
+Layer rule: graph code; numbers from :mod:`npt_dask.blocks`,
+:mod:`npt_dask.consumers`, :mod:`npt_dask.preconditioners` and :mod:`npt_dask.cg`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import scipy.linalg
+
+from npt_dask import cg
+from npt_dask._scheduler import compute, task_threads
+from npt_dask.blocks import cholesky_upper, symmetric_from_upper
+from npt_dask.checkpoint import fingerprint, load_state, save_state
+from npt_dask.consumers import Apply, CentreRows, Cross, Digest, Gram, Normal
+from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
+from npt_dask.kernels import KernelSpec
+from npt_dask.operator import Centres, map_rows, row_pass
+from npt_dask.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
+from npt_dask.progress import FitProgress
+from npt_dask.ridge_planning import RidgePlan
+
+__all__ = [
+    "RidgeProblem",
+    "RidgeSolution",
+    "solve_ridge",
+]
+
+
+@dataclass(frozen=True)
+class RidgeProblem:
+    """A kernel ridge problem as the solvers take it.
+
+    ``rows``: the training rows, row-chunked, in the kernel precision (for a precomputed
+    kernel the given ``n x n`` matrix, its columns chunked like its rows). ``targets``
+    ``(n, k)`` float64, ``weights`` ``(n,)`` or None, ``alphas`` one per target column,
+    ``centres`` the sorted landmark row indices (None: every row), ``plan`` the route.
+    """
+
+    rows: da.Array
+    kernel: KernelSpec
+    targets: Any
+    weights: Any
+    alphas: np.ndarray
+    centres: np.ndarray | None
+    plan: RidgePlan
+    random_state: Any = None
+    landmark_method: str = "uniform"
+
+    @property
+    def k(self) -> int:
+        return int(self.targets.shape[1])
+
+
+@dataclass
+class RidgeSolution:
+    """Dual coefficients ``coef`` (``m x k``, one row per centre) and how they were found:
+    ``iterations`` and the relative residual after each (iterative routes), per-column
+    ``converged``, seconds per stage, the preconditioner's size and jitter."""
+
+    coef: np.ndarray
+    iterations: int = 0
+    residuals: list[float] = field(default_factory=list)
+    converged: np.ndarray | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class _Clock:
+    """Seconds per stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._start
+        self._start = now
+
+
+def _slots(block: np.ndarray, centres: np.ndarray, block_info: Any = None) -> np.ndarray:
+    """Each row's place among the sorted centre indices (-1: not a centre)."""
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    rows = np.arange(start, start + len(block))
+    at = np.searchsorted(centres, rows)
+    at = np.minimum(at, len(centres) - 1)
+    return np.where(centres[at] == rows, at, -1)
+
+
+def _slot_array(rows: da.Array, centres: np.ndarray) -> da.Array:
+    """Lazy ``(n,)`` slots chunked like ``rows`` (nothing of size n on the driver)."""
+    template = da.zeros(rows.shape[0], chunks=(rows.chunks[0],), dtype=np.int64)
+    return template.map_blocks(_slots, centres, dtype=np.int64)
+
+
+def _assemble(parts: list[tuple[np.ndarray, np.ndarray]], m: int, dtype: Any) -> np.ndarray:
+    """The ``m`` centre rows (Fortran order) from the pass's ``(slots, rows)`` outputs."""
+    width = next(v.shape[1] for _, v in parts if len(v)) if parts else 0
+    out = np.empty((m, width), dtype=dtype, order="F")
+    seen = 0
+    for slots, values in parts:
+        out[slots] = values
+        seen += len(slots)
+    assert seen == m, "every centre is a row of the data"
+    return out
+
+
+def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
+    """The centres' own rows (numpy, the rows' dtype): one gather of m rows."""
+    return np.asarray(compute(rows[centres])[0])
+
+
+# --- direct ----------------------------------------------------------------------------
+
+
+def _add_scaled(acc: np.ndarray, kmm: np.ndarray, alpha: float) -> None:
+    """``acc += alpha * kmm`` column panel by column panel (no m x m temporary)."""
+    step = 2048
+    for j0 in range(0, acc.shape[1], step):
+        acc[:, j0 : j0 + step] += alpha * np.asarray(kmm[:, j0 : j0 + step], dtype=acc.dtype)
+
+
+def _solve_system(system: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
+    """``system x = rhs`` for a symmetric ``system`` (Fortran order, both triangles, used
+    up): Cholesky, else -- singular to rounding, as at alpha = 0 -- least squares with
+    scikit-learn's warning."""
+    m = system.shape[0]
+    diag = system[np.diag_indices(m)].copy()
+    if cholesky_upper(system):
+        trsm = scipy.linalg.blas.dtrsm
+        y = trsm(1.0, system, rhs, lower=0, trans_a=1)
+        return trsm(1.0, system, y, lower=0, trans_a=0)
+    warn(
+        f"Singular matrix in solving dual problem ({what}). Using least-squares solution "
+        "instead (as scikit-learn's KernelRidge does); raise alpha for a unique solution.",
+        RidgeWarning,
+    )
+    upper = np.triu_indices(m, 1)
+    system[upper] = system.T[upper]  # the strictly lower part still holds the matrix
+    system[np.diag_indices(m)] = diag
+    return scipy.linalg.lstsq(system, rhs)[0]
+
+
+def solve_moments(
+    gram: np.ndarray, kmm: np.ndarray, cross: np.ndarray, alphas: np.ndarray
+) -> np.ndarray:
+    """``(G + alpha_j K_mm) c_j = B_j`` for each column j (one factorisation per distinct
+    alpha; ``gram``'s upper triangle, Fortran order, is used up by the last)."""
+    coef = np.empty(cross.shape)
+    distinct = np.unique(alphas)
+    symmetric_from_upper(gram)
+    for i, alpha in enumerate(distinct):
+        cols = np.flatnonzero(alphas == alpha)
+        system = gram if i == len(distinct) - 1 else gram.copy(order="F")
+        _add_scaled(system, kmm, float(alpha))
+        coef[:, cols] = _solve_system(system, cross[:, cols], f"alpha={alpha:g}")
+    return coef
+
+
+def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> RidgeSolution:
+    """The moments route: one pass, then a Cholesky factorisation per distinct alpha."""
+    plan, clock = problem.plan, _Clock()
+    report = FitProgress(0, 0.0, enabled=progress)
+    idx = problem.centres
+    assert idx is not None
+    rows = _nystrom_rows(problem)
+    centres = _centres_of(problem)
+    clock.lap("centres")
+    report.stage(f"kernel ridge, direct: one pass over {problem.rows.shape[0]:,} rows, "
+                 f"m = {len(idx):,} centres")  # fmt: skip
+    result = row_pass(
+        rows, centres, problem.kernel,
+        {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
+        aux={"targets": problem.targets, "weights": problem.weights,
+             "slot": _slot_array(rows, idx)},
+        chains=plan.chains, blas_threads=plan.blas_threads,
+    )  # fmt: skip
+    clock.lap("pass")
+    kmm = _assemble(result.rows["kmm"], len(idx), problem.rows.dtype)
+    report.stage(f"kernel ridge, direct: factoring the {len(idx):,} x {len(idx):,} system")
+    coef = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
+    clock.lap("solve")
+    report.close()
+    return RidgeSolution(coef, seconds=clock.seconds)
+
+
+def solve_direct_exact(problem: RidgeProblem) -> RidgeSolution:
+    """scikit-learn's ``_solve_cholesky_kernel``: ``(S K S + alpha I) c' = S Y``,
+    ``c = S c'`` (``S`` the square roots of the weights), on the n x n matrix."""
+    from npt_dask.gram import kernel_matrix
+
+    clock = _Clock()
+    rows = problem.rows
+    if problem.kernel.evaluated:
+        k = np.asarray(compute(kernel_matrix(rows, rows, problem.kernel))[0], dtype=np.float64)
+    else:
+        k = np.array(compute(rows)[0], dtype=np.float64)
+    clock.lap("kernel")
+    y = np.asarray(compute(da.asarray(problem.targets))[0], dtype=np.float64)
+    s = None
+    if problem.weights is not None:
+        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
+        k *= s[:, None]
+        k *= s[None, :]
+        y = y * s[:, None]
+    coef = np.empty_like(y)
+    distinct = np.unique(problem.alphas)
+    for i, alpha in enumerate(distinct):
+        cols = np.flatnonzero(problem.alphas == alpha)
+        system = np.asfortranarray(k if i == len(distinct) - 1 else k.copy())
+        system[np.diag_indices(len(system))] += alpha
+        coef[:, cols] = _solve_system(system, y[:, cols], f"alpha={alpha:g}")
+    if s is not None:
+        coef *= s[:, None]
+    clock.lap("solve")
+    return RidgeSolution(coef, seconds=clock.seconds)
+
+
+# --- iterative -------------------------------------------------------------------------
+
+
+def _nystrom_rows(problem: RidgeProblem) -> da.Array:
+    """The rows of a Nyström pass, in the plan's row chunks: X, or for a precomputed
+    kernel the given matrix's centre columns ``K[:, idx]`` (one column chunk)."""
+    rows = problem.rows.rechunk({0: problem.plan.row_chunk})
+    if not problem.kernel.evaluated:
+        rows = rows[:, problem.centres].rechunk({1: -1})
+    return rows
+
+
+def _centres_of(problem: RidgeProblem) -> Centres:
+    """The operator's centres: the landmark rows (evaluated kernels), or one panel of the
+    given matrix's landmark columns (a precomputed kernel, :func:`_nystrom_rows`)."""
+    idx = problem.centres
+    assert idx is not None
+    if problem.kernel.evaluated:
+        return Centres.of(centre_rows(problem.rows, idx))
+    return Centres.of(None, sizes=[len(idx)])
+
+
+def _total_weight(problem: RidgeProblem) -> float:
+    if problem.weights is None:
+        return float(problem.rows.shape[0])
+    return float(compute(da.asarray(problem.weights).sum())[0])
+
+
+def _centre_kernel(problem: RidgeProblem) -> np.ndarray:
+    """``K_mm`` in the kernel precision, Fortran order (for the preconditioner)."""
+    idx = problem.centres
+    assert idx is not None
+    if not problem.kernel.evaluated:
+        block = compute(problem.rows[idx][:, idx])[0]
+        return np.asfortranarray(block, dtype=problem.rows.dtype)
+    c = centre_rows(problem.rows, idx)
+    out = np.empty((len(idx), len(idx)), dtype=problem.rows.dtype, order="F")
+    step = 2048
+    for i0 in range(0, len(idx), step):
+        out[i0 : i0 + step] = problem.kernel(c[i0 : i0 + step], c)
+    return out
+
+
+def _problem_fingerprint(problem: RidgeProblem, rows: da.Array, digests: list[bytes]) -> str:
+    spec = problem.kernel.to_dict()
+    return fingerprint({
+        "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
+        "kernel": spec, "precision": str(problem.rows.dtype), "alphas": problem.alphas,
+        "centres": problem.centres if problem.centres is not None else np.zeros(0, np.int64),
+        "data": b"".join(digests), "shape": list(rows.shape), "k": problem.k,
+    })  # fmt: skip
+
+
+def _data_digests(rows: da.Array, problem: RidgeProblem) -> list[bytes]:
+    """A digest of every row chunk with its targets and weights (reads the data only)."""
+    aux = {"targets": problem.targets, "weights": problem.weights}
+    return row_pass(rows, Centres.of(None, sizes=[0]), problem.kernel, {"digest": Digest()},
+                    aux=aux).rows["digest"]  # fmt: skip
+
+
+class _Iterations:
+    """The CG loop: operator product, step, checkpoint, report."""
+
+    def __init__(
+        self, problem: RidgeProblem, rows: da.Array, checkpoint: Any, progress: bool
+    ) -> None:
+        self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
+        self.report = FitProgress(0, problem.plan.tol, enabled=progress)
+        self.key: str | None = None
+
+    def resume(self) -> cg.CGState | None:
+        """The checkpointed state of this problem, if a checkpoint was given and exists."""
+        if self.checkpoint is None:
+            return None
+        from pathlib import Path
+
+        if not Path(self.checkpoint).exists():
+            return None
+        self.key = _problem_fingerprint(self.problem, self.rows,
+                                        _data_digests(self.rows, self.problem))  # fmt: skip
+        state = load_state(self.checkpoint, self.key)
+        if state is not None:
+            self.report.stage(f"kernel ridge, cg: resuming at iteration {state.iteration} "
+                              f"from {self.checkpoint}")  # fmt: skip
+        return state
+
+    def run(
+        self,
+        state: cg.CGState,
+        product: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        precondition: Callable[[np.ndarray], np.ndarray],
+        digests: list[bytes] | None,
+    ) -> cg.CGState:
+        plan = self.problem.plan
+        if self.checkpoint is not None and self.key is None:
+            assert digests is not None
+            self.key = _problem_fingerprint(self.problem, self.rows, digests)
+        while not state.done and state.iteration < plan.max_iter:
+            cols = np.flatnonzero(state.active)
+            q = product(state.p[:, cols], cols)
+            cg.step(state, q, precondition, plan.tol)
+            if self.checkpoint is not None:
+                assert self.key is not None
+                save_state(self.checkpoint, state, self.key)
+            done = int(np.sum(state.converged))
+            self.report.stage(
+                f"kernel ridge, cg: iteration {state.iteration}, relative residual "
+                f"{state.history[-1]:.2e} (tol {plan.tol:g}), {done}/{len(state.converged)} "
+                "targets converged"
+            )
+        self.report.close()
+        return state
+
+
+def _finish(state: cg.CGState, plan: RidgePlan, clock: _Clock, details: dict) -> RidgeSolution:
+    if state.breakdown.any():
+        warn(
+            f"Conjugate gradient stopped early for {int(state.breakdown.sum())} target(s): "
+            "the system is not positive definite to rounding (a kernel that is not positive "
+            "semi-definite, or alpha near 0). Use solver='direct', or raise alpha.",
+            RidgeWarning,
+        )
+    if not (state.converged | state.breakdown).all():
+        warn(
+            f"Conjugate gradient stopped after max_iter={plan.max_iter} iterations with a "
+            f"relative residual of {state.history[-1]:.3g} > tol={plan.tol:g}. Raise max_iter, "
+            "or loosen tol.",
+            ConvergenceWarning,
+        )
+    clock.lap("iterations")
+    return RidgeSolution(
+        state.x, iterations=state.iteration, residuals=list(state.history),
+        converged=state.converged.copy(), seconds=clock.seconds, details=details,
+    )  # fmt: skip
+
+
+def solve_cg_nystrom(
+    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+) -> RidgeSolution:
+    """Preconditioned CG on ``(K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y``, Falkon's
+    preconditioner; one pass over the rows per iteration."""
+    plan, clock = problem.plan, _Clock()
+    idx = problem.centres
+    assert idx is not None
+    rows = _nystrom_rows(problem)
+    loop = _Iterations(problem, rows, checkpoint, progress)
+    loop.report.stage(f"kernel ridge, cg: preconditioner of {len(idx):,} centres")
+    pc = FalkonCholesky.build(_centre_kernel(problem),
+                              float(problem.alphas.min()) / _total_weight(problem))  # fmt: skip
+    clock.lap("preconditioner")
+    centres = _centres_of(problem)
+    slots = _slot_array(rows, idx)
+    state, digests = loop.resume(), None
+    if state is None:
+        first = row_pass(rows, centres, problem.kernel, {"cross": Cross(), "digest": Digest()},
+                         aux={"targets": problem.targets, "weights": problem.weights},
+                         chains=task_threads())  # fmt: skip
+        digests = first.rows["digest"]
+        state = cg.start(first.sums["cross"], pc, plan.tol)
+    clock.lap("rhs")
+    m = len(idx)
+
+    def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        out = row_pass(rows, centres, problem.kernel, {"q": Normal(p), "kp": CentreRows(p)},
+                       aux={"weights": problem.weights, "slot": slots},
+                       chains=task_threads())  # fmt: skip
+        kp = _assemble(out.rows["kp"], m, np.float64)
+        return out.sums["q"] + problem.alphas[cols] * kp
+
+    state = loop.run(state, product, pc, digests)
+    details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
+    return _finish(state, plan, clock, details)
+
+
+def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
+    """The randomized Nyström preconditioner from a landmark NPT model (uncentred, full
+    rank) on ``plan.preconditioner_rank`` rows: its coordinates of every row,
+    ``Y = kappa(X, L) A`` with ``A = U Lambda^-1/2`` (one pass, :class:`~npt_dask.consumers.
+    Apply`), give ``K ~ Y Y^T``."""
+    from npt_dask.fitting import fit_params
+    from npt_dask.landmarks import select_landmarks
+    from npt_dask.params import DEFAULT_RTOL, FitParams, Precision
+
+    plan, spec = problem.plan, problem.kernel
+    rng = np.random.default_rng(problem.random_state)
+    precision: Precision = "float32" if rows.dtype == np.float32 else "float64"
+    params = FitParams(kernel=spec if spec.evaluated else "precomputed", center=False,
+                       precision=precision, chunk_size=None)  # fmt: skip
+    if spec.evaluated:
+        method = problem.landmark_method
+        idx = select_landmarks(plan.preconditioner_rank, rows, spec, method=method, rng=rng)
+        landmark_rows = centre_rows(rows, idx)
+        model = fit_params(landmark_rows, params)
+        centres = Centres.of(landmark_rows, model.projection_matrix.astype(rows.dtype))
+        source = rows
+    else:
+        idx = np.sort(rng.choice(plan.n, plan.preconditioner_rank, replace=False))
+        model = fit_params(rows[idx][:, idx], params)
+        centres = Centres.of(None, model.projection_matrix.astype(rows.dtype),
+                             sizes=[len(idx)])  # fmt: skip
+        source = rows[:, idx].rechunk({1: -1})
+    lazy = map_rows(source, centres, spec, Apply(), width=model.n_components, dtype=rows.dtype)
+    y = np.asarray(compute(lazy)[0])
+    if problem.weights is not None:
+        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
+        y *= s[:, None].astype(y.dtype)
+    return low_rank_from_coordinates(y, float(problem.alphas.min()), DEFAULT_RTOL[precision])
+
+
+def solve_cg_exact(
+    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+) -> RidgeSolution:
+    """Preconditioned CG on ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the landmark
+    model's low-rank preconditioner; one pass of the symmetric operator per iteration."""
+    from npt_dask.gram import KernelOperator
+
+    plan, clock = problem.plan, _Clock()
+    rows = problem.rows.rechunk({0: plan.row_chunk})
+    if not problem.kernel.evaluated:
+        rows = rows.rechunk({1: plan.row_chunk})
+    loop = _Iterations(problem, rows, checkpoint, progress)
+    loop.report.stage(f"kernel ridge, cg: landmark preconditioner of rank "
+                      f"{plan.preconditioner_rank:,}")  # fmt: skip
+    pc = _landmark_preconditioner(problem, rows)
+    clock.lap("preconditioner")
+    s = None
+    if problem.weights is not None:
+        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
+    y = np.asarray(compute(da.asarray(problem.targets))[0], dtype=np.float64)
+    b = y if s is None else y * s[:, None]
+    op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept)
+    state, digests = loop.resume(), None
+    if state is None:
+        digests = _data_digests(rows, problem) if checkpoint is not None else None
+        state = cg.start(b, pc, plan.tol)
+    clock.lap("rhs")
+
+    def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        v = p if s is None else p * s[:, None]
+        kv = op.uncentered_matmat(v)
+        if s is not None:
+            kv *= s[:, None]
+        return kv + problem.alphas[cols] * p
+
+    try:
+        state = loop.run(state, product, pc, digests)
+    finally:
+        op.release()
+    if s is not None:
+        state.x *= s[:, None]
+    details = {"preconditioner": "landmark", "rank": int(pc.u.shape[1]), "bytes": pc.nbytes,
+               "cached_fraction": op.cached_fraction}  # fmt: skip
+    return _finish(state, plan, clock, details)
+
+
+def solve_ridge(
+    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+) -> RidgeSolution:
+    """The route the plan chose."""
+    plan = problem.plan
+    if plan.route == "direct":
+        return solve_direct_exact(problem) if plan.exact else solve_direct_nystrom(
+            problem, progress=progress)  # fmt: skip
+    if plan.exact:
+        return solve_cg_exact(problem, checkpoint=checkpoint, progress=progress)
+    return solve_cg_nystrom(problem, checkpoint=checkpoint, progress=progress)

@@ -1,0 +1,343 @@
+"""npt_dask.KernelRidge / KernelRidgeClassifier: exact and Nyström, direct and iterative.
+
+References are independent of the code under test: scikit-learn's ``KernelRidge``
+(and its own test module), a dense numpy Nyström solve built here from
+``pairwise_kernels``, and today's eigen-frame route (ridge on the full-rank
+landmark NPT coordinates).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse
+import xarray as xr
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import npt_dask as npt
+from npt_dask import KernelRidge, KernelRidgeClassifier
+from npt_dask.errors import CheckpointError, ConvergenceWarning, InputError, RidgeWarning
+from npt_dask.kernels import blockwise
+from npt_dask.methods import Ridge
+
+GAMMA = 0.3
+
+
+def _data(n=300, d=5, seed=0, k=2):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n + 40, d))
+    t = np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0]) * x[:, 1]])[:, :k]
+    t = t + 0.05 * rng.normal(size=t.shape)
+    return x[:n], t[:n], x[n:]
+
+
+def _rel(got, ref):
+    return float(np.abs(np.asarray(got) - ref).max() / np.abs(ref).max())
+
+
+def _nystrom_reference(x, t, z, idx, alpha, weights=None, kernel="rbf", **params):
+    """Dense numpy Nyström kernel ridge: (K_nm^T W K_nm + alpha K_mm) c = K_nm^T W t."""
+    knm = pairwise_kernels(x, x[idx], metric=kernel, **params)
+    kmm = pairwise_kernels(x[idx], x[idx], metric=kernel, **params)
+    w = np.ones(len(x)) if weights is None else weights
+    c = np.linalg.solve(knm.T @ (w[:, None] * knm) + alpha * kmm, knm.T @ (w[:, None] * t))
+    return pairwise_kernels(z, x[idx], metric=kernel, **params) @ c
+
+
+# --------------------------------------------------------------- exact = scikit-learn
+
+
+@pytest.mark.parametrize(
+    ("kernel", "params"),
+    [("rbf", {"gamma": GAMMA}), ("laplacian", {"gamma": 0.2}), ("poly", {"degree": 2}),
+     ("linear", {}), ("cosine", {})],
+)  # fmt: skip
+def test_exact_direct_equals_scikit_learn(kernel, params):
+    x, t, z = _data()
+    ref = SkKernelRidge(alpha=0.3, kernel=kernel, **params).fit(x, t).predict(z)
+    got = KernelRidge(alpha=0.3, kernel=kernel, **params).fit(x, t).predict(z)
+    assert _rel(got, ref) < 1e-8
+
+
+def test_exact_with_weights_and_per_target_alpha_equals_scikit_learn():
+    x, t, z = _data()
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(x))
+    ref = SkKernelRidge(alpha=[0.1, 2.0], kernel="rbf", gamma=GAMMA)
+    ref = ref.fit(x, t, sample_weight=w).predict(z)
+    est = KernelRidge(alpha=[0.1, 2.0], kernel="rbf", gamma=GAMMA)
+    assert _rel(est.fit(x, t, sample_weight=w).predict(z), ref) < 1e-8
+
+
+@pytest.mark.parametrize("container", ["dask", "xarray", "sparse"])
+def test_exact_takes_lazy_labelled_and_sparse_rows(container):
+    x, t, z = _data()
+    ref = SkKernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, t[:, 0]).predict(z)
+    if container == "dask":
+        fit_x, pred_z = da.from_array(x, chunks=(70, -1)), da.from_array(z, chunks=(13, -1))
+    elif container == "xarray":
+        fit_x = xr.DataArray(x, dims=("sample", "feature"))
+        pred_z = xr.DataArray(z, dims=("sample", "feature"), coords={"sample": np.arange(40) + 7})
+    else:
+        fit_x, pred_z = scipy.sparse.csr_matrix(x), scipy.sparse.csr_matrix(z)
+    est = KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, chunk_size=64).fit(fit_x, t[:, 0])
+    got = est.predict(pred_z)
+    if container == "dask":
+        assert isinstance(got, da.Array)
+        got = got.compute()
+    if container == "xarray":
+        assert got.dims == ("sample",)
+        np.testing.assert_array_equal(got["sample"], np.arange(40) + 7)
+    assert _rel(np.asarray(got), ref) < 1e-8
+
+
+def test_precomputed_exact_and_nystrom():
+    x, t, z = _data()
+    k = pairwise_kernels(x, metric="rbf", gamma=GAMMA)
+    kz = pairwise_kernels(z, x, metric="rbf", gamma=GAMMA)
+    ref = SkKernelRidge(alpha=0.3, kernel="precomputed").fit(k, t).predict(kz)
+    for solver in ("direct", "cg"):
+        est = KernelRidge(alpha=0.3, kernel="precomputed", solver=solver, tol=1e-10,
+                          max_iter=300, chunk_size=64).fit(k, t)  # fmt: skip
+        assert _rel(est.predict(kz), ref) < 1e-7, solver
+    idx = np.arange(0, 300, 5)
+    nys = KernelRidge(alpha=0.3, kernel="precomputed", landmarks=idx).fit(k, t).predict(kz)
+    assert _rel(nys, _nystrom_reference(x, t, z, idx, 0.3, gamma=GAMMA)) < 1e-8
+
+
+def test_scikit_learns_own_kernel_ridge_tests_pass(monkeypatch):
+    """scikit-learn's sklearn/tests/test_kernel_ridge.py with its KernelRidge replaced."""
+    module = importlib.import_module("sklearn.tests.test_kernel_ridge")
+    monkeypatch.setattr(module, "KernelRidge", KernelRidge)
+    ran = 0
+    for name in dir(module):
+        test = getattr(module, name)
+        if not (name.startswith("test_") and callable(test)):
+            continue
+        marks = getattr(test, "pytestmark", [])
+        params = [m for m in marks if m.name == "parametrize"]
+        if params:
+            _, values = params[0].args
+            for value in values:
+                test(value)
+                ran += 1
+        else:
+            test()
+            ran += 1
+    assert ran >= 8
+
+
+# --------------------------------------------------------------- Nyström
+
+
+@pytest.mark.parametrize("chunks", [None, (37, 101, 90, 72)])
+def test_nystrom_direct_equals_dense_numpy(chunks):
+    x, t, z = _data()
+    idx = np.sort(np.random.default_rng(2).choice(len(x), 60, replace=False))
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(x))
+    fit_x = x if chunks is None else da.from_array(x, chunks=(chunks, -1))
+    est = KernelRidge(alpha=0.2, kernel="rbf", gamma=GAMMA, landmarks=idx, solver="direct")
+    got = est.fit(fit_x, t, sample_weight=w).predict(z)
+    got = got.compute() if isinstance(got, da.Array) else got
+    ref = _nystrom_reference(x, t, z, idx, 0.2, w, gamma=GAMMA)
+    assert _rel(got, ref) < 1e-8
+    assert est.solver_ == "direct"
+    np.testing.assert_array_equal(est.landmarks_, idx)
+
+
+def test_nystrom_direct_equals_todays_eigen_frame_route():
+    """Ridge (no intercept) on the full-rank uncentred landmark NPT coordinates is the
+    same Nyström kernel ridge."""
+    x, t, z = _data()
+    idx = np.sort(np.random.default_rng(4).choice(len(x), 50, replace=False))
+    model = npt.fit(x, "rbf", gamma=GAMMA, landmarks=idx, center=False, n_components=None,
+                    targets=t)  # fmt: skip
+    assert model.n_components == len(idx)
+    frame = Ridge(alpha=0.2, fit_intercept=False).fit_moments(model.moments)
+    ref = frame.predict(model.transform(z))
+    got = KernelRidge(alpha=0.2, kernel="rbf", gamma=GAMMA, landmarks=idx).fit(x, t).predict(z)
+    assert _rel(got, ref) < 1e-8
+
+
+@pytest.mark.parametrize("landmarks", [None, 60])
+def test_iterative_equals_direct_to_its_tolerance(landmarks):
+    x, t, z = _data(n=400)
+    common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": landmarks,
+              "random_state": 0, "chunk_size": 96}  # fmt: skip
+    direct = KernelRidge(solver="direct", **common).fit(x, t)
+    ref = direct.predict(z)
+    for tol in (1e-4, 1e-8):
+        cg = KernelRidge(solver="cg", tol=tol, max_iter=500, **common).fit(x, t)
+        assert cg.solver_ == "cg"
+        assert cg.n_iter_ > 1
+        assert cg.residuals_[-1] <= tol
+        # the relative error of the solution is within the residual times the conditioning
+        # the preconditioner leaves; predictions are far closer than that bound
+        assert _rel(cg.predict(z), ref) < 100 * tol
+
+
+def test_float32_route_is_within_its_stated_tolerance():
+    """float32 kernel blocks (and CG's products) with float64 sums and solves: decision
+    values within 1e-4 of the largest (the docstring's figure) of the float64 solve."""
+    x, t, z = _data(n=400)
+    for landmarks, solver in [(60, "direct"), (60, "cg"), (None, "cg")]:
+        common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": landmarks,
+                  "solver": solver, "tol": 1e-6, "max_iter": 300, "random_state": 0}  # fmt: skip
+        ref = KernelRidge(precision="float64", **common).fit(x, t).predict(z)
+        single = KernelRidge(precision="float32", **common).fit(x.astype(np.float32), t)
+        assert single.dtype_ == np.float32
+        assert _rel(single.predict(z.astype(np.float32)), ref) < 1e-4, (landmarks, solver)
+
+
+# --------------------------------------------------------------- classifier
+
+
+@pytest.mark.parametrize("classes", [2, 4])
+def test_classifier_matches_scikit_learn_decisions(classes):
+    x, _, z = _data()
+    labels = np.array(["ant", "bee", "cat", "dog"])[:classes]
+    y = labels[(np.floor(x[:, 0] * 2) % classes).astype(int)]
+    targets = LabelBinarizer(neg_label=-1).fit_transform(y).astype(float)
+    ref = SkKernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, targets).predict(z)
+    clf = KernelRidgeClassifier(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, y)
+    got = clf.decision_function(z)
+    ref = ref[:, 0] if classes == 2 else ref
+    assert _rel(got, ref) < 1e-8
+    expected = labels[(ref > 0).astype(int)] if classes == 2 else labels[ref.argmax(axis=1)]
+    np.testing.assert_array_equal(clf.predict(z), expected)
+    np.testing.assert_array_equal(clf.classes_, labels)
+
+
+def test_classifier_lazy_input_gives_lazy_labels():
+    x, _, z = _data()
+    y = (x[:, 0] > 0).astype(int)
+    clf = KernelRidgeClassifier(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=40, random_state=0)
+    clf.fit(da.from_array(x, chunks=(64, -1)), y)
+    out = clf.predict(da.from_array(z, chunks=(16, -1)))
+    assert isinstance(out, da.Array)
+    np.testing.assert_array_equal(out.compute(), clf.predict(z))
+
+
+@parametrize_with_checks([KernelRidge(), KernelRidgeClassifier()])
+def test_scikit_learn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RidgeWarning)  # alpha=0 / singular checks
+        check(estimator)
+
+
+# --------------------------------------------------------------- one pass, once a block
+
+
+def _counting_kernel():
+    calls: list[tuple[int, int]] = []
+
+    def rbf(a, b):
+        calls.append((len(a), len(b)))
+        return pairwise_kernels(a, b, metric="rbf", gamma=GAMMA)
+
+    return blockwise(rbf), calls
+
+
+def test_each_block_is_evaluated_once_per_iteration():
+    x, t, _ = _data(n=400)
+    kernel, calls = _counting_kernel()
+    est = KernelRidge(alpha=0.05, kernel=kernel, landmarks=60, solver="cg", tol=1e-12,
+                      max_iter=7, random_state=0)  # fmt: skip
+    with pytest.warns(ConvergenceWarning):
+        est.fit(x, t)
+    chunks = -(-400 // est.plan_["row_chunk"])
+    passes = [c for c in calls if c[1] == 60 and c[0] != 60]  # row chunks x centres
+    assert est.n_iter_ == 7
+    assert len(passes) == chunks * (1 + est.n_iter_)  # the right-hand side, then one a step
+    calls.clear()
+    exact = KernelRidge(alpha=0.05, kernel=kernel, solver="cg", tol=1e-12, max_iter=4,
+                        chunk_size=100, memory_budget=10**6, random_state=0)  # fmt: skip
+    with pytest.warns(ConvergenceWarning):
+        exact.fit(x, t)
+    kept = exact.plan_["kept_blocks"]
+    assert 0 < kept < 10  # of the upper triangle of 4 x 4 blocks
+    blocks = [c for c in calls if c == (100, 100)]
+    assert len(blocks) == kept + (10 - kept) * exact.n_iter_  # kept ones once, others a pass
+
+
+def test_direct_route_reads_each_block_once():
+    x, t, _ = _data(n=400)
+    kernel, calls = _counting_kernel()
+    est = KernelRidge(alpha=0.05, kernel=kernel, landmarks=60, solver="direct").fit(x, t)
+    chunks = -(-400 // est.plan_["row_chunk"])
+    assert len([c for c in calls if c[1] == 60]) == chunks
+
+
+# --------------------------------------------------------------- resumable
+
+
+def test_a_stopped_iterative_fit_resumes_to_the_same_answer(tmp_path):
+    x, t, _ = _data(n=400)
+    common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": 60, "solver": "cg",
+              "tol": 1e-12, "random_state": 0}  # fmt: skip
+    with pytest.warns(ConvergenceWarning):
+        straight = KernelRidge(max_iter=12, **common).fit(x, t)
+    path = tmp_path / "cg.npz"
+    with pytest.warns(ConvergenceWarning):
+        KernelRidge(max_iter=5, **common).fit(x, t, checkpoint=path)
+    with pytest.warns(ConvergenceWarning):
+        resumed = KernelRidge(max_iter=12, **common).fit(x, t, checkpoint=path)
+    np.testing.assert_array_equal(resumed.dual_coef_, straight.dual_coef_)
+    assert resumed.n_iter_ == 12
+    np.testing.assert_array_equal(resumed.residuals_, straight.residuals_)
+    with pytest.raises(CheckpointError, match="another problem"):
+        KernelRidge(max_iter=12, **{**common, "alpha": 0.5}).fit(x, t, checkpoint=path)
+    with pytest.raises(CheckpointError, match="another problem"):
+        KernelRidge(max_iter=12, **common).fit(x, t + 1.0, checkpoint=path)
+
+
+# --------------------------------------------------------------- bad input, before any pass
+
+
+@pytest.mark.parametrize(
+    ("params", "fit", "match"),
+    [
+        ({"landmarks": 500}, {}, "more than the 300 rows"),
+        ({"alpha": -1.0}, {}, "'alpha' parameter"),
+        ({"alpha": 0.0, "solver": "cg"}, {}, "alpha=0 has no iterative route"),
+        ({"max_iter": 0}, {}, "'max_iter' parameter"),
+        ({}, {"y": np.zeros(299)}, "inconsistent numbers of samples: \\[300, 299\\]"),
+        ({}, {"x_nan": True}, "NaN"),
+        ({}, {"y_nan": True}, "NaN"),
+        ({}, {"sample_weight": -np.ones(300)}, ">= 0"),
+    ],
+)
+def test_bad_input_is_refused_before_any_pass(params, fit, match):
+    x, t, _ = _data()
+    kernel, calls = _counting_kernel()
+    y = fit.get("y", t)
+    if fit.get("x_nan"):
+        x = x.copy()
+        x[3, 1] = np.nan
+    if fit.get("y_nan"):
+        y = y.copy()
+        y[5, 0] = np.nan
+    est = KernelRidge(kernel=kernel, **params)
+    with pytest.raises((ValueError, TypeError), match=match):
+        est.fit(x, y, sample_weight=fit.get("sample_weight"))
+    assert [c for c in calls if c[0] > 4] == []  # the form probe aside, no block evaluated
+
+
+def test_the_plan_says_which_route_and_why():
+    x, t, _ = _data()
+    est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=60, random_state=0)
+    est.fit(x, t)
+    plan = est.plan_
+    assert plan["route"] == est.solver_
+    assert plan["reason"].startswith(est.solver_)
+    assert set(plan["memory"]) >= {"blocks"}
+    assert plan["flops"]
+    tiny = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, memory_budget=2**20)
+    with pytest.raises(InputError, match="memory_budget"):
+        tiny.fit(x, t)
