@@ -503,19 +503,15 @@ def match_features(
     given = feature_names(data) if names is not None else None
     if given is None or names is None or given == tuple(names):
         return data
-    unseen = [g for g in given if g not in set(names)]
-    missing = [n for n in names if n not in set(given)]
+    fitted, now = set(names), set(given)
+    unseen = [g for g in given if g not in fitted]
+    missing = [n for n in names if n not in now]
     if unseen or missing or len(set(given)) != len(given):
         said = []
         if unseen:
-            said.append(
-                f"names unseen at fit time: {unseen[:5]}{' ...' if len(unseen) > 5 else ''}"
-            )
+            said.append(f"names unseen at fit time: {_few(unseen)}")
         if missing:
-            said.append(
-                f"names seen at fit time, yet now missing: "
-                f"{missing[:5]}{' ...' if len(missing) > 5 else ''}"
-            )
+            said.append(f"names seen at fit time, yet now missing: {_few(missing)}")
         if not said:
             said.append("some names are repeated")
         raise InputError(
