@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 import scipy.sparse
 
 from npt_dask._scheduler import compute, numpy_rows
@@ -30,17 +31,24 @@ from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
     "InputInfo",
+    "align_rows",
     "as_kernel_matrix",
     "as_row_chunked",
     "check_finite_block",
     "check_finite_eagerly",
+    "check_known_chunks",
     "check_symmetric",
+    "feature_names",
     "float_dtype",
+    "is_data_array",
+    "is_lazy",
     "is_sparse_rows",
+    "match_features",
+    "row_labels",
     "wrap_rows",
 ]
 
-Kind = Literal["numpy", "dask", "xarray"]
+Kind = Literal["numpy", "dask", "xarray", "pandas"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,23 @@ class InputInfo:
     lazy: bool
     sample_dim: str = "sample"
     sample_coords: Mapping[Hashable, Any] = field(default_factory=dict)
+    index: Any = None  # pandas input: the rows' index, carried to the output
+
+
+def is_data_array(data: Any) -> bool:
+    """Whether ``data`` is an ``xarray.DataArray`` (the one test; xarray is not imported)."""
+    return type(data).__name__ == "DataArray" and hasattr(data, "dims")
+
+
+def is_lazy(data: Any) -> bool:
+    """Whether ``data`` goes to the out-of-core path unconverted: a dask array or a
+    DataArray (whose result keeps its type: lazy in, lazy out)."""
+    return isinstance(data, da.Array) or is_data_array(data)
+
+
+def sample_dim_of(data: Any) -> str:
+    """A DataArray's sample dim: ``"sample"`` if it has one, else its first dim."""
+    return "sample" if "sample" in data.dims else str(data.dims[0])
 
 
 def float_dtype(dtype: np.dtype) -> np.dtype:
@@ -71,7 +96,7 @@ def _from_xarray(data: Any, name: str) -> tuple[Any, InputInfo]:
             f"{name} must be a 2-D DataArray (sample, feature); got dims {data.dims}. "
             f"Stack the feature dims, e.g. {name}.stack(feature=[...])."
         )
-    sample_dim = "sample" if "sample" in data.dims else str(data.dims[0])
+    sample_dim = sample_dim_of(data)
     feature_dim = next(d for d in data.dims if d != sample_dim)
     data = data.transpose(sample_dim, feature_dim)
     coords = {k: v.variable for k, v in data.coords.items() if v.dims == (sample_dim,)}
@@ -81,12 +106,14 @@ def _from_xarray(data: Any, name: str) -> tuple[Any, InputInfo]:
 
 
 def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
-    if type(data).__name__ == "DataArray" and hasattr(data, "dims"):
+    if is_data_array(data):
         return _from_xarray(data, name)
     if type(data).__name__ == "Dataset" and hasattr(data, "data_vars"):
         raise InputTypeError(
             f"{name} is an xarray Dataset; pass one of its variables, e.g. ds['x']."
         )
+    if isinstance(data, pd.DataFrame):
+        return data.to_numpy(), InputInfo("pandas", False, index=data.index)
     if isinstance(data, da.Array):
         return data, InputInfo("dask", True)
     if scipy.sparse.issparse(data):
@@ -114,6 +141,16 @@ def _check_shape(array: Any, name: str, min_samples: int) -> None:
         raise InputError(f"{name} has {n} sample(s); need {need}.")
     if d < 1:
         raise InputError(f"{name} has 0 features; need at least 1.")
+
+
+def check_known_chunks(array: Any, name: str) -> None:
+    """Refuse a dask array whose row chunk sizes are unknown (NaN, e.g. after boolean
+    indexing), naming the fix: rows cannot be matched or chunked without them."""
+    if isinstance(array, da.Array) and any(math.isnan(c) for c in array.chunks[0]):
+        raise InputError(
+            f"{name} has unknown chunk sizes {array.chunks[0]} (as after boolean indexing); "
+            f"call {name}.compute_chunk_sizes() first."
+        )
 
 
 def is_sparse_rows(x: da.Array) -> bool:
@@ -164,11 +201,7 @@ def as_row_chunked(
         rows = chunk_size or DEFAULT_CHUNK_SIZE
         x = numpy_rows(array, rows)  # shipped once under a cluster, not in every graph
     else:
-        if any(math.isnan(c) for c in array.chunks[0]):
-            raise InputError(
-                f"{name} has unknown chunk sizes {array.chunks[0]}; call "
-                f"{name}.compute_chunk_sizes() first."
-            )
+        check_known_chunks(array, name)
         rows = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
         x = array.rechunk({0: rows, 1: -1})
         if x.dtype.kind == "f":
@@ -213,11 +246,7 @@ def as_kernel_matrix(
             f"{array.shape}. Pass kernel(Z, X_train)."
         )
     if isinstance(array, da.Array):
-        if any(math.isnan(c) for c in array.chunks[0]):
-            raise InputError(
-                f"{name} has unknown chunk sizes {array.chunks[0]}; call "
-                f"{name}.compute_chunk_sizes() first."
-            )
+        check_known_chunks(array, name)
         rows: Any = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
         x = array.rechunk({0: rows})
     else:
@@ -295,6 +324,12 @@ def wrap_rows(
         return result
     if info.kind == "numpy":
         return result if eager else compute(result, release_scratch=True)[0]
+    if info.kind == "pandas":  # eager: the rows' index carried over, as a DataArray's coords
+        values = result if eager else compute(result, release_scratch=True)[0]
+        if values.ndim == 1:
+            return pd.Series(values, index=info.index, name=name)
+        columns = pd.RangeIndex(values.shape[1], name=column_dim)
+        return pd.DataFrame(values, index=info.index, columns=columns)
     import xarray as xr
 
     dims = (info.sample_dim,) if result.ndim == 1 else (info.sample_dim, column_dim)
@@ -350,3 +385,143 @@ def data_variance(x: da.Array) -> float:
     size = float(x.shape[0]) * float(x.shape[1])
     mean = sum(p[0] for p in parts) / size
     return max(sum(p[1] for p in parts) / size - mean * mean, 0.0)
+
+
+# --- labelled rows and named features ----------------------------------------------------
+
+
+def row_labels(data: Any) -> pd.Index | None:
+    """The labels of ``data``'s rows: a pandas object's index, a DataArray's index along
+    its sample dim (:func:`sample_dim_of`); None for unlabelled data (numpy, dask, a
+    DataArray without a coordinate on that dim), which is matched by position."""
+    if isinstance(data, pd.Series | pd.DataFrame):
+        return data.index
+    if is_data_array(data) and data.ndim >= 1:
+        index = data.indexes.get(sample_dim_of(data))
+        return None if index is None else pd.Index(index)
+    return None
+
+
+def _take_rows(data: Any, order: np.ndarray) -> Any:
+    if isinstance(data, pd.Series | pd.DataFrame):
+        return data.iloc[order]
+    return data.isel({sample_dim_of(data): order})
+
+
+def _examples(labels: pd.Index) -> str:
+    shown = ", ".join(repr(v) for v in labels[:3].tolist())
+    return shown + (", ..." if len(labels) > 3 else "")
+
+
+def align_rows(aux: Any, rows: Any, *, name: str, rows_name: str = "X") -> Any:
+    """``aux`` (labels or targets) with its rows in the order of ``rows`` (the data).
+
+    When both carry row labels (:func:`row_labels`: a DataArray's sample coordinate, a
+    pandas index) they are matched by label, as ``xarray.align`` matches them: the same
+    labels in another order are reordered (what ``xr.align(rows, aux, join="left")``
+    gives), and labels that differ -- a row of one missing from the other, or repeated
+    labels -- are refused, as ``join="exact"`` refuses them: no row is dropped or
+    invented. Unlabelled data on either side is matched by position (returned as is).
+    """
+    mine, theirs = row_labels(rows), row_labels(aux)
+    if mine is None or theirs is None or mine.equals(theirs):
+        return aux
+    fix = (
+        f"Select the rows of {rows_name} from {name} by label (e.g. "
+        f"{name}.sel(sample={rows_name}.sample) or {name}.loc[{rows_name}.index]), or pass "
+        f"{name} as a plain array (e.g. {name}.to_numpy()) to match rows by position."
+    )
+    if not (mine.is_unique and theirs.is_unique):
+        raise InputError(
+            f"{rows_name} and {name} both label their rows, but "
+            f"{rows_name if not mine.is_unique else name} repeats some labels, so they "
+            f"cannot be matched by label. {fix}"
+        )
+    order = theirs.get_indexer(mine)
+    if len(mine) == len(theirs) and (order >= 0).all():
+        return _take_rows(aux, order)
+    missing, extra = mine.difference(theirs), theirs.difference(mine)
+    said = []
+    if len(missing):
+        said.append(
+            f"{len(missing)} row label(s) of {rows_name} not in {name} ({_examples(missing)})"
+        )
+    if len(extra):
+        said.append(f"{len(extra)} row label(s) of {name} not in {rows_name} ({_examples(extra)})")
+    raise InputError(
+        f"{rows_name} and {name} label their rows differently: {'; '.join(said)}. Rows are "
+        f"matched by label (xarray's join='exact': none dropped or added). {fix}"
+    )
+
+
+def feature_names(data: Any) -> tuple[str, ...] | None:
+    """The names of ``data``'s features, or None: a DataFrame's columns when they are all
+    strings (scikit-learn's ``feature_names_in_`` rule), a DataArray's coordinate along
+    its feature dim (as strings)."""
+    if isinstance(data, pd.DataFrame):
+        columns = data.columns
+        return tuple(columns) if all(isinstance(c, str) for c in columns) else None
+    if is_data_array(data) and data.ndim == 2:
+        dim = next(d for d in data.dims if d != sample_dim_of(data))
+        index = data.indexes.get(dim)
+        return None if index is None else tuple(str(v) for v in index)
+    return None
+
+
+def _transposed_hint(data: Any, n_features: int | None, name: str) -> None:
+    """A DataArray without a ``sample`` dim is read with its first dim as the rows; when
+    that reading gives the wrong feature count and the other reading the right one, say
+    so (the usual cause: a transposed array)."""
+    if not (is_data_array(data) and data.ndim == 2 and "sample" not in data.dims):
+        return
+    first, second = (str(d) for d in data.dims)
+    if n_features is not None and data.shape[1] != n_features and data.shape[0] == n_features:
+        raise InputError(
+            f"{name} has dims ({first!r}, {second!r}) and no 'sample' dim, so its rows were "
+            f"taken along its first dim {first!r}: {data.shape[0]} rows of {data.shape[1]} "
+            f"features, but the model expects {n_features} features -- as {name} has along "
+            f"{first!r}. It looks transposed: pass {name}.transpose({second!r}, {first!r}), "
+            f"or name its rows' dim 'sample' ({name}.rename({second}='sample'))."
+        )
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+
+
+def match_features(
+    data: Any, names: tuple[str, ...] | None, *, n_features: int | None = None, name: str = "Z"
+) -> Any:
+    """``data`` with its features in the fitted order ``names`` (a model's feature names).
+
+    Named input (:func:`feature_names`) with the same names in another order is
+    reordered by name; names that differ are refused (scikit-learn's
+    ``feature_names_in_`` check, which refuses the reordering too). Unnamed input,
+    or a model fitted without names, is taken by position.
+    """
+    _transposed_hint(data, n_features, name)
+    given = feature_names(data) if names is not None else None
+    if given is None or names is None or given == tuple(names):
+        return data
+    fitted, now = set(names), set(given)
+    unseen = [g for g in given if g not in fitted]
+    missing = [n for n in names if n not in now]
+    if unseen or missing or len(set(given)) != len(given):
+        said = []
+        if unseen:
+            said.append(f"names unseen at fit time: {_few(unseen)}")
+        if missing:
+            said.append(f"names seen at fit time, yet now missing: {_few(missing)}")
+        if not said:
+            said.append("some names are repeated")
+        raise InputError(
+            f"The feature names of {name} should match those that were passed during fit "
+            f"({'; '.join(said)}). Give {name} the columns the model was fitted on "
+            f"(model.feature_names), or pass a plain array to take columns by position."
+        )
+    position = {g: i for i, g in enumerate(given)}
+    order = [position[n] for n in names]
+    if isinstance(data, pd.DataFrame):
+        return data.iloc[:, order]
+    dim = next(d for d in data.dims if d != sample_dim_of(data))
+    return data.isel({dim: order})

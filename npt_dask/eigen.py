@@ -33,6 +33,7 @@ from npt_dask.blocks import gaussian_rows
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
+    NegativeDefiniteKernelError,
     NegativeEigenvalueError,
     NegativeEigenvalueWarning,
     RankWarning,
@@ -827,7 +828,7 @@ def select_eigenpairs(
             "kernel and its parameters against the data's scale."
         )
     if 0.0 < lam1 <= rtol * scale:
-        raise DegenerateKernelError(
+        raise NegativeDefiniteKernelError(
             f"The kernel matrix has no positive eigenvalue above rounding: the largest is "
             f"{lam1:.3g}, below rtol * |{result.min_eigenvalue:.3g}|, so it is negative "
             "semi-definite (a kernel passed with the wrong sign, e.g. -K?). A model on "

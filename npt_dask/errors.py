@@ -25,11 +25,13 @@ __all__ = [
     "KernelValueError",
     "NPTError",
     "NPTWarning",
+    "NegativeDefiniteKernelError",
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
     "NotFittedError",
     "ProjectionError",
     "RankWarning",
+    "RefitWarning",
     "ResidualWarning",
     "RidgeWarning",
     "ScratchError",
@@ -137,6 +139,20 @@ class RankWarning(NPTWarning):
 class ResidualWarning(NPTWarning):
     """A residual cannot be computed from what was given (a precomputed test kernel
     matrix lacks the rows' self-similarities ``k(z, z)``): it is NaN."""
+
+
+# --- kernels of the wrong sign, refits said (issue 28) --------------------------------------
+
+
+class NegativeDefiniteKernelError(DegenerateKernelError):
+    """The kernel matrix has no positive eigenvalue above rounding but significant
+    negative ones (a kernel passed with the wrong sign, ``-K``): refused by every entry
+    point, never turned into zero coordinates (scikit-learn's ``KernelPCA`` refuses it)."""
+
+
+class RefitWarning(NPTWarning):
+    """``partial_fit`` of a truncated estimator refits on every row seen so far (warm-started
+    from its model): said, since the cost grows with the rows seen."""
 
 
 _PACKAGE = str(Path(__file__).resolve().parent)

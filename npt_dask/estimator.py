@@ -27,12 +27,23 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import pad_columns, rows_like, zeros_like_rows
+from npt_dask._inputs import (
+    align_rows,
+    is_data_array,
+    is_lazy,
+    match_features,
+    pad_columns,
+    rows_like,
+    sample_dim_of,
+    zeros_like_rows,
+)
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
+    NegativeDefiniteKernelError,
     NegativeEigenvalueWarning,
     RankWarning,
+    RefitWarning,
     warn,
 )
 from npt_dask.fitting import fit_params
@@ -48,8 +59,32 @@ __all__ = ["NonlinearProjection"]
 _D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
 
 
-def _is_lazy(X: Any) -> bool:
-    return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
+def _lazy_features(X: Any) -> int:
+    """The feature count of lazy input: a DataArray's along its non-sample dim."""
+    if is_data_array(X) and X.ndim == 2:
+        return int(X.sizes[next(d for d in X.dims if d != sample_dim_of(X))])
+    return int(X.shape[1])
+
+
+def _training_rows(landmarks: Any, n: int) -> int:
+    """Rows the model is fitted on: n, or the landmarks' count."""
+    if landmarks is None:
+        return n
+    if isinstance(landmarks, int | np.integer) and not isinstance(landmarks, bool):
+        return min(int(landmarks), n)
+    return len(np.asarray(landmarks))
+
+
+def _check_y_rows(X: Any, y: Any) -> None:
+    """``y`` must be in X's row order when both label their rows: a pipeline hands ``y``
+    on unchanged to its next step, which must not match rows by position wrongly."""
+    if y is not None and align_rows(y, X, name="y") is not y:
+        raise InputError(
+            "X and y label their rows in different orders (the same labels); the next "
+            "step of a pipeline would receive y unchanged and match it to these rows by "
+            "position. Reorder y to X's rows first: y.loc[X.index] or "
+            "y.sel(sample=X.sample)."
+        )
 
 
 _SPECTRUM = (
@@ -131,6 +166,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     iterated_power : int or "auto", default "auto"
         Accepted for KernelPCA compatibility; no effect (the Krylov solver has
         no power iterations: it stops on ``tol``).
+    landmarks : int or array of row indices, optional
+        Fit on m rows of X (``npt.fit``'s landmark route: an int chooses them by
+        ``landmark_method``, seeded by ``random_state``); every row is projected
+        onto their span, so ``fit_transform`` is ``transform`` of X, and
+        ``eigenvectors_`` has one row per landmark. ``n_components`` is clipped
+        to what m landmarks give. GridSearchCV can tune it.
+    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
+        How ``landmarks=m`` chooses its rows (see :func:`npt_dask.fit`).
     copy_X : bool, default True
         Keep a copy of numpy training rows (``transform`` reads them); False
         keeps a reference, so changing X afterwards changes the model, as KernelPCA.
@@ -211,6 +254,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         iterated_power: int | str = _E["iterated_power"],
         copy_X: bool = _E["copy_X"],
         n_jobs: int | None = _E["n_jobs"],
+        landmarks: int | Any | None = _D["landmarks"],
+        landmark_method: str = _D["landmark_method"],
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -235,6 +280,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.iterated_power = iterated_power
         self.copy_X = copy_X
         self.n_jobs = n_jobs
+        self.landmarks = landmarks
+        self.landmark_method = landmark_method
 
     def _fit_params(self) -> FitParams:
         """The parameters, validated by the one table :mod:`npt_dask.params` (as npt.fit).
@@ -263,14 +310,16 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def _validate(self, X: Any, *, reset: bool) -> Any:
         precomputed = self.kernel == PRECOMPUTED
-        if _is_lazy(X):
+        if is_lazy(X):
             if reset:
-                self.n_features_in_ = int(X.shape[1])
+                self.n_features_in_ = _lazy_features(X)
                 self.__dict__.pop("feature_names_in_", None)
-            elif X.shape[1] != self.n_features_in_:
+                return X
+            X = match_features(X, None, n_features=self.n_features_in_, name="X")
+            if _lazy_features(X) != self.n_features_in_:
                 raise InputError(
-                    f"X has {X.shape[1]} features, but NonlinearProjection is expecting "
-                    f"{self.n_features_in_} features as input."
+                    f"X has {_lazy_features(X)} features, but NonlinearProjection is "
+                    f"expecting {self.n_features_in_} features as input."
                 )
             return X
         return validate_data(
@@ -283,17 +332,23 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         )
 
     def fit(self, X: Any, y: Any = None) -> NonlinearProjection:
-        """Fit the model on ``X`` (n_samples, n_features); ``y`` is ignored.
+        """Fit the model on ``X`` (n_samples, n_features); ``y`` is not used.
 
         With ``kernel="precomputed"``, X is the (n, n) kernel matrix of the
-        training rows (numpy, dask or zarr-backed: read block by block).
+        training rows (numpy, dask or zarr-backed: read block by block). A ``y``
+        that labels its rows (a pandas index, a DataArray's sample coordinate)
+        must list X's rows in X's order, since a pipeline passes it on unchanged.
         """
+        _check_y_rows(X, y)
         return self._fit(X, start=None)
 
     def _fit(self, X: Any, *, start: NPTModel | None) -> NonlinearProjection:
         params = self._fit_params()
         if start is not None:  # partial_fit of a truncated model: a warm-started refit
-            params = params.replace(start=start)
+            params = params.replace(  # on every row seen, with the model's own kernel
+                start=start, kernel=start.kernel, gamma=None, degree=None, coef0=None,
+                kernel_params=None, landmarks=None,
+            )  # fmt: skip
         if self.fit_inverse_transform and self.kernel == PRECOMPUTED:
             raise InputError(
                 "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map "
@@ -301,11 +356,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             )
         given = X
         X = self._validate(X, reset=True)
-        if self.copy_X and X is given and hasattr(X, "copy") and not _is_lazy(X):
+        if self.copy_X and X is given and hasattr(X, "copy") and not is_lazy(X):
             X = X.copy()  # the model reads its training rows at transform
         for name in ("inverse_map_", "dual_coef_"):
             self.__dict__.pop(name, None)
-        n = int(X.shape[0])
+        n = _training_rows(params.landmarks, int(X.shape[0]))
         if params.n_components is not None:  # KernelPCA: min(n, n_components) columns
             most = max_rank(n, params.center)  # the plan refuses more; KernelPCA clips
             params = params.replace(n_components=max(1, min(params.n_components, most)))
@@ -313,6 +368,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 model = fit_params(X, params)
+        except NegativeDefiniteKernelError:
+            raise  # -K: refused, as npt.fit and KernelPCA refuse it
         except DegenerateKernelError as exc:
             return self._fit_degenerate(X, exc)
         self._replay(caught, model)
@@ -350,13 +407,21 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     ) -> NonlinearProjection:
         """Grow the fitted model by the rows of ``X`` (the first call fits); ``y`` is ignored.
 
-        Rows with more than ``residual_tol`` of ``kappa(x, x)`` outside the
-        model's span join its training rows (see :mod:`npt_dask.growth`), up
-        to ``max_landmarks``; ``model_`` becomes the grown model, equal to a
-        fresh fit on its training rows. A batch costs no ``n^3`` step: the
-        eigen-ordered attributes (``eigenvalues_``, ``n_components_``, ...) and
-        ``transform`` rotate once, on first use. Needs a full-rank model
-        (``n_components=None``) and no ``fit_inverse_transform``.
+        A full-rank model (``n_components=None``) grows exactly: rows with more
+        than ``residual_tol`` of ``kappa(x, x)`` outside the model's span join
+        its training rows (see :mod:`npt_dask.growth`), up to ``max_landmarks``;
+        ``model_`` becomes the grown model, equal to a fresh fit on its training
+        rows. A batch costs no ``n^3`` step: the eigen-ordered attributes
+        (``eigenvalues_``, ``n_components_``, ...) and ``transform`` rotate
+        once, on first use.
+
+        A truncated model (``n_components`` set) cannot grow exactly (its
+        discarded spectrum is not kept): each call refits on every row seen so
+        far -- the model's training rows and ``X`` -- warm-started from the
+        current model and with its kernel (``gamma`` is not resolved again), and
+        says so with a :class:`~npt_dask.errors.RefitWarning`, since its cost
+        grows with the rows seen. ``residual_tol`` and ``max_landmarks`` do not
+        apply to it. Not with ``fit_inverse_transform``.
         """
         if "model_" not in self.__dict__:
             return self.fit(X, y)
@@ -379,10 +444,18 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def _refit_union(self, X: Any, model: NPTModel) -> NonlinearProjection:
         """A truncated model's growth: a fit on its training rows and X, warm-started
-        from it (``start=``), recorded in ``diagnostics.landmarks["refit"]``."""
+        from it (``start=``, its kernel), recorded in ``diagnostics.landmarks["refit"]``."""
         old = model.x_train
         new = da.from_array(X) if not isinstance(X, da.Array) else X
         union = da.concatenate([old, new.astype(old.dtype).rechunk({1: -1})])
+        warn(
+            f"partial_fit of a truncated model (n_components={self.n_components}) cannot "
+            f"grow it exactly: it refits on every row seen so far ({model.n_samples} "
+            f"training rows and {int(new.shape[0])} new, {int(union.shape[0])} in all), "
+            f"warm-started from the current model, with its kernel ({model.kernel.describe()})."
+            " Only a full-rank model (n_components=None) grows without a refit.",
+            RefitWarning,
+        )
         self._fit(union, start=model)
         fitted = self.model_
         assert isinstance(fitted, NPTModel)
@@ -477,10 +550,16 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """
         self.fit(X, y)
         model = self.model_
+        eager = not is_lazy(X)  # numpy, pandas, sparse: numpy out (scikit-learn's rule)
         if model is None:
+            if eager:
+                return np.zeros((int(X.shape[0]), self.n_components_), self._degenerate_dtype)
             return zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
+        if self.landmarks is not None:  # the model's rows are the landmarks: project all
+            return self.transform(X)
         coords = pad_columns(np.asarray(model.train_coordinates()), self.n_components_)
-        return rows_like(X, coords.astype(model.precision, copy=False), name="coordinates")
+        coords = coords.astype(model.precision, copy=False)
+        return coords if eager else rows_like(X, coords, name="coordinates")
 
     def transform(self, X: Any) -> Any:
         """NPT coordinates of the rows of X; numpy in -> numpy out, lazy in -> lazy out.
@@ -491,6 +570,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         check_is_fitted(self, "model_")
         X = self._validate(X, reset=False)
         if self.model_ is None:
+            if not is_lazy(X):
+                return np.zeros((int(X.shape[0]), self.n_components_), self._degenerate_dtype)
             return zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
         return self.model_.transform(X, columns=self.n_components_)
 
@@ -517,7 +598,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             )
         inverse: InverseMap = self.inverse_map_
         r = self.model_.n_components
-        if not _is_lazy(X):
+        if not is_lazy(X):
             X = np.asarray(X, dtype=np.float64)
             if X.ndim != 2 or X.shape[1] not in (r, self.n_components_):
                 raise InputError(

@@ -18,11 +18,12 @@ from dask.array.core import normalize_chunks
 
 from npt_dask._inputs import (
     InputInfo,
+    align_rows,
     as_kernel_matrix,
     as_row_chunked,
     check_finite_eagerly,
     data_variance,
-    is_sparse_rows,
+    feature_names,
 )
 from npt_dask._scheduler import compute, current_client, task_threads
 from npt_dask.eigen import (
@@ -61,6 +62,7 @@ from npt_dask.params import (
 from npt_dask.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.progress import FitProgress, count
 from npt_dask.projector import balanced_rows
+from npt_dask.scale import warn_kernel_scale
 from npt_dask.training import check_labels_or_targets, linear_moments, training_pass
 
 __all__ = ["fit", "fit_params", "plan_for"]
@@ -405,13 +407,21 @@ def fit(
     start : NPTModel, optional
         Warm start: the Krylov solver starts from this model's coordinates of
         X (e.g. a landmark model), so it needs far fewer passes. Its kernel
-        is used unless a kernel argument is given; another kernel than
-        start's gives a warning (the start is then only a guess).
+        wins unless another kernel is named: with no kernel argument it is
+        used as it is; with only parameters given (``gamma="scale"``) they
+        apply to the start's kernel (a laplacian start stays laplacian); a
+        ``kernel`` other than the default names another. A kernel other than
+        the start's gives a warning saying which is used and why (the start
+        is then only a guess).
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.
     labels, targets : array-like of shape (n,) (or (n, k) targets), optional
-        Class labels, or numeric targets, of the rows of X: the fit then also
+        Class labels, or numeric targets, of the rows of X, matched to them by
+        label when both label their rows (a DataArray's sample coordinate, a
+        pandas index: reordered when the labels are the same, refused when
+        they differ, as ``xarray.align(join="exact")``), else by position.
+        The fit then also
         returns ``model.moments`` (:class:`~npt_dask.blocks.LinearMoments`),
         the sufficient statistics of ridge on the coordinates of every row of
         X, for ``RidgeClassifier().fit_moments(model.moments)`` (or
@@ -441,11 +451,15 @@ def fit(
 def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
     """:func:`fit` with its parameters as one validated :class:`~npt_dask.params.FitParams`
     (``labels``/``targets`` as in :func:`fit`)."""
+    params = with_start_kernel(params)
     spec = _start_kernel(params) or make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
         kernel_params=params.kernel_params,
     )  # fmt: skip
     precision = None if params.precision is None else np.dtype(params.precision)
+    labels = None if labels is None else align_rows(labels, X, name="labels")
+    targets = None if targets is None else align_rows(targets, X, name="targets")
+    names = feature_names(X) if spec.evaluated else None
     if not spec.evaluated:  # X is the kernel matrix: chunked by rows and columns
         x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
     else:
@@ -459,25 +473,36 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     given = _start_kernel(params)  # a start's kernel, already resolved
     spec = given or resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     _warn_start_kernel(params, spec)
-    warn_kernel_scale(x, spec)
+    warn_kernel_scale(x, x, spec, fitting=True)
     if params.landmarks is None:
-        return _with_moments(_solve(_persisted(x), spec, params, plan, info), labels, targets)
+        model = _solve(_persisted(x), spec, params, plan, info, names)
+        return _with_moments(model, labels, targets)
     if not spec.evaluated:
         raise InputError(
             "landmarks need the training rows; with kernel='precomputed' pass the landmark "
             "rows' kernel matrix itself (K[idx][:, idx]) and project K[:, idx]."
         )
     rng = np.random.default_rng(params.random_state)
-    idx = select_landmarks(params.landmarks, x, spec, method=params.landmark_method, rng=rng)
+    report = FitProgress(0, 0.0, enabled=params.progress)
+    report.stage(
+        f"landmarks: choosing them among {int(x.shape[0]):,} rows ({params.landmark_method})"
+        if isinstance(params.landmarks, int | np.integer)
+        else f"landmarks: {len(params.landmarks):,} rows given"
+    )
+    idx = select_landmarks(
+        params.landmarks, x, spec, method=params.landmark_method, rng=rng, report=report.stage
+    )
+    report.close()
     if len(idx) != plan.n:  # RPCholesky stopped early: the rows chosen span every candidate
         _check_spanned_rank(params, len(idx))
         plan = plan_for(x, params.replace(landmarks=idx))
     rows = x[idx].rechunk({0: plan.row_chunks})  # as planned (_training_chunks)
-    sub = InputInfo(info.kind, info.lazy, info.sample_dim,
-                    {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()})  # fmt: skip
-    model = _solve(_persisted(rows), spec, params, plan, sub)
+    coords = {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()}
+    index = None if info.index is None else info.index[idx]
+    sub = dataclasses.replace(info, sample_coords=coords, index=index)
+    model = _solve(_persisted(rows), spec, params, plan, sub, names)
     method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
-    return _certified(model, x, method, idx, labels, targets)
+    return _certified(model, x, method, idx, labels, targets, params.progress)
 
 
 _KERNEL_ARGS = ("kernel", "gamma", "degree", "coef0", "kernel_params")
@@ -494,58 +519,49 @@ def _start_kernel(params: FitParams) -> KernelSpec | None:
     return kernel if isinstance(kernel, KernelSpec) and defaults else None
 
 
-def _warn_start_kernel(params: FitParams, spec: KernelSpec) -> None:
-    """Warn when ``start`` was fitted with another kernel than the one asked for."""
-    kernel = getattr(params.start, "kernel", None)
-    if isinstance(kernel, KernelSpec) and kernel != spec:
-        warn(
-            f"start= was fitted with another kernel ({kernel.to_dict()}) than this fit's "
-            f"({spec.to_dict()}): its coordinates are only a guess and the solver may need "
-            "as many passes as a cold start. Leave the kernel arguments out to use start's "
-            "kernel.",
-            KernelScaleWarning,
-        )
+def with_start_kernel(params: FitParams) -> FitParams:
+    """``params`` with the start's kernel where the caller named none.
 
-
-SCALE_SAMPLE = 256
-"""Rows of X the kernel-scale check evaluates (one small block, before the solve)."""
-
-
-def warn_kernel_scale(x: da.Array, spec: KernelSpec) -> None:
-    """Warn when the kernel is nearly the identity or nearly constant on a sample of X.
-
-    Either makes the model meaningless (every eigenvalue 1, or none above
-    rounding) while the solver still converges; the usual cause is data on
-    another scale than ``gamma`` assumes (raw 0-255 pixels with ``gamma=0.02``).
-    Identical rows are left to the eigenvalue check, which names them.
+    A start's kernel wins unless another kernel is named: with ``start=`` a
+    laplacian model and only ``gamma="scale"`` given (the kernel left at its
+    default), the fit is laplacian with that gamma, not an rbf one. The start's
+    other parameters (a polynomial's degree and coef0) are kept unless given.
     """
-    if not isinstance(spec, NamedKernel) or is_sparse_rows(x):
-        return  # a given matrix or function: its scale is the caller's
-    sample = np.asarray(compute(x[: min(SCALE_SAMPLE, int(x.shape[0]))])[0], dtype=np.float64)
-    if len(np.unique(sample, axis=0)) < 2:
+    kernel = getattr(params.start, "kernel", None)
+    if not isinstance(kernel, NamedKernel) or params.kernel != _D["kernel"]:
+        return params
+    if all(getattr(params, a) == _D[a] for a in _KERNEL_ARGS):
+        return params  # the start's kernel as it is (_start_kernel)
+    given = dict(params.kernel_params or {})
+    kept = {
+        a: getattr(kernel, a)
+        for a in ("gamma", "degree", "coef0")
+        if getattr(params, a) == _D[a] and a not in given
+    }
+    return params.replace(kernel=kernel.name, **kept)
+
+
+def _warn_start_kernel(params: FitParams, spec: KernelSpec) -> None:
+    """Warn when ``start`` was fitted with another kernel than the one used, saying which
+    kernel this fit uses and why."""
+    kernel = getattr(params.start, "kernel", None)
+    if not isinstance(kernel, KernelSpec) or kernel == spec:
         return
-    block = spec(sample, sample)
-    off = block[~np.eye(len(sample), dtype=bool)]
-    top = max(float(np.max(np.abs(block))), np.finfo(float).tiny)
-    fix = (
-        " Use gamma='scale' (1 / (d var X)), or standardise the features."
-        if spec.gamma is not None
-        else " Check the kernel and its parameters against the data's scale."
+    named = {a: getattr(params, a) for a in _KERNEL_ARGS[1:] if getattr(params, a) != _D[a]}
+    if isinstance(kernel, NamedKernel) and spec.name == kernel.name:
+        why = (
+            f"This fit uses the start's kernel ({kernel.name}: no other kernel was named) "
+            f"with the parameters given ({', '.join(f'{k}={v!r}' for k, v in named.items())})"
+        )
+    else:
+        why = f"This fit uses the kernel named (kernel={params.kernel!r})"
+    warn(
+        f"start= was fitted with another kernel ({kernel.to_dict()}) than this fit's "
+        f"({spec.to_dict()}). {why}: the start's coordinates are only a guess and the solver "
+        "may need as many passes as a cold start. Leave the kernel arguments out to use "
+        "the start's kernel as it is.",
+        KernelScaleWarning,
     )
-    if float(np.max(np.abs(off))) < 1e-6 * top:
-        warn(
-            f"The kernel matrix is nearly the identity on these data ({spec.name}"
-            f"{'' if spec.gamma is None else f', gamma={spec.gamma:.3g}'}: distinct rows "
-            "have similarity below 1e-6): every "
-            f"eigenvalue is about the same and the coordinates carry no structure.{fix}",
-            KernelScaleWarning,
-        )
-    elif float(np.ptp(block)) < 1e-6 * top:
-        warn(
-            f"The kernel is nearly constant on these data ({spec.name}: every entry within "
-            f"1e-6 of the others), so the centred kernel matrix is nearly zero.{fix}",
-            KernelScaleWarning,
-        )
 
 
 def _persisted(x: da.Array) -> da.Array:
@@ -553,12 +569,19 @@ def _persisted(x: da.Array) -> da.Array:
 
 
 def _certified(
-    model: NPTModel, x: da.Array, method: str, idx: np.ndarray, labels: Any, targets: Any
+    model: NPTModel,
+    x: da.Array,
+    method: str,
+    idx: np.ndarray,
+    labels: Any,
+    targets: Any,
+    progress: bool = False,
 ) -> NPTModel:
     """The landmark model with its certificate (every row's Lemma 5 residual) and, with
-    labels or targets, the ridge moments of every row: one training pass."""
+    labels or targets, the ridge moments of every row: one training pass (each finished
+    row chunk reported with ``progress``)."""
     rows = balanced_rows(model.projector().rows_of(x)[0], task_threads())
-    result = training_pass(model, rows, labels=labels, targets=targets)
+    result = training_pass(model, rows, labels=labels, targets=targets, progress=progress)
     summary = {
         "method": method,
         "m": model.n_samples,
@@ -580,7 +603,14 @@ def _with_moments(model: NPTModel, labels: Any, targets: Any) -> NPTModel:
     return dataclasses.replace(model, moments=moments)
 
 
-def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info: InputInfo):
+def _solve(
+    x: da.Array,
+    spec: KernelSpec,
+    params: FitParams,
+    plan: FitPlan,
+    info: InputInfo,
+    names: tuple[str, ...] | None = None,
+) -> NPTModel:
     start = time.perf_counter()
     solve = _solve_dense if plan.solver == "dense" else _solve_krylov
     with _scratch_errors(plan.basis == "chunked" and current_client() is None):
@@ -610,4 +640,6 @@ def _solve(x: da.Array, spec: KernelSpec, params: FitParams, plan: FitPlan, info
         cached_fraction=plan.cached_fraction,
         plan=plan.to_dict(),
     )
-    return NPTModel(spec, x, values, vectors, m, g, params.center, diagnostics, info)
+    return NPTModel(
+        spec, x, values, vectors, m, g, params.center, diagnostics, info, feature_names=names
+    )

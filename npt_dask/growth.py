@@ -283,7 +283,9 @@ class GrowingModel:
 
 def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bool) -> NPTModel:
     """The full-rank model on ``basis``: one ``m x m`` eigenproblem (a model of the
-    parent's kind, built from the parent: float64 kernel blocks)."""
+    parent's kind, built from the parent: float64 kernel blocks, the training rows kept
+    in the parent's precision -- a float32 model stays float32, its rows exactly so,
+    as every batch was read in that precision)."""
     start = time.perf_counter()
     x = da.from_array(basis, chunks=(parent.chunk_size, -1))
     op = KernelOperator(x, kernel, center=center, kept=())
@@ -306,7 +308,7 @@ def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bo
     )
     return dataclasses.replace(
         parent,
-        x_train=x,
+        x_train=x.astype(parent.precision),
         eigenvalues=values,
         eigenvectors=np.ascontiguousarray(vectors),
         row_means=np.ascontiguousarray(means),
@@ -342,8 +344,22 @@ def _check_options(residual_tol: float, max_landmarks: int | None) -> None:
 
 
 def _batch_rows(model: GrowingModel, X_new: Any) -> np.ndarray:
-    rows, _ = model.parent.projector().rows_of(X_new, name="X_new")  # checks d, NaN, kind
-    return _rows(rows)
+    """The batch as numpy rows: features matched by name, count and NaN checked (as
+    ``transform`` checks them), in the model's precision; the kernel-scale rule applied."""
+    rows, _ = model.parent.rows_of(X_new, name="X_new")
+    x = _rows(rows)
+    model.parent.warn_scale(x)  # rows on another scale would all be added, or none
+    return x
+
+
+def _check_cap(max_landmarks: int | None, m: int) -> None:
+    """A cap below the model's size could add nothing (growth never removes rows)."""
+    if max_landmarks is not None and int(max_landmarks) < m:
+        raise InputError(
+            f"max_landmarks={int(max_landmarks)} is below the model's {m} basis rows: growth "
+            f"never removes rows, so no row could be added. Pass max_landmarks >= {m} (the "
+            "most basis rows the grown model may have), or None for no cap."
+        )
 
 
 def grow(
@@ -375,6 +391,7 @@ def grow(
     grown = start_growth(model)  # type: ignore[arg-type]
     residual_tol = RESIDUAL_TOL if residual_tol is None else residual_tol
     _check_options(residual_tol, max_landmarks)
+    _check_cap(max_landmarks, grown.n_basis)
     x = _batch_rows(grown, X_new)
     kernel, factor, basis = grown.kernel, grown.factor, grown.basis
     diag = _diagonal(x, kernel)

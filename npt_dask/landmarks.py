@@ -25,6 +25,7 @@ factor and the candidates' residual diagonal, never an n x m factor).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
@@ -96,6 +97,7 @@ def rpcholesky_landmarks(
     *,
     rounds: int = RPCHOLESKY_ROUNDS,
     pool: int | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> np.ndarray:
     """Block randomly pivoted partial Cholesky: ``m`` pivot rows, sorted.
 
@@ -153,6 +155,8 @@ def rpcholesky_landmarks(
         factor = _extended_factor(factor, cross, lower)
         chosen += [int(i) for i in draws]
         done_rounds += 1
+        if report is not None:
+            report(f"landmarks: rpcholesky round {done_rounds}, {len(chosen):,} of {m:,} chosen")
     picked = np.asarray(chosen, dtype=np.int64)
     return np.sort(picked if candidates is None else candidates[picked])
 
@@ -240,10 +244,25 @@ def check_landmarks(landmarks: Any, n: int) -> np.ndarray | int:
             "landmarks must be an int (how many rows to choose) or a 1-D array of at least "
             f"2 integer row indices; got an array of shape {idx.shape} and dtype {idx.dtype}."
         )
-    if idx.min() < 0 or idx.max() >= n or np.unique(idx).size != idx.size:
+    outside = idx[(idx < 0) | (idx >= n)]
+    if outside.size:
+        shown = ", ".join(str(int(i)) for i in outside[:5]) + (", ..." if outside.size > 5 else "")
+        negative = (
+            " (negative indices are not counted from the end here)" if (outside < 0).any() else ""
+        )
         raise InputError(
-            f"landmarks must be distinct row indices in [0, {n}); got values from "
-            f"{idx.min()} to {idx.max()} ({idx.size - np.unique(idx).size} repeated)."
+            f"landmarks must be row indices in [0, {n}); {outside.size} of them are "
+            f"{'negative or ' if negative else ''}out of range: {shown}"
+            f"{' (negative indices are not counted from the end here)' if negative else ''}. "
+            "Pass indices of rows of X."
+        )
+    values, counts = np.unique(idx, return_counts=True)
+    if (counts > 1).any():
+        twice = values[counts > 1]
+        shown = ", ".join(str(int(i)) for i in twice[:5]) + (", ..." if twice.size > 5 else "")
+        raise InputError(
+            f"landmarks must be distinct row indices; {twice.size} of them are repeated "
+            f"({shown}). Pass each row once, e.g. np.unique(landmarks)."
         )
     return np.sort(idx.astype(np.int64))
 
@@ -255,15 +274,17 @@ def select_landmarks(
     *,
     method: str,
     rng: np.random.Generator,
+    report: Callable[[str], None] | None = None,
 ) -> np.ndarray:
-    """Sorted landmark row indices from ``landmarks=`` (an int m or row indices)."""
+    """Sorted landmark row indices from ``landmarks=`` (an int m or row indices);
+    ``report`` is told of each RPCholesky round."""
     n = int(x.shape[0])
     checked = check_landmarks(landmarks, n)
     if isinstance(checked, np.ndarray):
         return checked
     if method == "uniform" or checked == n:
         return uniform_landmarks(n, checked, rng)
-    return rpcholesky_landmarks(x, kernel, checked, rng)
+    return rpcholesky_landmarks(x, kernel, checked, rng, report=report)
 
 
 def certificate(residuals: np.ndarray, self_similarity: np.ndarray) -> dict[str, Any]:

@@ -33,13 +33,14 @@ import dask.array as da
 import numpy as np
 
 from npt_dask import store
-from npt_dask._inputs import InputInfo, pad_columns, wrap_rows
+from npt_dask._inputs import InputInfo, is_data_array, match_features, pad_columns, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
-from npt_dask.errors import InputError, KernelScaleWarning, ResidualWarning, StoreError, warn
+from npt_dask.errors import InputError, ResidualWarning, StoreError, warn
 from npt_dask.gram import kernel_diagonal
-from npt_dask.kernels import KernelSpec
+from npt_dask.kernels import KernelSpec, NamedKernel
 from npt_dask.projector import Projector, projector_for
+from npt_dask.scale import sample_rows, warn_kernel_scale
 
 __all__ = ["NPTModel", "SolverDiagnostics", "load"]
 
@@ -108,6 +109,14 @@ class NPTModel:
         With ``npt.fit(..., labels=y)`` or ``targets=t``: the ridge moments of
         the training rows' coordinates (for ``RidgeClassifier.fit_moments``);
         not saved with the model.
+    feature_names : tuple of str or None
+        The names of the features fitted on: a DataFrame's columns (all
+        strings, scikit-learn's ``feature_names_in_`` rule) or a DataArray's
+        feature coordinate (as strings); None for unnamed input. Saved with
+        the model. Rows given to ``transform``, ``residual``, ``partial_fit``,
+        :func:`npt_dask.project` and ``npt grow`` with named features are
+        reordered to these names, or refused when their names differ; unnamed
+        rows are taken by position.
     """
 
     kernel: KernelSpec
@@ -122,6 +131,7 @@ class NPTModel:
     store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
     train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
     moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (not saved)
+    feature_names: tuple[str, ...] | None = None  # named input's features, in fitted order
 
     def __post_init__(self) -> None:
         if not self.kernel.evaluated and self.x_train.shape[1] != 0:
@@ -220,8 +230,40 @@ class NPTModel:
         gamma = (y @ unit)[:, None] * unit[None, :]
         return wrap_rows(gamma.astype(x.dtype), info, name="projection")
 
+    def rows_of(
+        self, z: Any, *, name: str = "Z", chunk_size: int | None = None
+    ) -> tuple[da.Array, InputInfo]:
+        """``z`` as row chunks for this model's projector: named features put in the
+        fitted order (:attr:`feature_names`, or refused when they differ), the feature
+        count checked, NaN refused (see :func:`npt_dask.projector.projection_rows`)."""
+        evaluated = self.kernel.evaluated
+        z = match_features(
+            z, self.feature_names, n_features=self.n_features if evaluated else None, name=name
+        )
+        return self.projector().rows_of(z, chunk_size=chunk_size, name=name)
+
+    @functools.cached_property
+    def scale_sample(self) -> np.ndarray | None:
+        """The training rows the kernel-scale rule compares rows with (the first
+        :data:`npt_dask.scale.SCALE_SAMPLE`, float64; read once); None when the rule
+        does not apply (a precomputed or callable kernel)."""
+        if not isinstance(self.kernel, NamedKernel):
+            return None
+        return sample_rows(self.x_train)
+
+    def warn_scale(self, rows: Any) -> None:
+        """Warn when ``rows`` are on another scale than the training rows (the one rule,
+        :func:`npt_dask.scale.warn_kernel_scale`, as the fit and ``npt project`` apply it)."""
+        warn_kernel_scale(rows, self.scale_sample, self.kernel, fitting=False)
+
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
-        return self.projector().rows_of(z)
+        """Rows to project, scale-checked when they are in memory (lazy rows are not read
+        here: ``transform`` of dask input stays lazy; :func:`npt_dask.project` reads and
+        checks them)."""
+        x, info = self.rows_of(z)
+        if not info.lazy:
+            self.warn_scale(x)
+        return x, info
 
     def projector(self) -> Projector:
         """The model's :class:`~npt_dask.projector.Projector` under the current scheduler."""
@@ -258,22 +300,7 @@ class NPTModel:
         """
         x, info = self._rows(z)
         y = self._project(x)[:, : self.n_components].astype(x.dtype)
-        out = wrap_rows(pad_columns(y, columns or 0), info, name="coordinates")
-        if not info.lazy:
-            self._warn_far_rows(np.asarray(out))
-        return out
-
-    def _warn_far_rows(self, y: np.ndarray) -> None:
-        """Warn when rows land at the origin: far from every training row (another scale?)."""
-        typical = float(self.eigenvalues.sum()) / self.n_samples  # mean ||y||^2 of training rows
-        if y.size and float(np.mean(np.einsum("ij,ij->i", y, y))) < 1e-6 * typical:
-            warn(
-                f"The {len(y)} rows project to (almost) the origin: their kernel similarity to "
-                "every training row is about zero, as for rows on another scale than the "
-                "training rows (e.g. raw 0-255 pixels against a model fitted on [0, 1]). "
-                "Scale them as the training rows were scaled.",
-                KernelScaleWarning,
-            )
+        return wrap_rows(pad_columns(y, columns or 0), info, name="coordinates")
 
     def residual(self, z: Any, diag: Any = None) -> Any:
         """Lemma 5: distance of ``phi(z)`` from the fitted subspace, shape (m,).
@@ -309,7 +336,7 @@ class NPTModel:
 
     def _residual_from_diag(self, x: da.Array, diag: Any) -> da.Array:
         """Residuals of the test x train kernel rows ``x`` given ``k(z, z)`` (precomputed)."""
-        d = diag.data if type(diag).__name__ == "DataArray" else diag
+        d = diag.data if is_data_array(diag) else diag
         d = d if isinstance(d, da.Array) else np.asarray(d, dtype=np.float64)
         if d.shape != (x.shape[0],):
             raise InputError(
@@ -337,7 +364,7 @@ class NPTModel:
         One pass over the training blocks; only two numbers per row come back,
         whatever r (the landmark certificate uses it on every training row).
         """
-        x, _ = self._rows(z)
+        x, _ = self.rows_of(z)
         r = self.n_components
         both = self._project(x)
         chunks = (x.chunks[0], (2,))
@@ -487,6 +514,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         diagnostics,
         store_path=str(stored.path),
         train_diagonal=small.get("train_diagonal"),
+        feature_names=manifest.names(),
     )
     model.__dict__["identity"] = stored.identity  # pinned: the model as read, not as it is now
     return model

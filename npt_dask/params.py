@@ -245,7 +245,15 @@ class Param:
     error: type[NPTError] = InputError
     parse: Callable[[str], Any] | None = None
     message: str | None = None  # a wording of its own (the kernel name: "Unknown kernel")
-    hint: str = ""  # the fix, appended to the common wording
+    hint: str = ""  # the fix of a wrong number, appended to the common wording
+    hints: tuple[tuple[str, str], ...] = ()  # the fix of a known wrong word, by the word
+
+    def hint_for(self, value: Any) -> str:
+        """The fix to append for ``value``: a word's own (``gamma="auto"``), or for a value
+        that is not a word the parameter's hint (a word gets no hint about numbers)."""
+        if isinstance(value, str):
+            return dict(self.hints).get(value, "")
+        return self.hint
 
     @property
     def flag(self) -> str:
@@ -275,9 +283,10 @@ class Param:
         if self.message is not None:
             choices = self.describe().removeprefix("one of ")
             raise error(self.message.format(value=value, choices=choices), param=self.name)
+        hint = self.hint_for(value)
         raise error(
             f"{subject(self.name)} must be {self.describe()}. Got {value!r} instead."
-            + (f" {self.hint}" if self.hint else ""),
+            + (f" {hint}" if hint else ""),
             param=self.name,
         )
 
@@ -390,6 +399,13 @@ PARAMS: tuple[Param, ...] = (
         KernelParameterError,
         _number_or(float, "scale"),
         hint="gamma = 0 makes the kernel constant; use gamma='scale' for data of any scale.",
+        hints=(
+            (
+                "auto",
+                "gamma='auto' is scikit-learn's SVC name of 1 / n_features: that is "
+                "gamma=None here (gamma='scale' is 1 / (n_features * X.var()), as in SVC).",
+            ),
+        ),
     ),
     Param(
         "degree",

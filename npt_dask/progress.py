@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import numpy as np
 
-__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar", "count"]
+from npt_dask._scheduler import compute, current_client
+
+__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar", "compute_counted", "count"]
 
 LOG_EVERY = 5.0
 """Seconds between progress lines when the stream is not a terminal."""
@@ -160,3 +163,32 @@ class FitProgress(_Line):
         """Show the last report (however recent) and end the line."""
         if self.last:
             self.write(self.last, final=True)
+
+
+def compute_counted(counted: Sequence[Any], rest: Sequence[Any], bar: ProgressBar) -> list[Any]:
+    """Compute the Delayed ``counted`` and ``rest`` together, one ``bar.step()`` per finished
+    task of ``counted``, under local threads or a ``distributed`` client (the driver
+    reports); results in order, ``counted`` first. Per-thread block buffers are released
+    afterwards, as :func:`npt_dask._scheduler.compute` with ``release_scratch``."""
+    tasks = [*counted, *rest]
+    client = current_client()
+    if client is not None:
+        from distributed import as_completed
+
+        futures = client.compute(tasks)
+        keys = {t.key for t in counted}
+        for future in as_completed(futures):  # type: ignore[no-untyped-call]
+            if future.key in keys:
+                bar.step()
+        return list(client.gather(futures))
+    from dask.callbacks import Callback
+
+    keys = {t.key for t in counted}
+
+    class _Tick(Callback):  # called in this thread, after each task
+        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+            if key in keys:
+                bar.step()
+
+    with _Tick():  # type: ignore[no-untyped-call]
+        return list(compute(*tasks, release_scratch=True))

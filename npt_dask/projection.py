@@ -45,18 +45,16 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
-from npt_dask._inputs import InputInfo, check_finite_eagerly, is_sparse_rows
+from npt_dask._inputs import InputInfo, check_finite_eagerly
 from npt_dask._owners import OWNER_PATTERN, describe, is_dead, owner_tag
 from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
 from npt_dask.errors import (
     InputError,
     InputTypeError,
-    KernelScaleWarning,
     NPTWarning,
     ProjectionError,
     warn,
 )
-from npt_dask.kernels import NamedKernel
 from npt_dask.model import NPTModel
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
@@ -190,34 +188,6 @@ def _open_zarr_data(path: Path, var: str | None) -> Any:
     if var not in ds:
         raise InputError(f"{path} has no variable {var!r}; it has {sorted(ds.data_vars)}.")
     return ds[var]
-
-
-SCALE_SAMPLE = 256
-"""Rows of the data and of the training set the projection's scale check compares."""
-
-
-def warn_projection_scale(x: da.Array, model: NPTModel) -> None:
-    """Warn when the rows to project are unlike every training row (another scale).
-
-    Their kernel with a sample of the training rows is then below 1e-6 of its
-    largest value: every row gets the same coordinates and every residual sits
-    at the kernel's maximum (raw 0-255 pixels projected with a model fitted on [0, 1]).
-    """
-    spec = model.kernel
-    if not isinstance(spec, NamedKernel) or spec.name not in ("rbf", "laplacian"):
-        return  # only these kernels peak at k(x, x) = 1
-    if is_sparse_rows(x):
-        return  # only these kernels peak at k(x, x) = 1
-    rows = np.asarray(x[:SCALE_SAMPLE].compute(), dtype=np.float64)
-    train = np.asarray(model.x_train[:SCALE_SAMPLE].compute(), dtype=np.float64)
-    if float(np.max(np.abs(spec(rows, train)))) < 1e-6:  # k(x, x) = 1 is the maximum
-        warn(
-            f"The rows to project are unlike every training row ({spec.name}, gamma="
-            f"{spec.gamma:.3g}: their kernel with a sample of the training rows is below 1e-6 "
-            "of its maximum), so every row gets the same coordinates and every residual sits at "
-            "the kernel's maximum. Scale the rows as the training rows were (e.g. pixels / 255).",
-            KernelScaleWarning,
-        )
 
 
 # --- the store ------------------------------------------------------------------------
@@ -641,12 +611,12 @@ def project(
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
     ):
         raise InputError(f"chunk_size must be a positive int or None; got {chunk_size!r}.")
-    x, info = projector_for(model).rows_of(
+    x, info = model.rows_of(  # features matched by name, as transform's
         open_data(data, key=key, var=var), chunk_size=chunk_size or model.chunk_size, name="data"
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
-    warn_projection_scale(x, model)
+    model.warn_scale(x)  # the one kernel-scale rule (npt_dask.scale), as fit and transform
     out = str(out)
     if not os.path.exists(out) and Path(out).suffix != ".zarr":
         warn(

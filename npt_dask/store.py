@@ -105,12 +105,16 @@ class ModelManifest:
     checksums: Mapping[str, str] = field(default_factory=dict)
     training_rows: str = STORED_ROWS  # or NO_ROWS (precomputed kernel)
     extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer version, kept
+    feature_names: list[str] | None = None  # the features' names, when fitted on named input
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict (a deep copy); ``training_rows`` only when not stored."""
+        """Plain JSON-serialisable dict (a deep copy); ``training_rows`` only when not
+        stored, ``feature_names`` only when there are any."""
         out = json.loads(json.dumps(asdict(self)))
         if out["training_rows"] == STORED_ROWS:
             del out["training_rows"]  # the common case: manifests as before
+        if out["feature_names"] is None:
+            del out["feature_names"]  # unnamed input: manifests (and identities) as before
         extra = out.pop("extra")
         return {**extra, **out}
 
@@ -131,13 +135,33 @@ class ModelManifest:
                 f"up to {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
         names = set(cls.__dataclass_fields__) - {"extra"}
-        missing = names - set(data) - {"kind", "checksums", "training_rows"}
+        missing = names - set(data) - {"kind", "checksums", "training_rows", "feature_names"}
         if missing:
             raise StoreError(f"The model manifest lacks {sorted(missing)}; the store is damaged.")
         own = {k: v for k, v in data.items() if k != "extra"}  # "extra" is ours, not a field
         known = parse_fields(cls, own, "the model manifest", note=note)
+        _check_feature_names(known.get("feature_names"), known["n_features"])
         extra = {k: data[k] for k in data if k not in names}
         return cls(**known, extra=extra)
+
+    def names(self) -> tuple[str, ...] | None:
+        """The model's :attr:`~npt_dask.model.NPTModel.feature_names`."""
+        return None if self.feature_names is None else tuple(self.feature_names)
+
+
+def _check_feature_names(names: Any, n_features: int) -> None:
+    """The optional ``feature_names``: None, or one string per feature."""
+    if names is None:
+        return
+    if not (
+        isinstance(names, list)
+        and len(names) == n_features
+        and all(isinstance(v, str) for v in names)
+    ):
+        raise StoreError(
+            f"The model manifest's feature_names is not a list of {n_features} strings; the "
+            "store is damaged (or was edited by hand). Save the model again."
+        )
 
 
 _SCALARS: dict[Any, tuple[type, ...]] = {
@@ -288,6 +312,7 @@ def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelMa
             for name, (values, _) in arrays.items()
         },
         checksums={name: _array_digest(values) for name, (values, _) in arrays.items()},
+        feature_names=None if model.feature_names is None else list(model.feature_names),
     )
 
 

@@ -44,10 +44,12 @@ import numpy as np
 from dask import delayed
 from sklearn.utils.multiclass import type_of_target
 
+from npt_dask._inputs import check_known_chunks, is_data_array
 from npt_dask._scheduler import compute, task_threads
 from npt_dask.blocks import LinearMoments, add_tuples, chunk_moments, one_hot
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.graph import tree_reduce
+from npt_dask.progress import ProgressBar, compute_counted
 from npt_dask.projector import project_chunk_parts
 
 if TYPE_CHECKING:
@@ -99,29 +101,57 @@ def _pass_chunk(
     return np.stack([res, energy]), mine
 
 
-def class_labels(labels: Any) -> np.ndarray:
-    """The sorted classes of 1-D labels (numpy, dask or DataArray: one read of the labels)."""
-    values = labels.data if type(labels).__name__ == "DataArray" else labels
+def _values(aux: Any) -> Any:
+    """The values of labels or targets: a DataArray's or pandas object's data (numpy or
+    dask), else the array as given (numpy-converted unless dask)."""
+    if is_data_array(aux):
+        aux = aux.data
+    if isinstance(aux, da.Array):
+        return aux
+    return np.asarray(aux)
+
+
+def class_labels(labels: Any, *, name: str = "labels", owner: str = "The fit") -> np.ndarray:
+    """The sorted classes of 1-D class labels (numpy, dask, DataArray or pandas: one read
+    of the labels only), the one check every classifier makes.
+
+    Refused, each with the fix: NaN or infinity; values that are not classes by
+    scikit-learn's rule (``type_of_target``: non-integer floats are continuous
+    targets); fewer than 2 classes.
+    """
+    values = _values(labels)
+    check_known_chunks(values, name)
     if isinstance(values, da.Array):
-        values = compute(values)[0]
-    values = np.asarray(values)
+        values = np.asarray(compute(values)[0])
     if values.dtype.kind == "f" and not np.isfinite(values).all():
-        raise InputError("labels contain NaN or infinity; pass one finite class label per row.")
+        raise InputError(f"{name} contains NaN or infinity; pass one finite class label per row.")
     classes = np.unique(values)
-    if type_of_target(classes) not in ("binary", "multiclass"):
+    kind = type_of_target(classes)
+    if kind not in ("binary", "multiclass"):
+        if kind == "continuous":
+            shown = ", ".join(f"{v:g}" for v in classes[:3]) + (", ..." if len(classes) > 3 else "")
+            why = (
+                f"{name} are non-integer floats ({len(classes)} distinct values: {shown}), "
+                "which scikit-learn takes for continuous targets, not classes"
+            )
+        else:
+            why = f"{name} look {kind}, not like one class per row"
         raise InputError(
-            f"labels look {type_of_target(classes)}, not like classes ({len(classes)} distinct "
-            "values); pass class labels, or targets= for regression."
+            f"Unknown label type: {why}. Class labels are integers or strings: pass "
+            f"{name}.astype(int) if the values are whole numbers, or {name}.astype(str) to "
+            "keep them as they are; for a regression use targets= (npt.fit) or Ridge."
         )
     if len(classes) < 2:
-        raise InputError(f"labels need at least 2 classes; got {classes.tolist()}.")
+        raise InputError(
+            f"{owner} needs at least 2 classes in {name}; got {len(classes)} class "
+            f"({classes.tolist()}). Pass labels of two or more classes."
+        )
     return classes
 
 
 def _checked(aux: Any, n: int, what: str) -> Any:
-    values = aux.data if type(aux).__name__ == "DataArray" else aux
-    if not isinstance(values, da.Array):
-        values = np.asarray(values)
+    values = _values(aux)
+    check_known_chunks(values, what)
     if values.shape[:1] != (n,) or values.ndim not in ((1,) if what == "labels" else (1, 2)):
         raise InputError(
             f"{what} must have one entry (or row) per training row: shape ({n},)"
@@ -164,8 +194,11 @@ def training_pass(
     *,
     labels: Any = None,
     targets: Any = None,
+    progress: bool = False,
 ) -> PassResult:
     """Residuals and moments of every row of ``x``, one pass over the rows.
+
+    ``progress`` reports each finished row chunk on stderr (a bar, as ``npt project``'s).
 
     ``x`` is row-chunked as the projector's rule gives it (see
     :meth:`npt_dask.projector.Projector.rows_of`); ``labels`` (class labels,
@@ -196,9 +229,10 @@ def training_pass(
         )
         stats.append(task[0])
         running[i % chains] = task[1]
-    total = delayed(add_tuples, pure=False)(running) if aux is not None else None
-    per_row, summed = compute(stats, total, release_scratch=True)
-    per_row = np.concatenate(per_row, axis=1)
+    total = [delayed(add_tuples, pure=False)(running)] if aux is not None else []
+    bar = ProgressBar("npt fit: training pass", len(stats), "chunks", progress)
+    *parts, summed = compute_counted(stats, total, bar) + ([] if total else [None])
+    per_row = np.concatenate(parts, axis=1)
     moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
     return PassResult(per_row[0], per_row[1], moments)
 

@@ -57,3 +57,22 @@ def test_project_on_cluster_matches_local(client, tmp_path):
             m, z, tmp_path / f"{name}.zarr", client=client, chunk_size=200, progress=False
         )
         np.testing.assert_allclose(ds["coordinates"].values, model.transform(z), atol=1e-12)
+
+
+def test_landmark_pass_on_cluster_reports_progress_and_matches_the_projection(client, capsys):
+    """Issue 28 item 16 on a cluster: the training pass reports each row chunk from the
+    driver, and its certificate and moments are the projection's (another code path)."""
+    assert current_client() is client
+    x = np.random.default_rng(16).normal(size=(600, 4))
+    labels = (x[:, 0] > 0).astype(int)
+    model = npt.fit(x, gamma=0.3, n_components=6, landmarks=80, chunk_size=100,
+                    labels=labels, random_state=0, progress=True)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "npt fit: training pass [" in err
+    assert "6/6 chunks" in err
+    y = model.transform(x)
+    onehot = np.eye(2)[labels]
+    np.testing.assert_allclose(model.moments.gram, y.T @ y, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.moments.cross, y.T @ onehot, rtol=1e-9, atol=1e-9)
+    cert = model.diagnostics.landmarks["certificate"]
+    np.testing.assert_allclose(cert["max"], model.residual(x).max(), rtol=1e-9)

@@ -199,7 +199,8 @@ def test_estimator_partial_fit_follows_scikit_learn(data):
 def test_a_truncated_estimator_refits_the_union_warm_started(data):
     est = npt.NonlinearProjection(kernel="rbf", gamma=GAMMA, n_components=3)
     first = est.partial_fit(data[:40]).model_
-    est.partial_fit(data[40:60])
+    with pytest.warns(npt.RefitWarning, match="refits on every row seen so far"):
+        est.partial_fit(data[40:60])
     assert est.model_.diagnostics.landmarks["refit"] == {"start": first.identity, "rows": 60}
     lam, ref = _reference(data[:60], data[200:])
     np.testing.assert_allclose(est.eigenvalues_, lam[:3], rtol=1e-8)

@@ -13,9 +13,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask import delayed
-from sklearn.utils.multiclass import check_classification_targets
 
-from npt_dask._inputs import InputInfo, as_row_chunked
+from npt_dask._inputs import InputInfo, as_row_chunked, check_known_chunks, is_data_array
 from npt_dask._scheduler import compute
 from npt_dask.blocks import add_tuples
 from npt_dask.errors import InputError
@@ -27,7 +26,6 @@ __all__ = [
     "as_coordinates",
     "as_labels",
     "chunk_sums",
-    "label_classes",
     "maybe_persist",
 ]
 
@@ -64,10 +62,11 @@ def as_coordinates(
 
 def as_labels(y: Any, rows: da.Array) -> da.Array:
     """Labels as a 1-D dask array chunked like the rows of ``rows``."""
-    if type(y).__name__ == "DataArray":
+    if is_data_array(y):
         y = y.data
     if not isinstance(y, da.Array):
         y = np.asarray(y)
+    check_known_chunks(y, "y")
     if y.ndim != 1:
         raise InputError(f"y must be 1-D with one label per sample; got shape {y.shape}.")
     if y.shape[0] != rows.shape[0]:
@@ -78,14 +77,6 @@ def as_labels(y: Any, rows: da.Array) -> da.Array:
     if isinstance(y, da.Array):
         return y.rechunk((rows.chunks[0],))
     return da.from_array(y, chunks=(rows.chunks[0],))
-
-
-def label_classes(labels: da.Array) -> np.ndarray:
-    """The sorted classes of lazy labels (one read of the labels only), refused as
-    numpy labels are (scikit-learn's check): NaN, or continuous values, are not classes."""
-    classes = np.unique(np.asarray(compute(labels)[0]))
-    check_classification_targets(classes)
-    return classes
 
 
 def chunk_sums(

@@ -22,9 +22,10 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from npt_dask._inputs import wrap_rows
+from npt_dask._inputs import align_rows, wrap_rows
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
+from npt_dask.training import class_labels
 
 __all__ = ["FisherDiscriminant", "class_scatter"]
 
@@ -37,11 +38,6 @@ def _class_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -
     return (onehot.sum(axis=0), onehot.T @ x, x.T @ x)
 
 
-def _classes(labels: Any) -> np.ndarray:
-    values = labels.compute() if hasattr(labels, "compute") else labels
-    return np.unique(np.asarray(values))
-
-
 def class_scatter(Y: Any, y: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict[str, np.ndarray]:
     """Class counts, means, and the total, within and between scatters (one pass).
 
@@ -49,9 +45,10 @@ def class_scatter(Y: Any, y: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict
     ``mean`` (r,), and r x r matrices ``total``, ``within``, ``between``
     (``total = within + between``).
     """
+    y = align_rows(y, Y, name="y", rows_name="Y")
     data, _ = as_coordinates(Y, chunk_size=chunk_size, min_samples=2)
     labels = as_labels(y, data)
-    classes = _classes(labels)
+    classes = class_labels(labels, name="y", owner="FisherDiscriminant")
     counts, sums, gram = chunk_sums(_class_moments, [data, labels], classes)
     n = counts.sum()
     means = sums / counts[:, None]

@@ -26,10 +26,11 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
-from npt_dask._inputs import wrap_rows
+from npt_dask._inputs import align_rows, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, maybe_persist
+from npt_dask.training import class_labels
 
 __all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
 
@@ -153,12 +154,11 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
             raise InputError(f"C must be > 0; got {self.C!r}.")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise InputError(f"epochs must be an int >= 1; got {self.epochs!r}.")
+        y = align_rows(y, Y, name="y", rows_name="Y")
         data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
         labels = as_labels(y, data)
         data = maybe_persist(data, self.persist)
-        classes = np.unique(np.asarray(compute(labels)[0]))
-        if len(classes) < 2:
-            raise InputError(f"ChunkedLinearSVM needs at least 2 classes; got {len(classes)}.")
+        classes = class_labels(labels, name="y", owner="ChunkedLinearSVM")
         rng = np.random.default_rng(self.random_state)
         sgd = SGDClassifier(
             loss="hinge",

@@ -27,10 +27,16 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import check_finite_block, wrap_rows
+from npt_dask._inputs import (
+    align_rows,
+    check_finite_block,
+    check_known_chunks,
+    is_data_array,
+    is_lazy,
+    wrap_rows,
+)
 from npt_dask.blocks import LinearMoments, chunk_moments
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
@@ -38,8 +44,8 @@ from npt_dask.methods._passes import (
     as_coordinates,
     as_labels,
     chunk_sums,
-    label_classes,
 )
+from npt_dask.training import class_labels
 
 __all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
 
@@ -277,10 +283,6 @@ def _check_moments(moments: Any) -> LinearMoments:
     return moments
 
 
-def _is_lazy(X: Any) -> bool:
-    return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
-
-
 def _check_numeric_ndarray(X: Any, name: str) -> None:
     """Our message for string numpy data (sklearn's is about a failed float conversion)."""
     if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
@@ -300,12 +302,13 @@ def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
     """Numeric targets (1-D or 2-D) as a 2-D float dask array chunked like ``rows``."""
     if y is None:
         raise InputError(f"{owner} requires y to be passed, but the target y is None.")
-    if type(y).__name__ == "DataArray":
+    if is_data_array(y):
         if y.ndim == 2 and "sample" in y.dims:
             y = y.transpose("sample", ...)
         y = y.data
     if not isinstance(y, da.Array):
         y = np.asarray(y)
+    check_known_chunks(y, "y")
     if y.ndim not in (1, 2):
         raise InputError(f"y must be 1-D or 2-D (n_samples, n_targets); got shape {y.shape}.")
     if y.dtype.kind not in "biuf":
@@ -387,7 +390,11 @@ class _RidgeBase(BaseEstimator):
     # --- fitting
 
     def _rows_for_fit(self, X: Any, y: Any, **validate: Any) -> tuple[da.Array, Any]:
-        if _is_lazy(X):
+        """X as row-chunked coordinates and y in X's row order (matched by label when
+        both label their rows: :func:`npt_dask._inputs.align_rows`)."""
+        if y is not None:
+            y = align_rows(y, X, name="y")
+        if is_lazy(X):
             data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
             self.n_features_in_ = int(data.shape[1])
             self.__dict__.pop("feature_names_in_", None)
@@ -445,7 +452,7 @@ class _RidgeBase(BaseEstimator):
     def _scores(self, X: Any) -> tuple[Any, Any]:
         check_is_fitted(self, "coef_")
         coef = np.atleast_2d(self.coef_)
-        if not _is_lazy(X):
+        if not is_lazy(X):
             _check_numeric_ndarray(X, "X")
             X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
             return np.asarray(X, dtype=np.float64) @ coef.T + self.intercept_, None
@@ -610,16 +617,9 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
         if y is None:
             raise InputError("RidgeClassifier requires y to be passed, but the target y is None.")
         labels = as_labels(y, data)
-        if isinstance(y, np.ndarray):
-            check_classification_targets(y)
-            classes = np.unique(y)
-        else:  # one read of the labels only, checked as above
-            classes = label_classes(labels)
-        if len(classes) < 2:
-            raise InputError(
-                f"RidgeClassifier needs at least 2 classes; got {len(classes)} class "
-                f"({classes.tolist()}). Pass labels of two or more classes."
-            )
+        # numpy labels as they are; lazy ones read once (the labels only)
+        classes = class_labels(y if isinstance(y, np.ndarray) else labels, name="y",
+                               owner="RidgeClassifier")  # fmt: skip
         self.classes_ = classes
         coef = self._fit_pass(
             _label_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
