@@ -34,7 +34,17 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked, data_variance, wrap_rows
+from npt_dask._inputs import (
+    InputInfo,
+    align_rows,
+    as_kernel_matrix,
+    as_row_chunked,
+    check_known_chunks,
+    data_variance,
+    is_data_array,
+    is_lazy,
+    wrap_rows,
+)
 from npt_dask._scheduler import compute, persist_blocks, task_threads
 from npt_dask.consumers import Apply
 from npt_dask.errors import InputError, InputTypeError
@@ -45,15 +55,12 @@ from npt_dask.params import DEFAULT_CHUNK_SIZE, RIDGE_PARAMS, check_table
 from npt_dask.planning import default_memory_budget
 from npt_dask.ridge_planning import plan_ridge
 from npt_dask.ridge_solvers import RidgeProblem, centre_rows, solve_ridge
+from npt_dask.scale import warn_kernel_scale
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 
 _D = {p.name: p.default for p in RIDGE_PARAMS}
 _PANEL = DEFAULT_CHUNK_SIZE  # centres per panel of a prediction (its blocks chunk x panel)
-
-
-def _is_lazy(X: Any) -> bool:
-    return isinstance(X, da.Array) or (type(X).__name__ == "DataArray" and hasattr(X, "dims"))
 
 
 def _alphas(alpha: Any, k: int) -> np.ndarray:
@@ -74,7 +81,7 @@ def _weights(sample_weight: Any, n: int) -> Any:
         return None
     if isinstance(sample_weight, numbers.Real):
         return np.full(n, float(sample_weight))
-    w = sample_weight.data if type(sample_weight).__name__ == "DataArray" else sample_weight
+    w = sample_weight.data if is_data_array(sample_weight) else sample_weight
     lazy = isinstance(w, da.Array)
     w = w if lazy else np.asarray(w)
     if w.ndim != 1 or w.shape[0] != n:
@@ -141,7 +148,7 @@ class _KernelRidgeBase(BaseEstimator):
     def _checked(self, X: Any, *, reset: bool) -> Any:
         """scikit-learn's checks of X and its feature names (eager input), or its width
         (lazy input, which is not read here)."""
-        if not _is_lazy(X):
+        if not is_lazy(X):
             return validate_data(
                 self, X, reset=reset, dtype=[np.float64, np.float32],
                 accept_sparse=False if self._precomputed else ("csr", "csc"),
@@ -172,14 +179,26 @@ class _KernelRidgeBase(BaseEstimator):
             X, name="X", chunk_size=self.chunk_size, column_chunks=tuple(columns), dtype=dtype
         )
 
+    @staticmethod
+    def _aligned(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any]:
+        """``y`` and ``sample_weight`` in X's row order when both label their rows (a
+        DataArray's sample coordinate, a pandas index), refused when the labels differ;
+        by position otherwise."""
+        if y is not None:
+            y = align_rows(y, X, name="y")
+        if sample_weight is not None and not isinstance(sample_weight, numbers.Real):
+            sample_weight = align_rows(sample_weight, X, name="sample_weight")
+        return y, sample_weight
+
     def _targets(self, y: Any, n: int) -> tuple[Any, int]:
         """Numeric targets as ``(n, k)`` float64 (numpy or dask) and their ndim."""
         if y is None:
             raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        values = y.data if type(y).__name__ == "DataArray" else y
+        values = y.data if is_data_array(y) else y
         values = values if isinstance(values, da.Array) else np.asarray(values)
+        check_known_chunks(values, "y")
         if values.ndim not in (1, 2) or values.shape[0] != n:
             raise InputError(
                 f"y must have one target (or row of targets) per training row, shape ({n},) "
@@ -229,6 +248,7 @@ class _KernelRidgeBase(BaseEstimator):
         alphas = _alphas(self.alpha, k)
         weights = _weights(sample_weight, n)
         spec = self._spec(rows)
+        warn_kernel_scale(rows, rows, spec, fitting=True)
         centres = self._centres(rows, spec)
         budget = self.memory_budget or default_memory_budget()
         plan = plan_ridge(
@@ -253,7 +273,7 @@ class _KernelRidgeBase(BaseEstimator):
         self.dtype_ = rows.dtype
         self._n_train = n
         if centres is None:  # every row a centre: the rows themselves (lazy stays lazy)
-            self.X_fit_ = rows if _is_lazy(X) else X
+            self.X_fit_ = rows if is_lazy(X) else X
         elif spec.evaluated:
             self.X_fit_ = centre_rows(rows, centres)
         else:
@@ -284,6 +304,8 @@ class _KernelRidgeBase(BaseEstimator):
         """Lazy ``(n, k)`` decision values ``kappa(X, centres) c`` and X's input info."""
         check_is_fitted(self, "dual_coef_")
         rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
+        if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
+            warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False)
         if not self.kernel_.evaluated and self.landmarks_ is not None:
             rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
         out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
@@ -413,7 +435,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         every iteration and resumes from it (see Notes).
         """
         check_table(RIDGE_PARAMS, self.get_params(deep=False))
-        if not _is_lazy(X) and y is not None and not _is_lazy(y):
+        y, sample_weight = self._aligned(X, y, sample_weight)
+        if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
                 self, X, y, multi_output=True, y_numeric=True,
                 dtype=[np.float64, np.float32],
@@ -473,7 +496,8 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
         check_table(RIDGE_PARAMS, self.get_params(deep=False))
-        if not _is_lazy(X) and y is not None and not _is_lazy(y):
+        y, sample_weight = self._aligned(X, y, sample_weight)
+        if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
                 self, X, y, dtype=[np.float64, np.float32],
                 accept_sparse=False if self._precomputed else ("csr", "csc"),
@@ -499,7 +523,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
             raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        values = y.data if type(y).__name__ == "DataArray" else y
+        values = y.data if is_data_array(y) else y
         if isinstance(values, da.Array):
             values = compute(values)[0]
         values = np.asarray(values)

@@ -45,6 +45,7 @@ from dask import delayed
 from npt_dask._scheduler import compute, keep_blocks
 from npt_dask.consumers import Consumer, RowBlock, dense_rows
 from npt_dask.kernels import KernelSpec
+from npt_dask.progress import ProgressBar, compute_counted
 
 __all__ = ["Centres", "PassResult", "block_bytes", "map_rows", "row_pass", "task_bytes"]
 
@@ -171,6 +172,7 @@ def row_pass(
     aux: Mapping[str, Any] | None = None,
     chains: int = 1,
     blas_threads: int = 1,
+    progress: ProgressBar | None = None,
 ) -> PassResult:
     """One pass over the row chunks of ``rows``: every consumer fed each chunk's block.
 
@@ -178,6 +180,7 @@ def row_pass(
     name (``"targets"``, ``"weights"``, ``"slot"``). ``chains`` running sums per ``sum``
     consumer (``blas_threads`` BLAS threads per task under the local threaded
     scheduler: ``threads / chains`` keeps the cores busy with fewer, larger sums).
+    ``progress`` steps once per finished chunk.
     """
     given = not kernel.evaluated
     inputs = chunk_inputs(rows, given)
@@ -194,7 +197,12 @@ def row_pass(
         per_chunk.append(task[0])
         running[i % chains] = task[1]
     total = delayed(_add_chains, pure=False)(running) if has_sums else None
-    outputs, sums = compute(per_chunk, total, release_scratch=True, blas_threads=blas_threads)
+    if progress is None:
+        outputs, sums = compute(per_chunk, total, release_scratch=True, blas_threads=blas_threads)
+    else:
+        rest = [] if total is None else [total]
+        done = compute_counted(per_chunk, rest, progress, blas_threads=blas_threads)
+        outputs, sums = done[: len(per_chunk)], (done[-1] if rest else None)
     names = [n for n, c in consumers.items() if c.kind == "rows"]
     return PassResult({n: [o[n] for o in outputs] for n in names}, dict(sums or {}))
 

@@ -138,10 +138,16 @@ class FitProgress(_Line):
     """
 
     def __init__(
-        self, n_components: int, tol: float, enabled: bool = True, stream: TextIO | None = None
+        self,
+        n_components: int,
+        tol: float,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        *,
+        prefix: str = "npt fit",
     ) -> None:
         super().__init__(enabled, stream)
-        self.r, self.tol, self.last = n_components, tol, ""
+        self.r, self.tol, self.last, self.prefix = n_components, tol, "", prefix
 
     def __call__(self, passes: int, values: np.ndarray, residuals: np.ndarray) -> None:
         """Report after a pass."""
@@ -149,14 +155,14 @@ class FitProgress(_Line):
         done = int(np.sum(res <= self.tol))
         worst = float(res.max()) if res.size else float("nan")
         self.last = (
-            f"npt fit: pass {passes:3d}, {done}/{self.r} pairs converged, "
+            f"{self.prefix}: pass {passes:3d}, {done}/{self.r} pairs converged, "
             f"max residual {worst:.1e} (tol {self.tol:.0e}) {self.elapsed:6.1f}s"
         )
         self.write(self.last)
 
     def stage(self, text: str) -> None:
-        """Report a stage now (not throttled): ``npt fit: <text>  12.3s``."""
-        self.last = f"npt fit: {text} {self.elapsed:6.1f}s"
+        """Report a stage now (not throttled): ``<prefix>: <text>  12.3s``."""
+        self.last = f"{self.prefix}: {text} {self.elapsed:6.1f}s"
         self.write(self.last, force=True)
 
     def close(self) -> None:
@@ -165,11 +171,14 @@ class FitProgress(_Line):
             self.write(self.last, final=True)
 
 
-def compute_counted(counted: Sequence[Any], rest: Sequence[Any], bar: ProgressBar) -> list[Any]:
+def compute_counted(
+    counted: Sequence[Any], rest: Sequence[Any], bar: ProgressBar, *, blas_threads: int = 1
+) -> list[Any]:
     """Compute the Delayed ``counted`` and ``rest`` together, one ``bar.step()`` per finished
     task of ``counted``, under local threads or a ``distributed`` client (the driver
     reports); results in order, ``counted`` first. Per-thread block buffers are released
-    afterwards, as :func:`npt_dask._scheduler.compute` with ``release_scratch``."""
+    afterwards, as :func:`npt_dask._scheduler.compute` with ``release_scratch``
+    (``blas_threads`` per task as there)."""
     tasks = [*counted, *rest]
     client = current_client()
     if client is not None:
@@ -191,4 +200,4 @@ def compute_counted(counted: Sequence[Any], rest: Sequence[Any], bar: ProgressBa
                 bar.step()
 
     with _Tick():  # type: ignore[no-untyped-call]
-        return list(compute(*tasks, release_scratch=True))
+        return list(compute(*tasks, release_scratch=True, blas_threads=blas_threads))

@@ -49,7 +49,7 @@ from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
 from npt_dask.operator import Centres, map_rows, row_pass
 from npt_dask.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
-from npt_dask.progress import FitProgress
+from npt_dask.progress import FitProgress, ProgressBar
 from npt_dask.ridge_planning import RidgePlan
 
 __all__ = [
@@ -193,24 +193,25 @@ def solve_moments(
 def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> RidgeSolution:
     """The moments route: one pass, then a Cholesky factorisation per distinct alpha."""
     plan, clock = problem.plan, _Clock()
-    report = FitProgress(0, 0.0, enabled=progress)
+    report = FitProgress(0, 0.0, enabled=progress, prefix="npt ridge")
     idx = problem.centres
     assert idx is not None
     rows = _nystrom_rows(problem)
     centres = _centres_of(problem)
     clock.lap("centres")
-    report.stage(f"kernel ridge, direct: one pass over {problem.rows.shape[0]:,} rows, "
+    report.stage(f"direct route: one pass over {problem.rows.shape[0]:,} rows, "
                  f"m = {len(idx):,} centres")  # fmt: skip
+    bar = ProgressBar("npt ridge: moments pass", len(rows.chunks[0]), "chunks", progress)
     result = row_pass(
         rows, centres, problem.kernel,
         {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
         aux={"targets": problem.targets, "weights": problem.weights,
              "slot": _slot_array(rows, idx)},
-        chains=plan.chains, blas_threads=plan.blas_threads,
+        chains=plan.chains, blas_threads=plan.blas_threads, progress=bar,
     )  # fmt: skip
     clock.lap("pass")
     kmm = _assemble(result.rows["kmm"], len(idx), problem.rows.dtype)
-    report.stage(f"kernel ridge, direct: factoring the {len(idx):,} x {len(idx):,} system")
+    report.stage(f"direct route: factoring the {len(idx):,} x {len(idx):,} system")
     coef = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
     clock.lap("solve")
     report.close()
@@ -316,7 +317,7 @@ class _Iterations:
         self, problem: RidgeProblem, rows: da.Array, checkpoint: Any, progress: bool
     ) -> None:
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
-        self.report = FitProgress(0, problem.plan.tol, enabled=progress)
+        self.report = FitProgress(0, problem.plan.tol, enabled=progress, prefix="npt ridge")
         self.key: str | None = None
 
     def resume(self) -> cg.CGState | None:
@@ -331,7 +332,7 @@ class _Iterations:
                                         _data_digests(self.rows, self.problem))  # fmt: skip
         state = load_state(self.checkpoint, self.key)
         if state is not None:
-            self.report.stage(f"kernel ridge, cg: resuming at iteration {state.iteration} "
+            self.report.stage(f"cg: resuming at iteration {state.iteration} "
                               f"from {self.checkpoint}")  # fmt: skip
         return state
 
@@ -355,7 +356,7 @@ class _Iterations:
                 save_state(self.checkpoint, state, self.key)
             done = int(np.sum(state.converged))
             self.report.stage(
-                f"kernel ridge, cg: iteration {state.iteration}, relative residual "
+                f"cg: iteration {state.iteration}, relative residual "
                 f"{state.history[-1]:.2e} (tol {plan.tol:g}), {done}/{len(state.converged)} "
                 "targets converged"
             )
@@ -395,7 +396,7 @@ def solve_cg_nystrom(
     assert idx is not None
     rows = _nystrom_rows(problem)
     loop = _Iterations(problem, rows, checkpoint, progress)
-    loop.report.stage(f"kernel ridge, cg: preconditioner of {len(idx):,} centres")
+    loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
     pc = FalkonCholesky.build(_centre_kernel(problem),
                               float(problem.alphas.min()) / _total_weight(problem))  # fmt: skip
     clock.lap("preconditioner")
@@ -470,7 +471,7 @@ def solve_cg_exact(
     if not problem.kernel.evaluated:
         rows = rows.rechunk({1: plan.row_chunk})
     loop = _Iterations(problem, rows, checkpoint, progress)
-    loop.report.stage(f"kernel ridge, cg: landmark preconditioner of rank "
+    loop.report.stage(f"cg: landmark preconditioner of rank "
                       f"{plan.preconditioner_rank:,}")  # fmt: skip
     pc = _landmark_preconditioner(problem, rows)
     clock.lap("preconditioner")

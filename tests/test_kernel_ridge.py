@@ -341,3 +341,42 @@ def test_the_plan_says_which_route_and_why():
     tiny = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, memory_budget=2**20)
     with pytest.raises(InputError, match="memory_budget"):
         tiny.fit(x, t)
+
+
+# --------------------------------------------------------------- labelled rows, scale, progress
+
+
+def test_targets_and_weights_are_matched_by_label():
+    x, t, z = _data()
+    rows = xr.DataArray(x, dims=("sample", "feature"), coords={"sample": np.arange(300) * 3})
+    perm = np.random.default_rng(5).permutation(300)
+    y = xr.DataArray(t[:, 0], dims=("sample",), coords={"sample": np.arange(300) * 3})
+    w = xr.DataArray(np.linspace(0.5, 2.0, 300), dims=("sample",), coords=y.coords)
+    common = {"alpha": 0.3, "kernel": "rbf", "gamma": GAMMA, "landmarks": 50, "random_state": 0}
+    ref = KernelRidge(**common).fit(x, t[:, 0], sample_weight=w.values).predict(z)
+    shuffled = KernelRidge(**common).fit(rows, y.isel(sample=perm), sample_weight=w[perm])
+    np.testing.assert_allclose(shuffled.predict(z), ref, rtol=1e-10)
+    other = y.assign_coords(sample=np.arange(300) * 3 + 1)
+    with pytest.raises(InputError, match="label their rows differently"):
+        KernelRidge(**common).fit(rows, other)
+
+
+def test_rows_on_another_scale_are_warned_about_at_predict():
+    x, t, z = _data()
+    est = KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, t)
+    with pytest.warns(npt.KernelScaleWarning, match="unlike every training row"):
+        est.predict(z * 1000.0)
+
+
+def test_progress_reports_the_pass_and_every_iteration(capsys):
+    x, t, _ = _data(n=400)
+    KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=60, solver="direct",
+                progress=True).fit(x, t)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "npt ridge: moments pass" in err
+    assert "factoring the 60 x 60 system" in err
+    KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=60, solver="cg", tol=1e-6,
+                max_iter=50, progress=True).fit(x, t)  # fmt: skip
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "cg: iteration" in ln]
+    assert len(lines) >= 3
+    assert "relative residual" in lines[-1]
