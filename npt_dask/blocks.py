@@ -1,18 +1,19 @@
 """The block engine: every per-block computation, on numpy blocks only.
 
 Layer rule: numpy in, numpy out. Nothing here knows dask, xarray or zarr;
-the graph code (:mod:`npt_dask.gram` for the fit's passes,
-:mod:`npt_dask.model` and :mod:`npt_dask.projection` for projections,
-:mod:`npt_dask.methods.alignment` for the alignment pass) calls these
-functions as task bodies. One formula each:
+the graph code (:mod:`npt_dask.gram` for the fit's passes, the consumers of
+:mod:`npt_dask.operator`'s passes, :mod:`npt_dask.methods.alignment` for the
+alignment pass) calls these functions as task bodies. One formula each:
 
 * kernel blocks: :func:`scratch_block` (reused per thread), :func:`kept_block`
   (its own memory, kept between passes), :func:`as_float64_block`;
 * a Krylov pass's pair products: :func:`block_products`, :func:`pair_products`;
 * projections: :func:`projection_weights` (``[A, 1/n]``, ``A = U Lambda^{-1/2}``),
-  :func:`kernel_times` (one training block's contribution), :func:`finish_parts`
-  (centring and the Lemma 5 residual), :func:`project_rows` (all of it, streaming
-  over training blocks in one task);
+  :func:`block_times` and :func:`kernel_times` (one training block's contribution),
+  :func:`finish_parts` (centring and the Lemma 5 residual); the task that streams
+  them over the training blocks is :class:`npt_dask.consumers.Projection`;
+* ridge's sums: :func:`syrk_update` (``G += B^T B``) and :func:`cholesky_upper`
+  (blocked, clear of OpenBLAS's threaded ``syrk`` crash);
 * sums: :func:`sum_parts`, :func:`add_arrays`, :func:`add_tuples` (the nodes of the
   fan-in :data:`FAN_IN` trees that :func:`npt_dask.graph.tree_reduce` builds);
 * the Krylov solver's row-chunked panels (:mod:`npt_dask.panels`): seeded
@@ -24,7 +25,7 @@ functions as task bodies. One formula each:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +35,11 @@ from npt_dask._buffers import populated_empty, scratch
 from npt_dask.kernels import KernelSpec
 
 __all__ = [
+    "CHOLESKY_TILE",
     "FAN_IN",
     "GRAM_PANEL_ROWS",
     "PANEL_ROWS",
+    "SYRK_TILE",
     "LinearMoments",
     "ProjectionTerms",
     "add_arrays",
@@ -44,6 +47,7 @@ __all__ = [
     "as_float64_block",
     "block_products",
     "block_times",
+    "cholesky_upper",
     "chunk_moments",
     "chunk_seeds",
     "column_squares",
@@ -52,19 +56,18 @@ __all__ = [
     "gaussian_block",
     "gaussian_rows",
     "gram_of",
-    "gram_times",
     "kept_block",
     "kernel_times",
     "one_hot",
     "pair_products",
-    "project_parts",
-    "project_rows",
     "projection_terms",
     "projection_weights",
     "residual_squares",
     "scratch_block",
     "sum_parts",
     "sym_gram_block",
+    "symmetric_from_upper",
+    "syrk_update",
     "tsqr_q",
     "tsqr_r",
 ]
@@ -226,11 +229,6 @@ def kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec
     return block_times(scratch_block(z, x, kernel), w)
 
 
-def gram_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``K_ij @ w_j`` for a block of a precomputed kernel matrix (test x train)."""
-    return block_times(np.ascontiguousarray(block), w)
-
-
 def finish_parts(
     p: np.ndarray,
     diag: np.ndarray,
@@ -272,48 +270,6 @@ def fixed_point_terms(
     w = as_float64_block(scratch_block(z, x, kernel)) * (beta @ a.T + c[:, None])
     xf = np.asarray(x, dtype=np.float64)
     return np.hstack([w @ xf, w.sum(axis=1, keepdims=True)])
-
-
-def project_parts(
-    z: Any,
-    training: Iterable[tuple[Any, np.ndarray]],
-    kernel: KernelSpec,
-    terms: ProjectionTerms,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(y, residual, ||y||^2)`` of rows ``z``, streaming over ``(x_j, [A_j, 1/n])`` blocks.
-
-    Each block product runs in the weights' precision (:func:`block_times`) and
-    is added into a float64 accumulator. For a precomputed kernel ``z`` is the
-    list of the rows' test x train column blocks, one per training block (whose
-    ``x_j`` is unused), and the residual is NaN (it needs ``kappa(z, z)``, which
-    a test x train matrix lacks).
-    """
-    acc: np.ndarray | None = None
-    if not kernel.evaluated:
-        terms_iter = (gram_times(z_j, w_j) for z_j, (_, w_j) in zip(z, training, strict=True))
-        rows = z[0].shape[0]
-    else:
-        terms_iter = (kernel_times(z, x_j, w_j, kernel) for x_j, w_j in training)
-        rows = z.shape[0]
-    for term in terms_iter:
-        if acc is None:
-            acc = term.astype(np.float64, copy=term.dtype != np.float64)
-        else:
-            acc += term
-    assert acc is not None, "a model has at least one training block"
-    diag = np.full(rows, np.nan) if not kernel.evaluated else kernel.diag(z)
-    return finish_parts(acc, diag, **terms)
-
-
-def project_rows(
-    z: Any,
-    training: Iterable[tuple[Any, np.ndarray]],
-    kernel: KernelSpec,
-    terms: ProjectionTerms,
-) -> np.ndarray:
-    """``[y | residual]`` (float64) of rows ``z`` (see :func:`project_parts`)."""
-    y, res, _ = project_parts(z, training, kernel, terms)
-    return np.hstack([y, res[:, None]])
 
 
 # --- moments of a linear method on coordinates -------------------------------------------

@@ -9,7 +9,13 @@ and keeps what several consumers share (``B`` itself, its float64 copy,
 =====================  ======  ==========================================================
 consumer               kind    per chunk
 =====================  ======  ==========================================================
-:class:`Apply`         rows    ``B W`` (the centres' own weights: projection, prediction)
+:class:`Apply`         rows    ``B W`` (the centres' own weights: a prediction)
+:class:`Projection`    rows    ``[y | residual]`` onto a model (``W = [A, 1/n]``, centred,
+                               Lemma 5's residual)
+:class:`Certificate`   rows    ``(residual, k(z, z))`` of each row (the landmark
+                               certificate)
+:class:`Moments`       sum     ridge's moments of the rows' coordinates with their
+                               labels or targets (:class:`~npt_dask.blocks.LinearMoments`)
 :class:`Gram`          sum     ``B^T diag(w) B`` (ridge's normal matrix, float64)
 :class:`Cross`         sum     ``B^T diag(w) T`` (its right-hand side)
 :class:`Normal`        sum     ``B^T diag(w) (B P)`` (a conjugate-gradient product)
@@ -38,19 +44,33 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask._buffers import scratch
-from npt_dask.blocks import block_times, scratch_block, syrk_update
+from npt_dask.blocks import (
+    ProjectionTerms,
+    block_times,
+    chunk_moments,
+    finish_parts,
+    one_hot,
+    scratch_block,
+    syrk_update,
+)
+from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 
 __all__ = [
     "Apply",
     "CentreRows",
+    "Certificate",
     "Consumer",
     "Cross",
     "Digest",
     "Gram",
+    "Moments",
     "Normal",
+    "Projection",
     "RowBlock",
+    "add_into",
     "centre_pairs",
+    "dense_rows",
 ]
 
 
@@ -88,7 +108,7 @@ class RowBlock:
         self.kernel = kernel
         self.aux = aux
         self._block: np.ndarray | None = None
-        self._memo: dict[str, np.ndarray] = {}
+        self._memo: dict[str, Any] = {}
 
     @property
     def n_rows(self) -> int:
@@ -138,6 +158,16 @@ class RowBlock:
             self._memo[name] = np.asarray(product, dtype=np.float64)
         return self._memo[name]
 
+    def projected(self, terms: ProjectionTerms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(y, residual, ||y||^2)`` of the rows onto a model whose centres carry the
+        weights ``[A, 1/n]`` (:func:`npt_dask.blocks.finish_parts`), memoised; a precomputed
+        kernel's residual is NaN (its ``k(z, z)`` is not in the test x train rows)."""
+        if "projected" not in self._memo:
+            p = self.apply()
+            diag = self.kernel.diag(self.z) if self.kernel.evaluated else np.full(len(p), np.nan)
+            self._memo["projected"] = finish_parts(p, diag, **terms)
+        return self._memo["projected"]
+
     def apply(self) -> np.ndarray:
         """``sum_j B_j W_j`` with the centres' own weights, float64, streaming the panels
         (each product in the weights' precision, summed in float64)."""
@@ -165,6 +195,75 @@ class Apply(Consumer):
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
         return rows.apply()
+
+
+def non_finite_message(kernel: KernelSpec) -> str:
+    """The rows are finite (checked on input), so NaN or inf came from the kernel."""
+    return (
+        f"The {kernel.describe()} gave NaN or inf on rows being projected; nothing was "
+        "written for them. Make the kernel return finite values for these rows (or scale "
+        "the rows), then project again."
+    )
+
+
+@dataclass(frozen=True)
+class Projection(Consumer):
+    """``[y | residual]`` (float64) of each row onto a model (see
+    :meth:`RowBlock.projected`); a non-finite coordinate is an error naming the kernel."""
+
+    terms: ProjectionTerms
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        y, res, _ = rows.projected(self.terms)
+        if not np.isfinite(y).all():  # (a precomputed kernel's residual is NaN)
+            raise InputError(non_finite_message(rows.kernel))
+        return np.hstack([y, res[:, None]])
+
+
+@dataclass(frozen=True)
+class Certificate(Consumer):
+    """``[residual, k(z, z)]`` of each row, shape ``(2, rows)``: Lemma 5's residual against
+    the model and the centred self-similarity ``||y||^2 + residual^2``."""
+
+    terms: ProjectionTerms
+
+    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+        _, res, norms = rows.projected(self.terms)
+        return np.stack([res, norms + res * res])
+
+
+@dataclass(frozen=True)
+class Moments(Consumer):
+    """Ridge's moments of the rows' coordinates with their class labels (one-hot by
+    ``classes``) or targets (the extra ``"labels"`` or ``"targets"``), as the tuple of
+    :func:`npt_dask.blocks.chunk_moments` (``Y^T Y`` in ``precision``, summed in float64)."""
+
+    terms: ProjectionTerms
+    classes: np.ndarray | None
+    precision: str
+
+    kind: ClassVar[str] = "sum"
+
+    def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, ...]:
+        y, _, _ = rows.projected(self.terms)
+        if self.classes is not None:
+            t = one_hot(np.asarray(rows.aux["labels"]), self.classes)
+        else:
+            t = np.asarray(rows.aux["targets"])
+        if not np.isfinite(t).all():
+            raise InputError("targets contain NaN or infinity; pass finite targets.")
+        mine = chunk_moments(y, t.reshape(len(y), -1), self.precision)
+        return mine if before is None else add_into(before, mine)
+
+
+def add_into(total: Any, part: Any) -> Any:
+    """``total += part`` in place, element by element for tuples of arrays."""
+    if isinstance(total, tuple):
+        for acc, term in zip(total, part, strict=True):
+            acc += term
+        return total
+    total += part
+    return total
 
 
 @dataclass(frozen=True)

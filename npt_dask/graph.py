@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import dask.array as da
+import numpy as np
 from dask import delayed
 from dask.delayed import Delayed
 
-from npt_dask.blocks import FAN_IN
+from npt_dask._scheduler import compute
+from npt_dask.blocks import FAN_IN, add_tuples
 
-__all__ = ["tree_reduce"]
+__all__ = ["chunk_sums", "tree_reduce"]
 
 
 def tree_reduce(
@@ -38,3 +41,25 @@ def tree_reduce(
         ]
         level += 1
     return items[0]
+
+
+def chunk_sums(
+    func: Callable[..., tuple[np.ndarray, ...]],
+    arrays: Sequence[da.Array],
+    *args: Any,
+    compute_now: bool = True,
+    combine: Callable[[list[Any]], Any] = add_tuples,
+) -> Any:
+    """``sum over chunks k of func(a[k] for a in arrays, *args)``, one read pass.
+
+    ``arrays`` share their row chunks; ``func`` returns a tuple of numpy
+    arrays (or scalars) of fixed shapes, summed with a tree of fan-in 8
+    (``combine`` merges a group of them: element-wise sums by default).
+    Returns the summed tuple, or the lazy ``Delayed`` with ``compute_now=False``.
+    """
+    blocks = [list(a.to_delayed().ravel()) for a in arrays]  # type: ignore[no-untyped-call]
+    parts = [delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)]
+    total = tree_reduce(parts, combine)
+    if not compute_now:
+        return total
+    return compute(total)[0]

@@ -43,11 +43,20 @@ import numpy as np
 from dask import delayed
 
 from npt_dask._scheduler import compute, keep_blocks
-from npt_dask.consumers import Consumer, RowBlock, dense_rows
+from npt_dask.consumers import Consumer, RowBlock, add_into, dense_rows
 from npt_dask.kernels import KernelSpec
 from npt_dask.progress import ProgressBar, compute_counted
 
-__all__ = ["Centres", "PassResult", "block_bytes", "map_rows", "row_pass", "task_bytes"]
+__all__ = [
+    "Centres",
+    "PassResult",
+    "block_bytes",
+    "chunk_inputs",
+    "chunk_tasks",
+    "map_rows",
+    "row_pass",
+    "task_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def _add_chains(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     total = dict(parts[0])
     for part in parts[1:]:
         for name, value in part.items():
-            total[name] += value
+            total[name] = add_into(total[name], value)
     return total
 
 
@@ -212,6 +221,18 @@ def _mapped(z: Any, centres: Any, kernel: KernelSpec, consumer: Consumer, dtype:
     return np.asarray(out, dtype=dtype)
 
 
+def chunk_tasks(
+    rows: da.Array, centres: Centres, kernel: KernelSpec, consumer: Consumer, dtype: Any = None
+) -> list[Any]:
+    """One lazy output (Delayed) of a ``rows`` consumer per row chunk of ``rows`` (each
+    task streaming over the centre panels); ``dtype`` converts it (None: as it is)."""
+    task_centres = centres.task_input()
+    return [
+        delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype)
+        for z in chunk_inputs(rows, not kernel.evaluated)
+    ]
+
+
 def map_rows(
     rows: da.Array,
     centres: Centres,
@@ -223,14 +244,10 @@ def map_rows(
 ) -> da.Array:
     """A lazy ``(n, width)`` result of a ``rows`` consumer, one task per row chunk of
     ``rows`` (each streaming over the centre panels)."""
-    task_centres = centres.task_input()
+    tasks = chunk_tasks(rows, centres, kernel, consumer, dtype)
     blocks = [
-        da.from_delayed(
-            delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype),
-            shape=(int(c), width),
-            dtype=dtype,
-        )
-        for z, c in zip(chunk_inputs(rows, not kernel.evaluated), rows.chunks[0], strict=True)
+        da.from_delayed(task, shape=(int(c), width), dtype=dtype)
+        for task, c in zip(tasks, rows.chunks[0], strict=True)
     ]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
 

@@ -4,17 +4,19 @@ Every projection goes through :class:`Projector`: :meth:`NPTModel.transform`
 (and ``residual``, ``energy_split``, ``transform_with_residual``),
 :func:`npt_dask.project` (resumable zarr) and the training pass
 (:mod:`npt_dask.training`: coordinates, certificate and linear-method moments
-in one read of the training rows). A task takes one row chunk of the data,
-streams over the model's training blocks -- kernel block ``kappa(z, x_j)``
-times ``[A_j, 1/n]``, accumulated in float64 -- and finishes
-``[y | residual]`` (:func:`npt_dask.blocks.project_rows`).
+in one read of the training rows). It is the kernel operator of
+:mod:`npt_dask.operator` with the model's training rows as centres, each
+carrying its weights ``[A_j, 1/n]``: a task takes one row chunk of the data,
+streams over the training blocks -- kernel block ``kappa(z, x_j)`` times
+``[A_j, 1/n]``, accumulated in float64 -- and finishes ``[y | residual]``
+(:class:`npt_dask.consumers.Projection`).
 
 * **One chunking rule** (:func:`projection_rows`): numpy input is cut into
   the model's ``chunk_size`` rows; dask and xarray input keep their row
   chunks (the caller chose them).
 * **Training blocks** reach the tasks once per projector: under a
   ``distributed`` client the training rows are persisted on the workers and
-  the weights scattered (the graph carries references, never the data);
+  the weights kept there (the graph carries references, never the data);
   locally the tasks share them by reference. A model loaded from a store
   instead streams its training blocks from the store inside each task
   (:class:`npt_dask.store.StoredTraining`), so a task holds one training
@@ -30,19 +32,19 @@ Layer rule: graph code over numpy blocks; the numbers come from
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
-from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
 from npt_dask._scheduler import current_client, keep_blocks, persist_blocks, task_threads
-from npt_dask.blocks import ProjectionTerms, project_parts, project_rows, projection_weights
+from npt_dask.blocks import ProjectionTerms, projection_weights
+from npt_dask.consumers import Projection
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.operator import Centres, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.progress import count
 from npt_dask.store import StoredTraining
 
@@ -53,64 +55,13 @@ __all__ = ["Projector", "balanced_rows", "projection_rows", "projector_for"]
 
 
 @dataclass(frozen=True)
-class ShippedTraining:
-    """Training blocks ``x_j`` and weights ``[A_j, 1/n]`` as task inputs (see module doc)."""
-
-    x_blocks: Sequence[Any]
-    w_blocks: Sequence[Any]
-
-    def task_input(self) -> Any:
-        return (list(self.x_blocks), list(self.w_blocks))
-
-
-def _pairs(training: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(x_j, w_j)`` inside a task: from shipped lists, or read from the store."""
-    if isinstance(training, tuple):
-        return zip(*training, strict=True)
-    return iter(training)
-
-
-def _dense_rows(z: Any) -> Any:
-    """A task's rows as numpy: a sparse chunk expanded; a precomputed kernel's list of
-    column blocks, each expanded."""
-    import scipy.sparse
-
-    if isinstance(z, list):
-        return [_dense_rows(b) for b in z]
-    return np.asarray(z.toarray()) if scipy.sparse.issparse(z) else z
-
-
-def project_chunk(z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms) -> np.ndarray:
-    """Task body: ``[y | residual]`` (float64) of one row chunk (a list of column
-    blocks for a precomputed kernel); a non-finite result is an error naming the kernel."""
-    both = project_rows(_dense_rows(z), _pairs(training), kernel, terms)
-    if not np.isfinite(both[:, :-1]).all():  # (a precomputed kernel's residual is NaN)
-        raise InputError(_non_finite_message(kernel))
-    return both
-
-
-def _non_finite_message(kernel: KernelSpec) -> str:
-    """The rows are finite (checked on input), so NaN or inf came from the kernel."""
-    return (
-        f"The {kernel.describe()} gave NaN or inf on rows being projected; nothing was "
-        "written for them. Make the kernel return finite values for these rows (or scale "
-        "the rows), then project again."
-    )
-
-
-def project_chunk_parts(
-    z: Any, training: Any, kernel: KernelSpec, terms: ProjectionTerms
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Task body: ``(y, residual, ||y||^2)`` of one row chunk, ``y`` contiguous."""
-    return project_parts(_dense_rows(z), _pairs(training), kernel, terms)
-
-
-@dataclass(frozen=True)
 class Projector:
-    """What a projection task needs of a model (build it with :func:`projector_for`)."""
+    """What a projection task needs of a model (build it with :func:`projector_for`): the
+    kernel operator's centres (the training rows with their weights ``[A_j, 1/n]``) and
+    the terms that finish ``[y | residual]``."""
 
     kernel: KernelSpec
-    training: Any  # ShippedTraining or StoredTraining
+    centres: Centres  # shipped training blocks, or a store streaming them
     terms: ProjectionTerms
     n_components: int
     precision: np.dtype
@@ -130,33 +81,19 @@ class Projector:
             name=name,
         )
 
-    def task_input(self) -> Any:
-        """The training blocks as a task argument (lists of shipped blocks, or the store)."""
-        if isinstance(self.training, ShippedTraining):
-            return self.training.task_input()
-        return self.training
-
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        return self.kind.task_inputs(x)
+        return chunk_inputs(x, not self.kernel.evaluated)
 
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
-        training = self.task_input()
-        return [
-            delayed(project_chunk, pure=False)(z, training, self.kernel, self.terms)
-            for z in self.chunk_inputs(x)
-        ]
+        return chunk_tasks(x, self.centres, self.kernel, Projection(self.terms))
 
     def rows(self, x: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like x's rows."""
-        width = self.n_components + 1
-        blocks = [
-            da.from_delayed(task, shape=(int(c), width), dtype=np.float64)
-            for task, c in zip(self.chunk_tasks(x), x.chunks[0], strict=True)
-        ]
-        return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+        return map_rows(x, self.centres, self.kernel, Projection(self.terms),
+                        width=self.n_components + 1)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -182,12 +119,6 @@ class FeatureRows:
             )
         return x, info
 
-    @staticmethod
-    def task_inputs(x: da.Array) -> list[Any]:
-        """Each row chunk of ``x`` as a task argument."""
-        parts = x.to_delayed(optimize_graph=False)  # keys stable across graphs (no run_spec clash)
-        return [parts[i, 0] for i in range(parts.shape[0])]
-
 
 @dataclass(frozen=True)
 class KernelRows:
@@ -203,12 +134,6 @@ class KernelRows:
             data, name=name, chunk_size=size, column_chunks=train_chunks, dtype=dtype,
             keep_lazy_chunks=keep,
         )  # fmt: skip
-
-    @staticmethod
-    def task_inputs(x: da.Array) -> list[Any]:
-        """Each row chunk of ``x`` as its list of column blocks."""
-        parts = x.to_delayed(optimize_graph=False)
-        return [list(parts[i]) for i in range(parts.shape[0])]
 
 
 def rows_kind(kernel: KernelSpec, n_features: int) -> FeatureRows | KernelRows:
@@ -263,28 +188,33 @@ def _gemm_weights(model: NPTModel) -> np.ndarray:
     return w.astype(model.precision, copy=False)
 
 
-def _ship(model: NPTModel) -> ShippedTraining:
-    offsets = np.concatenate([[0], np.cumsum(model.x_train.chunks[0])])
+def _ship(model: NPTModel) -> Centres:
+    """The training blocks (persisted where the tasks run, with lineage) and their weights
+    (kept: sent once, never lost) as the operator's centres."""
+    sizes = tuple(int(c) for c in model.x_train.chunks[0])
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
     w = _gemm_weights(model)
     blocks = [w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)]
     if not model.kernel.evaluated:  # no training rows: the test x train blocks carry them
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(model.x_train.to_delayed(optimize_graph=False).ravel())
-    return ShippedTraining(x_blocks, keep_blocks(blocks))
+    return Centres(sizes, x_blocks, keep_blocks(blocks))
 
 
 def _build(model: NPTModel) -> Projector:
     if model.store_path is not None and model.kernel.evaluated:
-        offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(model.x_train.chunks[0])]))
-        training: Any = StoredTraining(
+        sizes = tuple(int(c) for c in model.x_train.chunks[0])
+        offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)]))
+        stored = StoredTraining(
             model.store_path, offsets, model.eigenvalues, str(model.precision), model.identity
         )
+        centres = Centres(sizes, store=stored)
     else:
-        training = _ship(model)
+        centres = _ship(model)
     return Projector(
         kernel=model.kernel,
-        training=training,
+        centres=centres,
         terms=model.projection_terms(),
         n_components=model.n_components,
         precision=np.dtype(model.precision),

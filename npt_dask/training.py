@@ -1,19 +1,22 @@
 """The training pass: one read of the training rows for a model and its consumers.
 
-A landmark model is fitted on m rows, but its users need three things of
-*every* training row: the Lemma 5 residual (the model's certificate), the
-coordinates (sometimes), and the sufficient statistics of a linear method on
-the coordinates (ridge: ``Y^T Y``, ``Y^T T``, column sums, counts). Each is a
-function of the same kernel block ``kappa(X_i, L)``, so one task per row
-chunk evaluates that block once (the model's projector task,
-:mod:`npt_dask.projector`) and produces all three from it:
+A landmark model is fitted on m rows, but its users need two things of
+*every* training row: the Lemma 5 residual (the model's certificate) and the
+sufficient statistics of a linear method on the coordinates (ridge: ``Y^T Y``,
+``Y^T T``, column sums, counts). Each is a function of the same kernel block
+``kappa(X_i, L)``, so the pass is one :func:`npt_dask.operator.row_pass` with
+the model's training rows as centres (:mod:`npt_dask.projector`) and two
+consumers of each chunk's block (:mod:`npt_dask.consumers`):
 
-* ``[y | residual]`` of the chunk (float64), which lives for the task's
-  duration only (no n x r array is formed: use ``transform`` or
-  :func:`npt_dask.project` for coordinates that are kept);
-* the chunk's residuals and centred self-similarities (the certificate);
-* :class:`~npt_dask.blocks.LinearMoments` of the chunk's coordinates with its
-  labels (one-hot) or targets, summed over chunks in a fan-in tree in float64.
+* :class:`~npt_dask.consumers.Certificate`: the chunk's residuals and centred
+  self-similarities;
+* :class:`~npt_dask.consumers.Moments`: :class:`~npt_dask.blocks.LinearMoments`
+  of the chunk's coordinates with its labels (one-hot) or targets, summed in
+  float64 along fixed chains.
+
+Both read the chunk's ``[y | residual]`` (float64), computed once and kept for
+the task's duration only (no n x r array is formed: use ``transform`` or
+:func:`npt_dask.project` for coordinates that are kept).
 
 The chain fit -> certificate -> ridge -> test projection -> predict thus
 evaluates each training row's landmark kernel once.
@@ -41,16 +44,16 @@ from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
-from dask import delayed
 from sklearn.utils.multiclass import type_of_target
 
 from npt_dask._inputs import check_known_chunks, is_data_array
 from npt_dask._scheduler import compute, task_threads
-from npt_dask.blocks import LinearMoments, add_tuples, chunk_moments, one_hot
+from npt_dask.blocks import LinearMoments, chunk_moments, one_hot
+from npt_dask.consumers import Certificate, Consumer, Moments
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.graph import tree_reduce
-from npt_dask.progress import ProgressBar, compute_counted
-from npt_dask.projector import project_chunk_parts
+from npt_dask.graph import chunk_sums
+from npt_dask.operator import row_pass
+from npt_dask.progress import ProgressBar
 
 if TYPE_CHECKING:
     from npt_dask.model import NPTModel
@@ -71,34 +74,6 @@ class PassResult:
     residuals: np.ndarray  # (n,) Lemma 5 residual of every row
     self_similarity: np.ndarray  # (n,) centred k(x, x) of every row
     moments: LinearMoments | None
-
-
-def _pass_chunk(
-    z: Any,
-    aux: Any,
-    before: tuple[np.ndarray, ...] | None,
-    training: Any,
-    kernel: Any,
-    terms: Any,
-    classes: np.ndarray | None,
-    precision: str,
-) -> tuple[Any, ...]:
-    """Task body: one kernel evaluation, then the chunk's residuals and its moments added
-    to the running sums ``before`` of its chain (``Y^T Y`` in the model's precision,
-    summed in float64)."""
-    y, res, norms = project_chunk_parts(z, training, kernel, terms)
-    energy = norms + res * res
-    if aux is None:
-        return np.stack([res, energy]), None
-    t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
-    if not np.isfinite(t).all():
-        raise InputError("targets contain NaN or infinity; pass finite targets.")
-    mine = chunk_moments(y, t.reshape(len(y), -1), precision)
-    del y  # the chunk's coordinates are not kept
-    if before is not None:  # ours are fresh arrays: add in place
-        for acc, term in zip(mine, before, strict=True):
-            acc += term
-    return np.stack([res, energy]), mine
 
 
 def _values(aux: Any) -> Any:
@@ -176,18 +151,6 @@ def check_labels_or_targets(labels: Any, targets: Any, n: int) -> np.ndarray | N
     return None
 
 
-def _aux_blocks(aux: Any, x: da.Array, what: str) -> list[Any] | None:
-    if aux is None:
-        return None
-    values = _checked(aux, int(x.shape[0]), what)
-    arr = (
-        values.rechunk({0: x.chunks[0]})
-        if isinstance(values, da.Array)
-        else da.from_array(values, chunks=(x.chunks[0], *values.shape[1:]))
-    )
-    return list(arr.to_delayed().ravel())
-
-
 def training_pass(
     model: NPTModel,
     x: da.Array,
@@ -207,32 +170,20 @@ def training_pass(
     """
     if labels is not None and targets is not None:
         raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    what = "labels" if labels is not None else "targets"
     given = labels if labels is not None else targets
-    aux = _aux_blocks(given, x, "labels" if labels is not None else "targets")
     classes = class_labels(labels) if labels is not None else None
     projector = model.projector()
-    training = projector.task_input()
-    inputs = projector.chunk_inputs(x)
-    chains = max(1, min(task_threads(), len(inputs)))
-    stats: list[Any] = []
-    running: list[Any] = [None] * chains
-    for i, z in enumerate(inputs):
-        task = delayed(_pass_chunk, pure=False, nout=2)(
-            z,
-            None if aux is None else aux[i],
-            running[i % chains],
-            training,
-            model.kernel,
-            projector.terms,
-            classes,
-            str(model.precision),
-        )
-        stats.append(task[0])
-        running[i % chains] = task[1]
-    total = [delayed(add_tuples, pure=False)(running)] if aux is not None else []
-    bar = ProgressBar("npt fit: training pass", len(stats), "chunks", progress)
-    *parts, summed = compute_counted(stats, total, bar) + ([] if total else [None])
-    per_row = np.concatenate(parts, axis=1)
+    consumers: dict[str, Consumer] = {"certificate": Certificate(projector.terms)}
+    aux = {}
+    if given is not None:
+        aux[what] = _checked(given, int(x.shape[0]), what)
+        consumers["moments"] = Moments(projector.terms, classes, str(model.precision))
+    bar = ProgressBar("npt fit: training pass", len(x.chunks[0]), "chunks", progress)
+    result = row_pass(x, projector.centres, model.kernel, consumers, aux=aux,
+                      chains=task_threads(), progress=bar)  # fmt: skip
+    per_row = np.concatenate(result.rows["certificate"], axis=1)
+    summed = result.sums.get("moments")
     moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
     return PassResult(per_row[0], per_row[1], moments)
 
@@ -244,15 +195,14 @@ def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> 
 
 def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> LinearMoments:
     """:class:`~npt_dask.blocks.LinearMoments` of given row-chunked coordinates ``y``
-    with class ``labels`` or numeric ``targets``, one pass over the chunks."""
+    with class ``labels`` or numeric ``targets``, one pass over the chunks
+    (:func:`npt_dask.graph.chunk_sums`)."""
     if (labels is None) == (targets is None):
         raise InputError("pass labels= (classification) or targets= (regression), one of them.")
+    what = "labels" if labels is not None else "targets"
     given = labels if labels is not None else targets
-    aux = _aux_blocks(given, y, "labels" if labels is not None else "targets")
-    assert aux is not None
+    values = _checked(given, int(y.shape[0]), what)
+    aux = values if isinstance(values, da.Array) else da.from_array(values)
+    aux = aux.rechunk({0: y.chunks[0], **{a: -1 for a in range(1, aux.ndim)}})
     classes = class_labels(labels) if labels is not None else None
-    parts = [
-        delayed(_coordinate_moments, pure=False)(block, a, classes)
-        for block, a in zip(y.to_delayed().ravel(), aux, strict=True)
-    ]
-    return LinearMoments.from_tuple(compute(tree_reduce(parts, add_tuples))[0], classes)
+    return LinearMoments.from_tuple(chunk_sums(_coordinate_moments, [y, aux], classes), classes)

@@ -295,17 +295,17 @@ def test_mnist_krylov_matches_sklearn(mnist_small):
 
 def test_transform_with_residual_is_one_projection(digits_model, monkeypatch):
     """numpy-backed xarray: coordinates and residuals from a single computation."""
-    from npt_dask import blocks
+    from npt_dask import consumers
 
     model, z = digits_model
     calls = []
-    original = blocks.kernel_times
+    original = consumers.scratch_block  # the kernel operator's one evaluation of a block
 
     def counting(*args, **kwargs):
         calls.append(args[0].shape)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(blocks, "kernel_times", counting)
+    monkeypatch.setattr(consumers, "scratch_block", counting)
     model.transform_with_residual(xr.DataArray(z, dims=("sample", "pixel")))
     real = [c for c in calls if c[0] > 1]  # dask may probe with a tiny block
     assert len(real) == len(model.x_train.chunks[0])

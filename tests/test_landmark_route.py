@@ -19,7 +19,7 @@ import xarray as xr
 from sklearn.linear_model import Ridge as SkRidge
 
 import npt_dask as npt
-from npt_dask import blocks
+from npt_dask import consumers
 from npt_dask.landmarks import rpcholesky_landmarks
 from npt_dask.methods import Ridge, RidgeClassifier
 from tests.conftest import align_signs
@@ -102,13 +102,13 @@ def test_each_training_chunk_is_evaluated_once_per_pipeline(data, monkeypatch):
     x, labels = data
     train, test = x[:700], x[700:]
     calls: list[int] = []
-    original = blocks.kernel_times
+    original = consumers.scratch_block  # the kernel operator's one evaluation of a block
 
-    def counting(z, xj, w, kernel):
+    def counting(z, xj, kernel):
         calls.append(z.shape[0])
-        return original(z, xj, w, kernel)
+        return original(z, xj, kernel)
 
-    monkeypatch.setattr(blocks, "kernel_times", counting)
+    monkeypatch.setattr(consumers, "scratch_block", counting)
     model = npt.fit(train, gamma=GAMMA, landmarks=100, labels=labels[:700], chunk_size=64)
     clf = RidgeClassifier(alpha=0.1).fit_moments(model.moments)
     clf.predict(model.transform(test))

@@ -7,18 +7,14 @@ chunk function returns, whatever the number of rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask.array as da
 import numpy as np
-from dask import delayed
 
 from npt_dask._inputs import InputInfo, as_row_chunked, check_known_chunks, is_data_array
-from npt_dask._scheduler import compute
-from npt_dask.blocks import add_tuples
 from npt_dask.errors import InputError
-from npt_dask.graph import tree_reduce
+from npt_dask.graph import chunk_sums
 
 __all__ = [
     "COORDINATE_CHUNK",
@@ -77,23 +73,3 @@ def as_labels(y: Any, rows: da.Array) -> da.Array:
     if isinstance(y, da.Array):
         return y.rechunk((rows.chunks[0],))
     return da.from_array(y, chunks=(rows.chunks[0],))
-
-
-def chunk_sums(
-    func: Callable[..., tuple[np.ndarray, ...]],
-    arrays: Sequence[da.Array],
-    *args: Any,
-    compute_now: bool = True,
-) -> Any:
-    """``sum over chunks k of func(a[k] for a in arrays, *args)``, one read pass.
-
-    ``arrays`` share their row chunks; ``func`` returns a tuple of numpy
-    arrays (or scalars) of fixed shapes, summed with a tree of fan-in 8.
-    Returns the summed tuple, or the lazy ``Delayed`` with ``compute_now=False``.
-    """
-    blocks = [list(a.to_delayed().ravel()) for a in arrays]
-    parts = [delayed(func, pure=True)(*chunk, *args) for chunk in zip(*blocks, strict=True)]
-    total = tree_reduce(parts, add_tuples)
-    if not compute_now:
-        return total
-    return compute(total)[0]

@@ -37,7 +37,7 @@ from npt_dask._inputs import (
     is_lazy,
     wrap_rows,
 )
-from npt_dask.blocks import LinearMoments, chunk_moments
+from npt_dask.blocks import LinearMoments, chunk_moments, gram_of
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
@@ -57,6 +57,43 @@ _CRITERIA = ("gcv", "loo")
 
 def _target_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
     return chunk_moments(block, targets)
+
+
+def _centred_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
+    """A chunk's ``(n, mean y, mean t, Yc^T Yc, Yc^T Tc, ||Tc||^2)`` about its own means
+    (merged by :func:`_merge_centred`: no sum of squares about 0 is ever centred, which
+    cancels ``n mean^2`` against a small spread)."""
+    y = np.asarray(block, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.float64).reshape(len(y), -1)
+    if len(y) == 0:
+        r, k = y.shape[1], t.shape[1]
+        return (0.0, np.zeros(r), np.zeros(k), np.zeros((r, r)), np.zeros((r, k)), np.zeros(k))
+    my, mt = y.mean(axis=0), t.mean(axis=0)
+    yc, tc = y - my, t - mt
+    return (float(len(y)), my, mt, gram_of(yc), yc.T @ tc, np.einsum("ij,ij->j", tc, tc))
+
+
+def _merge_centred(parts: list[tuple]) -> tuple:
+    """Centred moments of the union of row groups (Chan, Golub & LeVeque 1979): each
+    group's scatter plus ``n_a n_b / n`` times the outer product of the means' difference."""
+    n, my, mt, yy, yt, tt = (np.array(v, copy=True) for v in parts[0])
+    for nb, myb, mtb, yyb, ytb, ttb in parts[1:]:
+        total = n + nb
+        if nb == 0:
+            continue
+        dy, dt = myb - my, mtb - mt
+        w = n * nb / total
+        yy += yyb + w * np.outer(dy, dy)
+        yt += ytb + w * np.outer(dy, dt)
+        tt += ttb + w * dt * dt
+        my += dy * (nb / total)
+        mt += dt * (nb / total)
+        n = total
+    return (n, my, mt, yy, yt, tt)
+
+
+def _label_centred_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
+    return _centred_moments(block, _pm_one(labels, classes))
 
 
 def _pm_one(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -141,6 +178,18 @@ class _Centred:
     cross: np.ndarray  # (r, k)
     t_norm2: np.ndarray  # (k,)
     h0: float  # leverage of the intercept: 1/n, or 0
+
+
+def _from_centred(moments: tuple, fit_intercept: bool) -> _Centred:
+    """The normal equations' statistics from centred moments (:func:`_merge_centred`):
+    as they are with an intercept, the sums about 0 without."""
+    n, my, mt, yy, yt, tt = moments
+    n = float(n)
+    if not fit_intercept:
+        yy, yt, tt = yy + n * np.outer(my, my), yt + n * np.outer(my, mt), tt + n * mt * mt
+        my, mt = np.zeros_like(my), np.zeros_like(mt)
+    h0 = 1.0 / n if fit_intercept else 0.0
+    return _Centred(n, my, mt, (yy + yy.T) / 2, yt, np.maximum(tt, 0.0), h0)
 
 
 def _centre(moments: tuple, fit_intercept: bool) -> _Centred:
@@ -407,9 +456,11 @@ class _RidgeBase(BaseEstimator):
     def _fit_pass(
         self, moments_of: Any, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
     ) -> np.ndarray:
-        """The one pass, the solve, and the choice of alpha; returns coef (r, k)."""
-        moments = chunk_sums(moments_of, arrays, *args)
-        return self._fit_solution(moments, loo_of, arrays, *args, alphas=alphas)
+        """The one pass (centred moments, merged), the solve, and the choice of alpha;
+        returns coef (r, k)."""
+        moments = chunk_sums(moments_of, arrays, *args, combine=_merge_centred)
+        c = _from_centred(moments, bool(self.fit_intercept))
+        return self._fit_solution(c, loo_of, arrays, *args, alphas=alphas)
 
     def _fit_from(self, moments: LinearMoments, alphas: np.ndarray) -> np.ndarray:
         """The solve from moments gathered elsewhere (no pass: GCV only)."""
@@ -420,12 +471,12 @@ class _RidgeBase(BaseEstimator):
             )
         self.n_features_in_ = int(moments.gram.shape[0])
         self.__dict__.pop("feature_names_in_", None)
-        return self._fit_solution(moments.as_tuple(), None, [], alphas=alphas)
+        c = _centre(moments.as_tuple(), bool(self.fit_intercept))
+        return self._fit_solution(c, None, [], alphas=alphas)
 
     def _fit_solution(
-        self, moments: tuple, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
+        self, c: _Centred, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
     ) -> np.ndarray:
-        c = _centre(moments, bool(self.fit_intercept))
         no_pass = len(alphas) == 1 or self.criterion == "gcv"
         by_cholesky = None
         if no_pass and len(alphas) <= CHOLESKY_MAX_ALPHAS:
@@ -529,7 +580,7 @@ class Ridge(RegressorMixin, _RidgeBase):
         data, y = self._rows_for_fit(X, y, multi_output=True, y_numeric=True)
         targets = _as_targets(y, data, "Ridge")
         ndim = 1 if getattr(y, "ndim", 1) == 1 else 2
-        coef = self._fit_pass(_target_moments, _loo_errors, [data, targets], alphas=alphas)
+        coef = self._fit_pass(_centred_moments, _loo_errors, [data, targets], alphas=alphas)
         if ndim == 1:
             self.coef_, self.intercept_ = coef[:, 0], float(self.intercept_[0])
         else:
@@ -622,7 +673,7 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
                                owner="RidgeClassifier")  # fmt: skip
         self.classes_ = classes
         coef = self._fit_pass(
-            _label_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
+            _label_centred_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
         )
         self.coef_ = coef.T
         return self
