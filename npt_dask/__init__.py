@@ -39,7 +39,12 @@ from npt_dask.errors import (
 )
 from npt_dask.estimator import NonlinearProjection
 from npt_dask.fitting import fit
-from npt_dask.kernel_ridge import KernelRidge, KernelRidgeClassifier
+from npt_dask.kernel_ridge import (
+    KernelRidge,
+    KernelRidgeClassifier,
+    KernelRidgeClassifierCV,
+    KernelRidgeCV,
+)
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics, load
 from npt_dask.projection import project
@@ -60,7 +65,9 @@ __all__ = [
     "InputTypeError",
     "KernelParameterError",
     "KernelRidge",
+    "KernelRidgeCV",
     "KernelRidgeClassifier",
+    "KernelRidgeClassifierCV",
     "KernelScaleWarning",
     "KernelSpec",
     "KernelValueError",

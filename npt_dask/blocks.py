@@ -12,8 +12,6 @@ alignment pass) calls these functions as task bodies. One formula each:
   :func:`block_times` and :func:`kernel_times` (one training block's contribution),
   :func:`finish_parts` (centring and the Lemma 5 residual); the task that streams
   them over the training blocks is :class:`npt_dask.consumers.Projection`;
-* ridge's sums: :func:`syrk_update` (``G += B^T B``) and :func:`cholesky_upper`
-  (blocked, clear of OpenBLAS's threaded ``syrk`` crash);
 * sums: :func:`sum_parts`, :func:`add_arrays`, :func:`add_tuples` (the nodes of the
   fan-in :data:`FAN_IN` trees that :func:`npt_dask.graph.tree_reduce` builds);
 * the Krylov solver's row-chunked panels (:mod:`npt_dask.panels`): seeded
@@ -35,11 +33,9 @@ from npt_dask._buffers import populated_empty, scratch
 from npt_dask.kernels import KernelSpec
 
 __all__ = [
-    "CHOLESKY_TILE",
     "FAN_IN",
     "GRAM_PANEL_ROWS",
     "PANEL_ROWS",
-    "SYRK_TILE",
     "LinearMoments",
     "ProjectionTerms",
     "add_arrays",
@@ -47,7 +43,6 @@ __all__ = [
     "as_float64_block",
     "block_products",
     "block_times",
-    "cholesky_upper",
     "chunk_moments",
     "chunk_seeds",
     "column_squares",
@@ -66,8 +61,6 @@ __all__ = [
     "scratch_block",
     "sum_parts",
     "sym_gram_block",
-    "symmetric_from_upper",
-    "syrk_update",
     "tsqr_q",
     "tsqr_r",
 ]
@@ -305,93 +298,6 @@ def gram_of(y: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
         panel = x[start : start + GRAM_PANEL_ROWS]
         out += panel.T @ panel
     return out
-
-
-SYRK_TILE = 8192
-"""Widest square tile of a symmetric update ``G += B^T B`` (:func:`syrk_update`): OpenBLAS's
-threaded ``syrk`` crashes once G has about 16,000 rows (seen with numpy's and scipy's)."""
-
-
-def _blas(dtype: np.dtype, name: str) -> Any:
-    from scipy.linalg import blas, lapack
-
-    prefix = "d" if np.dtype(dtype) == np.float64 else "s"
-    return getattr(blas, prefix + name, None) or getattr(lapack, prefix + name)
-
-
-def syrk_update(
-    acc: np.ndarray, b: np.ndarray, alpha: float = 1.0, tile: int = SYRK_TILE
-) -> np.ndarray:
-    """``acc += alpha b^T b`` on the upper triangle of ``acc`` (Fortran order), in place.
-
-    ``b`` is ``(c, m)`` in Fortran order (its column panels contiguous), of ``acc``'s
-    dtype. Tiles of at most ``tile`` columns: ``syrk`` on the diagonal tiles, ``gemm``
-    above them, ``c m^2`` flops in all (half a general product's). The lower triangle
-    of ``acc`` is left as it was. ``acc`` may be a view into a larger Fortran array.
-    """
-    syrk, gemm = _blas(acc.dtype, "syrk"), _blas(acc.dtype, "gemm")
-    m = b.shape[1]
-    for j0 in range(0, m, tile):
-        j1 = min(m, j0 + tile)
-        right = b[:, j0:j1]
-        for i0 in range(0, j1, tile):
-            i1 = min(j1, i0 + tile)
-            part = acc[i0:i1, j0:j1]
-            if i0 == j0:
-                new = syrk(alpha, right, trans=1, beta=1.0, c=part, lower=0, overwrite_c=1)
-            else:
-                new = gemm(alpha, b[:, i0:i1], right, trans_a=1, beta=1.0, c=part, overwrite_c=1)
-            if not np.shares_memory(new, part):
-                part[...] = new  # a tile that is not contiguous comes back as a copy
-    return acc
-
-
-CHOLESKY_TILE = 4096
-"""Block width of :func:`cholesky_upper` (LAPACK factors the diagonal blocks, BLAS-3
-updates the rest in tiles of this size)."""
-
-
-def cholesky_upper(a: np.ndarray) -> bool:
-    """Factor ``a = U^T U`` in place (upper triangle of a Fortran-order array), blocked.
-
-    OpenBLAS's threaded ``potrf`` crashes from about 16,000 rows (float64, seen on these
-    machines), so LAPACK factors only diagonal blocks of :data:`CHOLESKY_TILE` rows; the
-    row panels right of them are solved in place (``trsm``) and the trailing matrix is
-    updated by :func:`syrk_update` (``m^3 / 3`` flops in all, at the product rate).
-    Returns False (``a`` partly overwritten) when ``a`` is not positive definite.
-    """
-    potrf, trsm = _blas(a.dtype, "potrf"), _blas(a.dtype, "trsm")
-    m = a.shape[0]
-    for k0 in range(0, m, CHOLESKY_TILE):
-        k1 = min(m, k0 + CHOLESKY_TILE)
-        diag = a[k0:k1, k0:k1]
-        factor, info = potrf(diag, lower=0, clean=0, overwrite_a=1)
-        if info != 0:
-            return False
-        if not np.shares_memory(factor, diag):
-            diag[...] = factor
-        for j0 in range(k1, m, CHOLESKY_TILE):  # U12 = U11^-T A12, panel by panel
-            j1 = min(m, j0 + CHOLESKY_TILE)
-            panel = a[k0:k1, j0:j1]
-            panel[...] = trsm(1.0, factor, panel, lower=0, trans_a=1)
-        if k1 < m:  # A22 -= U12^T U12
-            syrk_update(a[k1:, k1:], a[k0:k1, k1:], -1.0, CHOLESKY_TILE)
-    return True
-
-
-def symmetric_from_upper(acc: np.ndarray) -> np.ndarray:
-    """The full symmetric matrix whose upper triangle ``acc`` holds, in place
-    (column panels at a time: no second n x n temporary)."""
-    m = acc.shape[0]
-    step = 2048
-    for j0 in range(0, m, step):
-        j1 = min(m, j0 + step)
-        # rows below the diagonal tile take the transposed upper part
-        acc[j1:, j0:j1] = acc[j0:j1, j1:].T
-        tile = acc[j0:j1, j0:j1]
-        lower = np.tril_indices(j1 - j0, -1)
-        tile[lower] = tile.T[lower]
-    return acc
 
 
 def chunk_moments(

@@ -51,10 +51,10 @@ from npt_dask.blocks import (
     finish_parts,
     one_hot,
     scratch_block,
-    syrk_update,
 )
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.linalg import syrk_update
 
 __all__ = [
     "Apply",
@@ -139,7 +139,7 @@ class RowBlock:
 
     def weighted64(self) -> np.ndarray:
         """``sqrt(w) B`` in float64, Fortran order (a thread's scratch; its column panels
-        contiguous for :func:`npt_dask.blocks.syrk_update`)."""
+        contiguous for :func:`npt_dask.linalg.syrk_update`)."""
         if "weighted64" not in self._memo:
             b = self.block()
             out = scratch("block-f64F", (b.shape[1], b.shape[0]), np.float64).T

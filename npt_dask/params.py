@@ -35,10 +35,13 @@ __all__ = [
     "DEFAULT_RTOL",
     "DEFAULT_TOL",
     "ESTIMATOR_PARAMS",
+    "HELD_OUT",
     "KERNEL_ALIASES",
     "KERNEL_NAMES",
     "PARAMS",
     "RIDGE_PARAMS",
+    "SEARCH_PARAMS",
+    "SEARCH_ROWS",
     "SOLVER_ALIASES",
     "Basis",
     "Cache",
@@ -777,3 +780,38 @@ def check_table(table: Iterable[Param], values: Mapping[str, Any]) -> dict[str, 
     """Every value of ``values`` checked by its entry of ``table`` (one wording)."""
     by_name = {p.name: p for p in table}
     return {name: by_name[name].check(value) for name, value in values.items()}
+
+
+SEARCH_ROWS = 10_000
+"""``KernelRidgeCV``'s subproblem: this many rows (all of them when the data have fewer)."""
+
+HELD_OUT = 0.2
+"""Share of the subproblem's rows held out to score each (gamma, alpha)."""
+
+SEARCH_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alphas",
+        (InstanceOf((list, tuple, np.ndarray), "a sequence of alphas >= 0"),),
+        tuple(float(a) for a in np.logspace(-6, 1, 8)),
+        "candidate alphas (the full problem's), scored on held-out rows of a subproblem",
+    ),
+    Param(
+        "gammas",
+        (InstanceOf((list, tuple, np.ndarray), "a sequence of gammas > 0"), _NONE),
+        None,
+        "candidate gammas (None: multiples of gamma='scale' for kernels that take one)",
+    ),
+    Param(
+        "search_rows",
+        (Interval(_INT, 2, None),),
+        SEARCH_ROWS,
+        "rows of the subproblem the search scores candidates on",
+    ),
+    Param(
+        "held_out",
+        (Interval(_REAL, 0, 1, "neither"),),
+        HELD_OUT,
+        "share of the subproblem's rows held out to score the candidates",
+    ),
+)
+"""``KernelRidgeCV``'s search parameters (the rest are :data:`RIDGE_PARAMS`)."""

@@ -25,8 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from npt_dask.blocks import cholesky_upper, symmetric_from_upper, syrk_update
 from npt_dask.errors import InputError
+from npt_dask.linalg import (
+    cholesky_upper,
+    routine,
+    symmetric_from_upper,
+    syrk_update,
+    upper_from_lower,
+)
 
 __all__ = [
     "FALKON_JITTER",
@@ -43,13 +49,6 @@ the mean of the diagonal (Falkon's ``pc_epsilon`` times ``M``, made scale-free).
 JITTER_TRIES = 8
 """Times the jitter is raised tenfold when a factorisation fails (rounding made the
 jittered matrix indefinite); the one used is recorded in ``FalkonCholesky.jitter``."""
-
-
-def _lapack(dtype: np.dtype, name: str):
-    prefix = "d" if np.dtype(dtype) == np.float64 else "s"
-    return getattr(scipy.linalg.lapack, prefix + name, None) or getattr(
-        scipy.linalg.blas, prefix + name
-    )
 
 
 def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
@@ -77,25 +76,13 @@ def _factor_with_jitter(f: np.ndarray, base: float) -> float:
         f[np.diag_indices(m)] = diag + jitter
         if cholesky_upper(f):
             return jitter
-        _restore_upper(f)
+        upper_from_lower(f)
         jitter = max(jitter * 10.0, np.finfo(f.dtype).tiny)
     raise InputError(
         "The centres' kernel matrix could not be factored even with a jitter of "
         f"{jitter:.3g} on its diagonal: the kernel is not positive semi-definite on them "
         "(or overflows). Use a PSD kernel, or solver='direct'."
     )
-
-
-def _restore_upper(f: np.ndarray) -> None:
-    """The upper triangle of ``f`` from its strictly lower part (the symmetric original)."""
-    m = f.shape[0]
-    step = 2048
-    for j0 in range(0, m, step):
-        j1 = min(m, j0 + step)
-        f[j0:j1, j1:] = f[j1:, j0:j1].T
-        tile = f[j0:j1, j0:j1]
-        upper = np.triu_indices(j1 - j0, 1)
-        tile[upper] = tile.T[upper]
 
 
 @dataclass
@@ -121,7 +108,7 @@ class FalkonCholesky:
         symmetric_from_upper(f)  # strictly lower: T^T, kept from here on
         extra = 0.0
         for _ in range(JITTER_TRIES):
-            _restore_upper(f)  # upper: T again (from T^T below)
+            upper_from_lower(f)  # upper: T again (from T^T below)
             f[np.diag_indices(m)] = diag_t
             _upper_product(f)  # upper: T T^T
             _scale_upper(f, 1.0 / m, float(alpha_over_weight) + extra)
@@ -134,7 +121,7 @@ class FalkonCholesky:
         )
 
     def _solve(self, r: np.ndarray, which: str, transpose: bool) -> np.ndarray:
-        trsm = _lapack(self.factors.dtype, "trsm")
+        trsm = routine(self.factors.dtype, "trsm")
         f = self.factors
         f[np.diag_indices(f.shape[0])] = self.diag_t if which == "T" else self.diag_a
         # T^T is stored lower, A upper: T x = b is (T^T)^T x = b
@@ -159,7 +146,7 @@ class FalkonCholesky:
 
 def _upper_product(f: np.ndarray) -> None:
     """Upper triangle of ``f``: ``U -> U U^T`` (LAPACK ``lauum``), in place."""
-    out, info = _lapack(f.dtype, "lauum")(f, lower=0, overwrite_c=1)
+    out, info = routine(f.dtype, "lauum")(f, lower=0, overwrite_c=1)
     if info != 0:  # pragma: no cover - lauum fails only on bad arguments
         raise AssertionError(f"lauum failed ({info})")
     if not np.shares_memory(out, f):

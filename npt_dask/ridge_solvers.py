@@ -42,20 +42,24 @@ import scipy.linalg
 
 from npt_dask import cg
 from npt_dask._scheduler import compute, task_threads
-from npt_dask.blocks import cholesky_upper, symmetric_from_upper
 from npt_dask.checkpoint import fingerprint, load_state, save_state
 from npt_dask.consumers import Apply, CentreRows, Cross, Digest, Gram, Normal
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
+from npt_dask.linalg import cholesky_upper, symmetric_from_upper, upper_from_lower
 from npt_dask.operator import Centres, map_rows, row_pass
 from npt_dask.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.progress import FitProgress, ProgressBar
 from npt_dask.ridge_planning import RidgePlan
 
 __all__ = [
+    "RIDGE_JITTER",
     "RidgeProblem",
     "RidgeSolution",
+    "centre_rows",
+    "solve_moments",
     "solve_ridge",
+    "solve_symmetric",
 ]
 
 
@@ -153,41 +157,66 @@ def _add_scaled(acc: np.ndarray, kmm: np.ndarray, alpha: float) -> None:
         acc[:, j0 : j0 + step] += alpha * np.asarray(kmm[:, j0 : j0 + step], dtype=acc.dtype)
 
 
-def _solve_system(system: np.ndarray, rhs: np.ndarray, what: str) -> np.ndarray:
+RIDGE_JITTER = 1e-8
+"""Largest jitter (relative to the mean of the diagonal) the Nyström direct solve adds when
+``K_nm^T W K_nm + alpha K_mm`` is singular to rounding (nearly repeated centres: its null
+space changes no prediction), from ``m`` times float64's epsilon up, tenfold a try, before
+it falls back to least squares."""
+
+
+def solve_symmetric(
+    system: np.ndarray, rhs: np.ndarray, what: str, *, jitter_up_to: float = 0.0
+) -> tuple[np.ndarray, float]:
     """``system x = rhs`` for a symmetric ``system`` (Fortran order, both triangles, used
-    up): Cholesky, else -- singular to rounding, as at alpha = 0 -- least squares with
-    scikit-learn's warning."""
+    up) and the jitter added to its diagonal (0: none; NaN: least squares).
+
+    A Cholesky factorisation; when it fails (singular to rounding, as at alpha = 0), one
+    of the matrix plus a jitter up to ``jitter_up_to`` of the mean diagonal; else least
+    squares with scikit-learn's warning (its ``KernelRidge`` takes no jitter:
+    ``jitter_up_to=0`` solves as it does).
+    """
     m = system.shape[0]
     diag = system[np.diag_indices(m)].copy()
-    if cholesky_upper(system):
-        trsm = scipy.linalg.blas.dtrsm
-        y = trsm(1.0, system, rhs, lower=0, trans_a=1)
-        return trsm(1.0, system, y, lower=0, trans_a=0)
+    scale = float(np.mean(np.abs(diag))) if m else 0.0
+    jitter, top = 0.0, jitter_up_to * scale
+    while True:
+        if cholesky_upper(system):
+            trsm = scipy.linalg.blas.dtrsm
+            y = trsm(1.0, system, rhs, lower=0, trans_a=1)
+            return trsm(1.0, system, y, lower=0, trans_a=0), jitter
+        upper_from_lower(system)  # the strictly lower part still holds the matrix
+        jitter = 10.0 * jitter if jitter else np.finfo(np.float64).eps * m * scale
+        if not 0.0 < jitter <= top:
+            break
+        system[np.diag_indices(m)] = diag + jitter
     warn(
         f"Singular matrix in solving dual problem ({what}). Using least-squares solution "
         "instead (as scikit-learn's KernelRidge does); raise alpha for a unique solution.",
         RidgeWarning,
     )
-    upper = np.triu_indices(m, 1)
-    system[upper] = system.T[upper]  # the strictly lower part still holds the matrix
     system[np.diag_indices(m)] = diag
-    return scipy.linalg.lstsq(system, rhs)[0]
+    return scipy.linalg.lstsq(system, rhs)[0], float("nan")
 
 
 def solve_moments(
     gram: np.ndarray, kmm: np.ndarray, cross: np.ndarray, alphas: np.ndarray
-) -> np.ndarray:
+) -> tuple[np.ndarray, float]:
     """``(G + alpha_j K_mm) c_j = B_j`` for each column j (one factorisation per distinct
-    alpha; ``gram``'s upper triangle, Fortran order, is used up by the last)."""
+    alpha; ``gram``'s upper triangle, Fortran order, is used up by the last) and the
+    largest jitter a factorisation needed (:data:`RIDGE_JITTER`)."""
     coef = np.empty(cross.shape)
     distinct = np.unique(alphas)
     symmetric_from_upper(gram)
+    jitters = []
     for i, alpha in enumerate(distinct):
         cols = np.flatnonzero(alphas == alpha)
         system = gram if i == len(distinct) - 1 else gram.copy(order="F")
         _add_scaled(system, kmm, float(alpha))
-        coef[:, cols] = _solve_system(system, cross[:, cols], f"alpha={alpha:g}")
-    return coef
+        coef[:, cols], jitter = solve_symmetric(
+            system, cross[:, cols], f"alpha={alpha:g}", jitter_up_to=RIDGE_JITTER
+        )
+        jitters.append(jitter)
+    return coef, max(jitters)
 
 
 def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> RidgeSolution:
@@ -212,10 +241,10 @@ def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> Ri
     clock.lap("pass")
     kmm = _assemble(result.rows["kmm"], len(idx), problem.rows.dtype)
     report.stage(f"direct route: factoring the {len(idx):,} x {len(idx):,} system")
-    coef = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
+    coef, jitter = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
     clock.lap("solve")
     report.close()
-    return RidgeSolution(coef, seconds=clock.seconds)
+    return RidgeSolution(coef, seconds=clock.seconds, details={"jitter": jitter})
 
 
 def solve_direct_exact(problem: RidgeProblem) -> RidgeSolution:
@@ -243,7 +272,7 @@ def solve_direct_exact(problem: RidgeProblem) -> RidgeSolution:
         cols = np.flatnonzero(problem.alphas == alpha)
         system = np.asfortranarray(k if i == len(distinct) - 1 else k.copy())
         system[np.diag_indices(len(system))] += alpha
-        coef[:, cols] = _solve_system(system, y[:, cols], f"alpha={alpha:g}")
+        coef[:, cols] = solve_symmetric(system, y[:, cols], f"alpha={alpha:g}")[0]
     if s is not None:
         coef *= s[:, None]
     clock.lap("solve")
