@@ -1,25 +1,29 @@
-"""Classification benchmark: NPT coordinates + a linear method against kernel SVMs, one run.
+"""Classification benchmark: kernel ridge at any n and m against kernel SVMs, one run.
 
-Full MNIST (60,000 training rows, 10,000 test rows, pixels in [0, 1]); in the
-same invocation and on the same rows:
+Full MNIST (60,000 training rows, 10,000 test rows, pixels in [0, 1], RBF
+gamma = 0.02: bandwidth 5, EigenPro's setting); in the same invocation and on
+the same rows:
 
 * ``SVC(kernel="rbf", C=10, gamma="scale")`` on all 60,000 rows (scikit-learn);
 * scikit-learn's ``benchmarks/bench_mnist.py`` approximation:
   ``Nystroem(gamma=0.015, n_components=1000)`` + ``LinearSVC(C=100)``;
-* npt-dask over a grid of (landmarks m, components r, precision, landmark
-  method): the landmark route -- ``npt.fit(..., landmarks=m, labels=y)`` (one
-  training pass gives the certificate and the ridge moments),
-  ``RidgeClassifier.fit_moments`` (GCV over its alphas), the test rows
-  projected and classified;
-* with ``--million PATH``: the same route on the 1,000,000-row deformed-MNIST
-  store at PATH (``benchmarks/mnist1m.py``), tested on the 10,000 MNIST test rows.
+* npt-dask's kernel ridge routes (``KernelRidgeClassifier``, ±1 one-vs-all
+  targets, float32 kernel blocks): direct Nyström with m = 10,000 / 15,000 /
+  20,000 landmarks (one pass of moments, a Cholesky factorisation), iterative
+  Nyström with m = 20,000 / 40,000 (Falkon-preconditioned CG), and exact kernel
+  ridge with all 60,000 rows as centres (CG preconditioned by a 3,000-row landmark
+  model). alpha is chosen for each by :class:`npt_dask.KernelRidgeClassifierCV`'s
+  held-out search on a 10,000-row subproblem (gamma fixed at 0.02); the search's
+  seconds are part of the route's;
+* with ``--landmark-grid``: the eigen-frame landmark route of earlier rounds
+  (``npt.fit(..., landmarks=m, labels=y)`` + ``RidgeClassifier.fit_moments``).
 
-Time is end to end for every system: fit, projection of train and test,
-classifier, prediction. Each system runs in its own process (its peak memory
-is its own); the GEMM rate measured at start-up puts the seconds in context.
-Then the best MNIST setting runs on Fashion-MNIST (8 classes) and covertype,
-with their SVC beside it when ``--svc-limit`` allows. Prints one JSON document
-and writes a PNG of accuracy against seconds (``--plot``).
+Time is end to end for every system: the search, the fit, prediction of the
+test rows. Each system runs in its own process (its peak memory is its own).
+The GEMM rates (float64, float32) measured at start-up turn each route's
+counted flops per stage (its fit plan's) into ideal seconds: ``over_ideal`` is
+a stage's time over them. Prints one JSON document; ``--plot`` writes accuracy
+against seconds.
 
     NPT_DATA_DIR=../shared/data python benchmarks/classify.py [--quick] [--plot out.png]
 """
@@ -43,18 +47,24 @@ from benchmarks._common import gemm_rate, peak_rss_gib, run_child
 HERE = Path(__file__).resolve()
 
 GAMMA = 0.02  # bandwidth 5 on [0, 1] pixels (EigenPro's MNIST setting)
-GRID = [  # (landmarks, n_components, precision, landmark_method)
-    (2000, None, "float32", "uniform"),
-    (5000, None, "float32", "uniform"),
-    (5000, None, "float64", "uniform"),
-    (5000, None, "float32", "rpcholesky"),
-    (10000, 2000, "float32", "uniform"),
-    (10000, 5000, "float32", "uniform"),
-    (10000, None, "float32", "uniform"),
-    (10000, None, "float32", "rpcholesky"),
+ALPHAS = tuple(float(a) for a in np.logspace(-6, 0, 7))
+ROUTES = {  # name: (landmarks or "all", solver, tol, max_iter, memory budget GiB)
+    "direct m=10000": (10000, "direct", 1e-3, 1, 12),
+    "direct m=15000": (15000, "direct", 1e-3, 1, 12),
+    "direct m=20000": (20000, "direct", 1e-3, 1, 12),
+    "cg m=20000": (20000, "cg", 1e-3, 20, 12),
+    "cg m=40000": (40000, "cg", 1e-3, 20, 16),
+    "exact cg all rows": ("all", "cg", 1e-3, 15, 12),
+}
+QUICK_ROUTES = {
+    "direct m=1000": (1000, "direct", 1e-3, 1, 4),
+    "cg m=2000": (2000, "cg", 1e-3, 20, 4),
+    "exact cg all rows": ("all", "cg", 1e-3, 15, 4),
+}
+LANDMARK_GRID = [  # the eigen-frame route of earlier rounds: (landmarks, r, method)
+    (10000, None, "uniform"),
+    (10000, None, "rpcholesky"),
 ]
-QUICK_GRID = [(1000, None, "float32", "uniform"), (1000, None, "float32", "rpcholesky"),
-              (2000, 500, "float64", "uniform")]  # fmt: skip
 
 
 def _dataset(name: str, quick: bool) -> tuple[np.ndarray, ...]:
@@ -104,27 +114,67 @@ def _nystroem(xtr, ytr, xte, yte) -> dict[str, Any]:
     return {"accuracy": acc, "seconds": time.perf_counter() - t0}
 
 
-def _npt(xtr, ytr, xte, yte, m: int, r: int | None, precision: str, method: str) -> dict:
+def stage_ideal(plan: dict, n_iter: int, rates: dict[str, float]) -> dict[str, float]:
+    """Ideal seconds per stage of the fit: the plan's flops at the measured rates
+    (``*_p`` stages at the kernel precision's, the rest at float64's; CG's iteration
+    work times the iterations made)."""
+    prec = rates[plan["precision"]]
+    flops = plan["flops"]
+    seconds = {k: v / (prec if k.endswith("_p") else rates["float64"]) / 1e9
+               for k, v in flops.items()}  # fmt: skip
+    if plan["route"] == "direct" and not plan["exact"]:
+        return {"pass": seconds["kernel_p"] + seconds["moments"],
+                "solve": seconds["factor"] + seconds["solve"]}  # fmt: skip
+    if plan["route"] == "direct":
+        return {"kernel": seconds["kernel_p"], "solve": seconds["factor"] + seconds["solve"]}
+    out = {
+        "preconditioner": seconds["preconditioner_p"],
+        "rhs": seconds.get("rhs_p", 0.0),
+        "iterations": n_iter * seconds["iteration_p"] + seconds.get("first_pass_p", 0.0),
+    }
+    return out  # fmt: skip
+
+
+def _krr(xtr, ytr, xte, yte, landmarks, solver, tol, max_iter, budget_gib, rates) -> dict:
+    import npt_dask as npt
+
+    common = {"kernel": "rbf", "landmarks": None if landmarks == "all" else int(landmarks),
+              "solver": solver, "tol": tol, "max_iter": max_iter, "precision": "float32",
+              "random_state": 0, "memory_budget": int(budget_gib * 2**30)}  # fmt: skip
+    t0 = time.perf_counter()
+    search = npt.KernelRidgeClassifierCV(alphas=ALPHAS, gammas=[GAMMA], **common)
+    clf = search.fit(xtr, ytr)
+    t1 = time.perf_counter()
+    acc = float((clf.predict(xte) == yte).mean())
+    t2 = time.perf_counter()
+    ideal = stage_ideal(clf.plan_, clf.n_iter_, rates)
+    seconds = dict(clf.fit_seconds_)
+    return {
+        "accuracy": acc, "seconds": t2 - t0, "search_seconds": clf.cv_results_["seconds"],
+        "fit_seconds": t1 - t0, "predict_seconds": t2 - t1, "alpha": clf.alpha_,
+        "route": clf.solver_, "reason": clf.plan_["reason"], "n_iter": clf.n_iter_,
+        "residuals": [round(float(r), 5) for r in clf.residuals_],
+        "stage_seconds": seconds, "stage_ideal_seconds": ideal,
+        "over_ideal": {k: seconds[k] / v for k, v in ideal.items() if k in seconds and v > 0},
+        "plan_flops": clf.plan_["flops"],
+        "plan_memory_gib": sum(clf.plan_["memory"].values()) / 2**30,
+        "search_scores": clf.cv_results_["scores"], "details": clf.solve_details_,
+    }  # fmt: skip
+
+
+def _landmark_route(xtr, ytr, xte, yte, m: int, r: int | None, method: str) -> dict:
     import npt_dask as npt
     from npt_dask.methods import RidgeClassifier
 
     t0 = time.perf_counter()
-    model = npt.fit(xtr.astype(precision), "rbf", gamma=GAMMA, landmarks=min(m, len(xtr)),
-                    n_components=r, precision=precision, landmark_method=method, labels=ytr,
-                    random_state=0)  # fmt: skip
-    t1 = time.perf_counter()
+    model = npt.fit(
+        xtr, "rbf", gamma=GAMMA, landmarks=min(m, len(xtr)), n_components=r,
+        precision="float32", landmark_method=method, labels=ytr, random_state=0,
+    )  # fmt: skip
     clf = RidgeClassifier(alpha=np.logspace(-6, 0, 7)).fit_moments(model.moments)
-    t2 = time.perf_counter()
-    acc = float((clf.predict(model.transform(xte.astype(precision))) == yte).mean())
-    t3 = time.perf_counter()
-    cert = model.diagnostics.landmarks["certificate"]
-    return {
-        "accuracy": acc, "seconds": t3 - t0, "fit_and_pass_seconds": t1 - t0,
-        "landmark_solve_seconds": model.diagnostics.seconds, "ridge_seconds": t2 - t1,
-        "test_seconds": t3 - t2, "n_components": model.n_components,
-        "alpha": float(clf.alpha_), "certificate_mean": cert["mean"],
-        "certificate_relative_mean": cert["relative_mean"],
-    }  # fmt: skip
+    acc = float((clf.predict(model.transform(xte)) == yte).mean())
+    return {"accuracy": acc, "seconds": time.perf_counter() - t0, "alpha": float(clf.alpha_),
+            "n_components": model.n_components}  # fmt: skip
 
 
 def _child(args: list[str]) -> None:
@@ -134,11 +184,15 @@ def _child(args: list[str]) -> None:
         out = _svc(*data)
     elif kind == "nystroem":
         out = _nystroem(*data)
+    elif kind == "krr":
+        landmarks, solver, tol, max_iter, budget, r64, r32 = args[3:10]
+        rates = {"float64": float(r64), "float32": float(r32)}
+        out = _krr(*data, landmarks, solver, float(tol), int(max_iter), float(budget), rates)
     else:
-        m, r, precision, method = args[3:7]
-        out = _npt(*data, int(m), None if r == "full" else int(r), precision, method)
+        m, r, method = args[3:6]
+        out = _landmark_route(*data, int(m), None if r == "full" else int(r), method)
     out["peak_rss_gib"] = round(peak_rss_gib(), 3)
-    print(json.dumps(out))
+    print(json.dumps(out, default=float))
 
 
 def _run(kind: str, dataset: str, quick: bool, *rest: Any, timeout: float = 7200) -> dict:
@@ -146,45 +200,51 @@ def _run(kind: str, dataset: str, quick: bool, *rest: Any, timeout: float = 7200
     return run_child(HERE, args, timeout=timeout)
 
 
-def _setting_name(m: int, r: int | None, precision: str, method: str) -> str:
-    return f"npt m={m} r={'full' if r is None else r} {precision} {method}"
-
-
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         _child(sys.argv[2:])
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="6,000/2,000 rows, small grid")
+    parser.add_argument("--quick", action="store_true", help="6,000/2,000 rows, small routes")
     parser.add_argument("--plot", help="write accuracy-against-seconds PNG here")
+    parser.add_argument("--routes", help="comma-separated route names (default: all)")
     parser.add_argument("--others", default="fashion,covertype", help="datasets after MNIST")
     parser.add_argument("--svc-limit", type=float, default=1800, help="seconds SVC may take")
-    parser.add_argument("--landmarks", help="comma-separated m values (default: the grid's)")
+    parser.add_argument("--landmark-grid", action="store_true", help="add the eigen-frame route")
     parser.add_argument("--million", help="the 1M-row store (benchmarks/mnist1m.py --make)")
     args = parser.parse_args()
-    grid = QUICK_GRID if args.quick else GRID
-    if args.landmarks:
-        grid = [(int(m), None, "float32", "uniform") for m in args.landmarks.split(",")]
+    routes = QUICK_ROUTES if args.quick else ROUTES
+    if args.routes:
+        routes = {
+            k: v for k, v in {**ROUTES, **QUICK_ROUTES}.items() if k in args.routes.split(",")
+        }
+    rates = {"float64": gemm_rate("float64"), "float32": gemm_rate("float32")}
     report: dict[str, Any] = {
-        "gemm_gflops_float64": round(gemm_rate("float64"), 1),
-        "gemm_gflops_float32": round(gemm_rate("float32"), 1),
+        "gemm_gflops_float64": round(rates["float64"], 1),
+        "gemm_gflops_float32": round(rates["float32"], 1),
         "quick": args.quick,
         "mnist": {},
     }
     mnist = report["mnist"]
     mnist["svc_rbf_all_rows"] = _run("svc", "mnist", args.quick)
     mnist["nystroem1000_linearsvc"] = _run("nystroem", "mnist", args.quick)
-    for setting in grid:
-        mnist[_setting_name(*setting)] = _run("npt", "mnist", args.quick, *_cli(setting))
-    best = max(grid, key=lambda s: mnist[_setting_name(*s)].get("accuracy", 0.0))
-    report["best_setting"] = _setting_name(*best)
+    for name, route in routes.items():
+        mnist[name] = _run("krr", "mnist", args.quick, *route, rates["float64"], rates["float32"])
+        print(json.dumps({name: mnist[name]}, default=float), file=sys.stderr, flush=True)
+    if args.landmark_grid:
+        for m, r, method in LANDMARK_GRID:
+            name = f"eigen-frame m={m} r={'full' if r is None else r} {method}"
+            mnist[name] = _run(
+                "landmark", "mnist", args.quick, m, "full" if r is None else r, method
+            )
     svc = mnist["svc_rbf_all_rows"]
-    npt_best = mnist[_setting_name(*best)]
-    if "seconds" in svc and "seconds" in npt_best:
-        report["best_vs_svc"] = {
-            "accuracy_gain": npt_best["accuracy"] - svc["accuracy"],
-            "time_ratio": npt_best["seconds"] / svc["seconds"],
-        }
+    ours = {k: v for k, v in mnist.items() if k in routes and "accuracy" in v}
+    if "seconds" in svc and ours:
+        best = max(ours, key=lambda k: ours[k]["accuracy"])
+        report["best_route"] = best
+        report["vs_svc"] = {k: {"accuracy_gain": v["accuracy"] - svc["accuracy"],
+                                "time_ratio": v["seconds"] / svc["seconds"]}
+                            for k, v in ours.items()}  # fmt: skip
     if args.million:
         proc = subprocess.run(
             [sys.executable, str(HERE.parent / "mnist1m.py"), "--store", args.million],
@@ -193,18 +253,16 @@ def main() -> None:
         lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
         report["million"] = json.loads("\n".join(lines)) if proc.returncode == 0 else {
             "error": proc.stderr[-2000:]}  # fmt: skip
-    for name in [s for s in args.others.split(",") if s]:
-        other = {_setting_name(*best): _run("npt", name, args.quick, *_cli(best))}
-        other["svc_rbf_all_rows"] = _run("svc", name, args.quick, timeout=args.svc_limit)
-        report[name] = other
-    print(json.dumps(report, indent=2))
+    if "best_route" in report:
+        route = routes[report["best_route"]]
+        for name in [s for s in args.others.split(",") if s]:
+            other = {report["best_route"]: _run("krr", name, args.quick, *route, rates["float64"],
+                                                rates["float32"])}  # fmt: skip
+            other["svc_rbf_all_rows"] = _run("svc", name, args.quick, timeout=args.svc_limit)
+            report[name] = other
+    print(json.dumps(report, indent=2, default=float))
     if args.plot:
         _plot(mnist, args.plot)
-
-
-def _cli(setting: tuple) -> list[str]:
-    m, r, precision, method = setting
-    return [str(m), "full" if r is None else str(r), precision, method]
 
 
 def _plot(results: dict[str, dict], path: str) -> None:
@@ -213,16 +271,16 @@ def _plot(results: dict[str, dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
     for name, res in results.items():
         if "accuracy" not in res:
             continue
-        mark = "o" if name.startswith("npt") else "s"
+        mark = "s" if name.startswith(("svc", "nystroem")) else "o"
         ax.scatter(res["seconds"], 100 * res["accuracy"], marker=mark)
-        ax.annotate(name.replace("npt ", ""), (res["seconds"], 100 * res["accuracy"]),
-                    fontsize=7, xytext=(4, 2), textcoords="offset points")  # fmt: skip
+        ax.annotate(name, (res["seconds"], 100 * res["accuracy"]), fontsize=7,
+                    xytext=(4, 2), textcoords="offset points")  # fmt: skip
     ax.set_xscale("log")
-    ax.set_xlabel("end-to-end seconds (fit, project, classify, predict)")
+    ax.set_xlabel("end-to-end seconds (search, fit, predict)")
     ax.set_ylabel("MNIST test accuracy (%)")
     ax.set_title("Accuracy against time, same machine, same run")
     ax.grid(alpha=0.3)

@@ -436,3 +436,72 @@ def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmark
     assert clf.best_score_ == max(max(row) for row in res["scores"])
     assert clf.landmarks_.shape == (80,)
     assert clf.score(x, y) > 0.8
+
+
+_KILLED_FIT = """
+import sys, time
+import numpy as np
+import npt_dask.checkpoint as checkpoint
+import npt_dask.ridge_solvers as solvers
+from npt_dask import KernelRidge
+
+save = checkpoint.save_state
+
+def slow_save(*args, **kwargs):  # the parent kills this process between iterations
+    save(*args, **kwargs)
+    time.sleep(0.5)
+
+solvers.save_state = slow_save
+rng = np.random.default_rng(0)
+x = rng.normal(size=(400, 5))
+t = np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0])])
+KernelRidge(alpha=0.05, kernel="rbf", gamma=0.3, landmarks=60, solver="cg", tol=1e-12,
+            max_iter=40, random_state=0).fit(x, t, checkpoint=sys.argv[1])
+"""
+
+
+def _iteration(path):
+    import json
+
+    with np.load(path, allow_pickle=False) as data:
+        return json.loads(bytes(data["meta"]).decode())["iteration"]
+
+
+def test_a_killed_iterative_job_resumes_to_the_same_answer(tmp_path):
+    """kill -9 between two iterations, run again with the same checkpoint: the same
+    iterates as a run never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "cg.npz"
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_FIT, str(path)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (path.exists() and _iteration(path) >= 3):
+            assert child.poll() is None, "the fit ended before it could be killed"
+            assert time.monotonic() < deadline, "no third iteration within two minutes"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    stopped = _iteration(path)
+    assert 3 <= stopped < 40
+    x, t = _killed_fit_data()
+    common = {"alpha": 0.05, "kernel": "rbf", "gamma": 0.3, "landmarks": 60, "solver": "cg",
+              "tol": 1e-12, "max_iter": 40, "random_state": 0}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        resumed = KernelRidge(**common).fit(x, t, checkpoint=path)
+        straight = KernelRidge(**common).fit(x, t)
+    np.testing.assert_array_equal(resumed.dual_coef_, straight.dual_coef_)
+    assert resumed.n_iter_ == straight.n_iter_
+    assert not list(tmp_path.glob(".cg.npz.*"))  # no temporary left behind by the kill
+
+
+def _killed_fit_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 5))
+    return x, np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0])])
