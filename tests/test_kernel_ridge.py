@@ -426,7 +426,7 @@ def test_the_search_scores_every_pair_as_an_independent_refit_does():
 
 
 def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmarks():
-    x, _, z = _data(n=500)
+    x, _, _ = _data(n=500)
     y = (np.sin(2 * x[:, 0]) > 0).astype(int)
     clf = npt.KernelRidgeClassifierCV(landmarks=80, random_state=0).fit(x, y)
     res = clf.cv_results_
