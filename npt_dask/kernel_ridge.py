@@ -265,8 +265,9 @@ class _KernelRidgeBase(BaseEstimator):
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
             positive_alpha=bool((alphas > 0).all()),
         )  # fmt: skip
+        centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
-                               self.random_state, self.landmark_method)  # fmt: skip
+                               self.random_state, self.landmark_method, centre_x)  # fmt: skip
         solution = solve_ridge(problem, checkpoint=checkpoint, progress=self.progress)
         self.kernel_ = spec
         self.gamma_ = getattr(spec, "gamma", None)
@@ -282,7 +283,7 @@ class _KernelRidgeBase(BaseEstimator):
         if centres is None:  # every row a centre: the rows themselves (lazy stays lazy)
             self.X_fit_ = rows if is_lazy(X) else X
         elif spec.evaluated:
-            self.X_fit_ = centre_rows(rows, centres)
+            self.X_fit_ = centre_x
         else:
             self.X_fit_ = None  # the given matrix's landmark columns stand for the rows
         self._n_centres = n if centres is None else len(centres)

@@ -70,7 +70,9 @@ class RidgeProblem:
     ``rows``: the training rows, row-chunked, in the kernel precision (for a precomputed
     kernel the given ``n x n`` matrix, its columns chunked like its rows). ``targets``
     ``(n, k)`` float64, ``weights`` ``(n,)`` or None, ``alphas`` one per target column,
-    ``centres`` the sorted landmark row indices (None: every row), ``plan`` the route.
+    ``centres`` the sorted landmark row indices (None: every row), ``plan`` the route,
+    ``centre_x`` the landmarks' rows (numpy, gathered once: :func:`centre_rows`; None for
+    a precomputed kernel or without landmarks).
     """
 
     rows: da.Array
@@ -82,6 +84,7 @@ class RidgeProblem:
     plan: RidgePlan
     random_state: Any = None
     landmark_method: str = "uniform"
+    centre_x: np.ndarray | None = None
 
     @property
     def k(self) -> int:
@@ -143,8 +146,10 @@ def _assemble(parts: list[tuple[np.ndarray, np.ndarray]], m: int, dtype: Any) ->
 
 
 def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
-    """The centres' own rows (numpy, the rows' dtype): one gather of m rows."""
-    return np.asarray(compute(rows[centres])[0])
+    """The centres' own rows, dense numpy in the rows' dtype: one gather of m rows (it
+    reads every chunk holding one; do it once)."""
+    got = compute(rows[centres])[0]
+    return np.asarray(got.toarray() if hasattr(got, "toarray") else got)
 
 
 # --- direct ----------------------------------------------------------------------------
@@ -297,7 +302,8 @@ def _centres_of(problem: RidgeProblem) -> Centres:
     idx = problem.centres
     assert idx is not None
     if problem.kernel.evaluated:
-        return Centres.of(centre_rows(problem.rows, idx))
+        assert problem.centre_x is not None
+        return Centres.of(problem.centre_x)
     return Centres.of(None, sizes=[len(idx)])
 
 
@@ -314,7 +320,8 @@ def _centre_kernel(problem: RidgeProblem) -> np.ndarray:
     if not problem.kernel.evaluated:
         block = compute(problem.rows[idx][:, idx])[0]
         return np.asfortranarray(block, dtype=problem.rows.dtype)
-    c = centre_rows(problem.rows, idx)
+    c = problem.centre_x
+    assert c is not None
     out = np.empty((len(idx), len(idx)), dtype=problem.rows.dtype, order="F")
     step = 2048
     for i0 in range(0, len(idx), step):
