@@ -28,6 +28,7 @@ __all__ = [
     "SYRK_TILE",
     "cholesky_upper",
     "routine",
+    "same_buffer",
     "symmetric_from_upper",
     "syrk_update",
     "upper_from_lower",
@@ -37,6 +38,12 @@ __all__ = [
 SYRK_TILE = 8192
 """Widest square tile of a symmetric update ``G += B^T B`` (:func:`syrk_update`): OpenBLAS's
 threaded ``syrk`` crashes once G has about 16,000 rows (seen with numpy's and scipy's)."""
+
+
+def same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether a routine wrote in place: the same first element (``np.shares_memory``
+    solves an exact overlap problem and can take seconds)."""
+    return bool(a.ctypes.data == b.ctypes.data and a.shape == b.shape)
 
 
 def routine(dtype: Any, name: str) -> Any:
@@ -70,7 +77,7 @@ def syrk_update(
                 new = syrk(alpha, right, trans=1, beta=1.0, c=part, lower=0, overwrite_c=1)
             else:
                 new = gemm(alpha, b[:, i0:i1], right, trans_a=1, beta=1.0, c=part, overwrite_c=1)
-            if not np.shares_memory(new, part):
+            if not same_buffer(new, part):
                 part[...] = new  # a tile that is not contiguous comes back as a copy
     return acc
 
@@ -112,7 +119,7 @@ def cholesky_upper(a: np.ndarray) -> bool:
         factor, info = potrf(diag, lower=0, clean=0, overwrite_a=1)
         if info != 0:
             return False
-        if not np.shares_memory(factor, diag):
+        if not same_buffer(factor, diag):
             diag[...] = factor
         for j0 in range(k1, m, CHOLESKY_TILE):  # U12 = U11^-T A12, panel by panel
             j1 = min(m, j0 + CHOLESKY_TILE)

@@ -29,6 +29,7 @@ from npt_dask.errors import InputError
 from npt_dask.linalg import (
     cholesky_upper,
     routine,
+    same_buffer,
     symmetric_from_upper,
     syrk_update,
     upper_from_lower,
@@ -149,7 +150,7 @@ def _upper_product(f: np.ndarray) -> None:
     out, info = routine(f.dtype, "lauum")(f, lower=0, overwrite_c=1)
     if info != 0:  # pragma: no cover - lauum fails only on bad arguments
         raise AssertionError(f"lauum failed ({info})")
-    if not np.shares_memory(out, f):
+    if not same_buffer(out, f):
         f[...] = out
 
 
