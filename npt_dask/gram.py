@@ -267,6 +267,10 @@ class KernelOperator:
     kept : iterable of (i, j), optional
         The block pairs to keep, as the fit plan chose them
         (:func:`npt_dask.planning.plan_fit`); overrides ``cache`` and ``cache_budget``.
+    products : dtype, default float64
+        The precision of the block products in :meth:`uncentered_matmat`: float64 (the
+        Krylov fit's), or float32 for float32 blocks (conjugate gradient in the kernel
+        precision: BLAS's single-precision rate); the sums over blocks are float64.
 
     Notes
     -----
@@ -285,6 +289,7 @@ class KernelOperator:
         kept: Iterable[BlockKey] | None = None,
         cache: CacheMode = "auto",
         cache_budget: int | None = None,
+        products: Any = np.float64,
     ) -> None:
         source = block_source(x, kernel)
         x = source.x
@@ -304,6 +309,7 @@ class KernelOperator:
             "recompute" if not self.cached_pairs
             else "memory" if len(self.cached_pairs) == self.n_blocks else "partial"
         )  # fmt: skip
+        self.products = np.dtype(products)
         self.passes = 0
         self._graphs = 0  # graphs built: a rerun after a lost worker gets fresh keys
         self._source = source
@@ -373,6 +379,7 @@ class KernelOperator:
         want_sums = self._row_sums is None
         if want_sums:
             v = np.hstack([v, np.ones((self.n, 1))])
+        v = v.astype(self.products, copy=False)
         rows = retry_on_lost_data(lambda: compute(*self._pass_graph(v)))
         self.passes += 1
         out = np.concatenate(rows, axis=0)

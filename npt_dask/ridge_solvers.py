@@ -516,7 +516,8 @@ def solve_cg_exact(
         s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
     y = np.asarray(compute(da.asarray(problem.targets))[0], dtype=np.float64)
     b = y if s is None else y * s[:, None]
-    op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept)
+    op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
+                        products=rows.dtype)  # fmt: skip
     state, digests = loop.resume(), None
     if state is None:
         digests = _data_digests(rows, problem) if checkpoint is not None else None
