@@ -58,6 +58,7 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import NamedKernel
 from npt_dask.model import NPTModel
+from npt_dask.params import check_param
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
 
@@ -637,12 +638,10 @@ def project(
             f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
             f"{type(model).__name__}."
         )
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise InputError(f"chunk_size must be a positive int or None; got {chunk_size!r}.")
+    chunk_size = check_param("chunk_size", chunk_size)  # the fit's rule, from the table
+    rows = model.chunk_size if chunk_size is None else int(chunk_size)
     x, info = projector_for(model).rows_of(
-        open_data(data, key=key, var=var), chunk_size=chunk_size or model.chunk_size, name="data"
+        open_data(data, key=key, var=var), chunk_size=rows, name="data"
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
