@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import numbers
 import os
-import shutil
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from npt_dask import _atomic
 from npt_dask.errors import InputError, InputTypeError
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "generator_params",
     "load_npz",
     "open_generated",
+    "recover_generated",
     "write_deformed_mnist",
 ]
 
@@ -405,6 +406,7 @@ def write_deformed_mnist(
     """
     path = Path(path)
     n_rows, seed = _count("n_rows", n_rows, 1), _count("seed", seed, 0)
+    recover_generated(path)
     _refuse_foreign(path, overwrite)
     found = _find(source)
     with np.load(found, allow_pickle=False) as data:
@@ -422,23 +424,38 @@ def write_deformed_mnist(
 
 
 def _write_atomically(path: Path, x: Any, y: Any, attrs: dict, chunk_size: int) -> None:
+    """Write the store under an owner-tagged temporary name beside ``path`` and move it
+    into place (:func:`npt_dask._atomic.write_into_place`): a killed write leaves no
+    store at ``path``, and its temporary is removed by the next write or open."""
     import xarray as xr
     import zarr
 
     ds = xr.Dataset({"x": (("sample", "feature"), x), "y": (("sample",), y)}, attrs=attrs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+
+    def write(tmp: Path) -> None:
         encoding = {"x": {"chunks": (chunk_size, x.shape[1])}, "y": {"chunks": (chunk_size,)}}
         ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding)
         zarr.open_group(str(tmp), mode="r+").attrs[GENERATED_ATTR] = "deformed_mnist"
-        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-        if path.exists():  # overwrite=True, checked to be a generated store
-            os.replace(path, old)  # a complete store stays at path until the swap
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    _atomic.write_into_place(path, write, replace=True)  # overwrite=True: checked before
+
+
+def _is_generated(path: Path) -> bool:
+    """Whether ``path`` holds a complete store of :func:`write_deformed_mnist` (its
+    generator attribute is written last)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and GENERATED_ATTR in (meta.get("attributes") or {})
+
+
+def recover_generated(path: str | os.PathLike) -> bool:
+    """Repair what a killed :func:`write_deformed_mnist` at ``path`` left: a store stranded
+    beside ``path`` by a swap killed between its renames is moved back, and the
+    temporaries of dead writers are removed (live writers' are left alone). True if a
+    store was moved into place."""
+    return _atomic.recover(Path(path), _is_generated)
 
 
 def open_generated(path: str | os.PathLike) -> Any:
@@ -449,6 +466,7 @@ def open_generated(path: str | os.PathLike) -> Any:
     import xarray as xr
 
     path = Path(path)
+    recover_generated(path)
     if not (path / "zarr.json").is_file():
         raise InputError(f"{path} is not a zarr store; write it with write_deformed_mnist.")
     try:

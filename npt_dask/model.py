@@ -36,7 +36,13 @@ from npt_dask import store
 from npt_dask._inputs import InputInfo, pad_columns, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
-from npt_dask.errors import InputError, KernelScaleWarning, ResidualWarning, StoreError, warn
+from npt_dask.errors import (
+    InputError,
+    KernelScaleWarning,
+    ResidualWarning,
+    StoreIntegrityError,
+    warn,
+)
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec
 from npt_dask.projector import Projector, projector_for
@@ -107,7 +113,7 @@ class NPTModel:
     moments : LinearMoments or None
         With ``npt.fit(..., labels=y)`` or ``targets=t``: the ridge moments of
         the training rows' coordinates (for ``RidgeClassifier.fit_moments``);
-        not saved with the model.
+        saved with the model and verified on load like every array.
     """
 
     kernel: KernelSpec
@@ -121,7 +127,7 @@ class NPTModel:
     train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
     store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
     train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
-    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (not saved)
+    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (saved)
 
     def __post_init__(self) -> None:
         if not self.kernel.evaluated and self.x_train.shape[1] != 0:
@@ -472,7 +478,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         diagnostics = SolverDiagnostics(residuals=small["residuals"], **fields)
         kernel = KernelSpec.from_dict(manifest.kernel)
     except (TypeError, ValueError) as exc:  # a missing diagnostic, an invalid kernel spec
-        raise StoreError(
+        raise StoreIntegrityError(
             f"{stored.path}: the model manifest is malformed ({exc}); the store is damaged. "
             "Save the model again."
         ) from exc
@@ -487,6 +493,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         diagnostics,
         store_path=str(stored.path),
         train_diagonal=small.get("train_diagonal"),
+        moments=stored.moments,
     )
     model.__dict__["identity"] = stored.identity  # pinned: the model as read, not as it is now
     return model
