@@ -301,7 +301,7 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
         model = model.partial_fit(
             batch, residual_tol=args.residual_tol, max_landmarks=args.max_landmarks
         )
-    model.save(args.out)
+    model.save(args.out, overwrite=args.overwrite)  # checked above, before the work
     record = model.model.diagnostics.landmarks
     return {
         "model": str(args.out),

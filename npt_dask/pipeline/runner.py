@@ -35,7 +35,7 @@ from npt_dask.model import NPTModel, load
 from npt_dask.params import DEFAULT_TOL, FitParams
 from npt_dask.pipeline.config import PipelineConfig
 from npt_dask.pipeline.data import Split, generate_if_absent, load_split
-from npt_dask.pipeline.grow import grow_stored
+from npt_dask.pipeline.grow import check_grow_target, grow_stored
 from npt_dask.pipeline.methods import (
     MOMENT_STAGES,
     check_params,
@@ -266,6 +266,8 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         check_params(method.name, method.params)
     out = Path(config.output.dir)
     out.mkdir(parents=True, exist_ok=True)
+    if config.grow is not None:  # refused before any work, not after the fit
+        check_grow_target(config.grow, out, config.output.overwrite)
     clock = _Clock()
     with _client(config, client) as active, active.as_current():
         if config.data.generate is not None:  # on the cluster: each task writes its rows
@@ -278,10 +280,11 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             rows["train"], split.y_train if wants_moments else None,
         )  # fmt: skip
         grown = (
-            clock("grow", grow_stored, config.grow, out, config.data.data_dir)
+            clock("grow", grow_stored, config.grow, out, config.data.data_dir,
+                  config.output.overwrite)
             if config.grow is not None
             else None
-        )
+        )  # fmt: skip
         resume = reused and not config.output.overwrite
         if not needs_train_coordinates(config.methods, model):
             rows = {"test": rows["test"]}  # the training pass gave what the stages need
