@@ -11,17 +11,20 @@ This module only connects; it computes nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
 import tempfile
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import ClusterError, InputError, InputTypeError
 
-__all__ = ["TLSConfig", "connect", "default_layout", "spill_directory"]
+__all__ = ["TLSConfig", "connect", "default_layout", "quiet_lost_scheduler", "spill_directory"]
 
 WORKERS_MEMORY_SHARE = 0.75
 """Share of the machine's memory all embedded workers together may use."""
@@ -318,6 +321,31 @@ Put the code that starts the cluster under the guard, e.g.
             ...
 
 (see "Safe importing of main module" in Python's multiprocessing docs)."""
+
+
+class _ConnectionNoise(logging.Filter):
+    """Drops the records a client logs while it fails to reach a scheduler that is gone
+    (a traceback each, then "Failed to reconnect"): the caller reports that in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, OSError | TimeoutError | asyncio.CancelledError):
+            return False
+        return "reconnect" not in record.getMessage().lower()
+
+
+@contextlib.contextmanager
+def quiet_lost_scheduler() -> Iterator[None]:
+    """Within the block, ``distributed``'s client does not log tracebacks of failed
+    reconnections (a killed scheduler gives screens of them); the command line reports
+    a lost scheduler in one line instead."""
+    logger = logging.getLogger("distributed.client")
+    noise = _ConnectionNoise()
+    logger.addFilter(noise)
+    try:
+        yield
+    finally:
+        logger.removeFilter(noise)
 
 
 def _check_main_guard() -> None:

@@ -28,10 +28,10 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,7 @@ __all__ = [
     "generator_params",
     "load_npz",
     "open_generated",
+    "read_numpy",
     "recover_generated",
     "write_deformed_mnist",
 ]
@@ -96,6 +97,29 @@ def _find(path: str | os.PathLike) -> Path:
     raise InputError(f"No file {os.fspath(path)!r}: looked for {where}{hint}.")
 
 
+T = TypeVar("T")
+
+
+def read_numpy(path: str | os.PathLike, read: Callable[[], T]) -> T:
+    """``read()`` of the ``.npy``/``.npz`` file ``path``, numpy's errors as one clear
+    :class:`~npt_dask.errors.InputError`: a file of Python objects (pickled data, an
+    object array) is refused, never loaded (every read here passes
+    ``allow_pickle=False``: unpickling can run code)."""
+    try:
+        return read()
+    except InputError:
+        raise  # ours already: a missing array, rows of the wrong shape
+    except (ValueError, EOFError) as exc:
+        text = str(exc)
+        if any(w in text for w in ("pickle", "Python objects", "Object arrays")):
+            raise InputError(
+                f"{os.fspath(path)} holds Python objects (pickled data, or an object array), "
+                "which npt-dask never loads: unpickling can run code. Save the rows as a "
+                "numeric array instead, e.g. np.save(path, np.asarray(x, dtype=np.float64))."
+            ) from None
+        raise InputError(f"{os.fspath(path)} is not a readable numpy file ({text}).") from None
+
+
 def load_npz(
     path: str | os.PathLike,
     *,
@@ -120,17 +144,21 @@ def load_npz(
     ``$NPT_DATA_DIR``: ``load_npz("mnist.npz")`` reads ``$NPT_DATA_DIR/mnist.npz``.
     """
     path = _find(path)
-    with np.load(path, allow_pickle=False) as data:
-        missing = {"x", "y"} - set(data.files)
-        if missing:
-            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
-        x, y = data["x"], data["y"]
+    x, y = read_numpy(path, lambda: _x_and_y(path))
     if rows is not None:
         x, y = x[rows], y[rows]
     x = x.reshape(len(x), -1).astype(dtype)
     if scale is not None:
         x /= scale
     return x, y
+
+
+def _x_and_y(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"x", "y"} - set(data.files)
+        if missing:
+            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
+        return data["x"], data["y"]
 
 
 def first_per_class(

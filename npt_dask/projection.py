@@ -63,7 +63,9 @@ from npt_dask._atomic import discard, promote, release_lock, sweep, take_lock, w
 from npt_dask._inputs import InputInfo, check_finite_eagerly, is_sparse_rows
 from npt_dask._owners import describe
 from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
+from npt_dask.datasets import read_numpy
 from npt_dask.errors import (
+    ClusterError,
     InputError,
     InputTypeError,
     KernelScaleWarning,
@@ -151,13 +153,10 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
     if not path.exists():
         raise InputError(f"{path} does not exist.")
     if path.suffix == ".npy":
-        return _open_npy(path)
+        return read_numpy(path, lambda: _open_npy(path))
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            name = key or "x"
-            if name not in data.files:
-                raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
-            x = data[name]
+        name = key or "x"
+        x = read_numpy(path, lambda: _npz_array(path, name))
         if x.ndim != 2:  # flattening would hide rows unlike the training rows (raw images)
             raise InputError(
                 f"{path}: array {name!r} has shape {x.shape}; rows must be 2-D (n_samples, "
@@ -166,6 +165,13 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
             )
         return x
     return _open_zarr_data(path, var)
+
+
+def _npz_array(path: Path, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as data:
+        if name not in data.files:
+            raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
+        return data[name]
 
 
 class _NpyRows:
@@ -539,6 +545,13 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
             raise
+        except Exception as exc:
+            if not _scheduler_lost(client, exc):
+                raise  # a task's own error: as it is
+            raise ClusterError(
+                f"Lost the connection to the dask scheduler at {client.scheduler.address}: "
+                "it stopped, or the network to it failed."
+            ) from None
         return
     from dask.callbacks import Callback
 
@@ -551,6 +564,13 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
 
     with blas_threads_for_tasks(), _Tick():
         dask.compute(*tasks)
+
+
+def _scheduler_lost(client: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` ended a run because the client lost its scheduler (killed, or the
+    network gone), not because a task failed."""
+    lost = getattr(client, "status", "running") not in ("running", "newly-created")
+    return lost or "scheduler-connection-lost" in str(exc)
 
 
 def project(
@@ -645,7 +665,15 @@ def project(
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
     with _writer(Path(out), model, x, info, resume):
-        retry_on_lost_data(attempt)
+        try:
+            retry_on_lost_data(attempt)
+        except ClusterError as exc:  # the scheduler is gone: say what is kept and how to go on
+            raise ClusterError(
+                f"{exc} The chunks written so far are kept in {out}: run the same call "
+                "again to resume once the scheduler is back (done chunks are checked, not "
+                "projected again).",
+                spellings={"the same call": "the same npt project command"},
+            ) from None
         _finish(out)
     return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
 

@@ -493,8 +493,8 @@ def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest
     import zarr
 
     if not (path / "zarr.json").is_file():
-        what = "does not exist" if not path.exists() else "is not a zarr store (no zarr.json)"
-        raise StoreNotFoundError(f"{path} {what}; nothing to load.")
+        what = "it does not exist" if not path.exists() else "no zarr.json"
+        raise StoreNotFoundError(f"{path} is not a zarr store ({what}); nothing to load.")
     try:
         group = zarr.open_group(str(path), mode="r", use_consolidated=False)
     except Exception as exc:

@@ -53,7 +53,7 @@ def test_store_errors_can_be_told_apart(fitted, tmp_path):
     assert isinstance(missing.value, FileNotFoundError)  # as zarr's GroupNotFoundError
     assert isinstance(missing.value, StoreError)
     assert isinstance(missing.value, ValueError)
-    assert "absent.zarr does not exist" in str(missing.value)
+    assert "absent.zarr is not a zarr store (it does not exist)" in str(missing.value)
 
     path = model.save(tmp_path / "m.zarr")
     meta = _attributes(path)
