@@ -250,7 +250,11 @@ def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
     with (
         quiet_lost_scheduler(),
         connect(
-            address, scheduler_file=scheduler_file, tls=tls, timeout=args.scheduler_timeout
+            address,
+            scheduler_file=scheduler_file,
+            tls=tls,
+            timeout=args.scheduler_timeout,
+            show_dashboard=not getattr(args, "quiet", False),
         ) as client,
     ):
         yield client

@@ -147,7 +147,7 @@ def _stage(split: Split, out: Path, chunk: int | None, clock: _Clock) -> dict[st
 
 
 @contextlib.contextmanager
-def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
+def _client(cfg: PipelineConfig, client: Any | None, progress: bool) -> Iterator[Any]:
     if client is not None:
         yield client
         return
@@ -163,6 +163,7 @@ def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
         c.address or None,
         scheduler_file=c.scheduler_file,
         tls=_tls(c),
+        show_dashboard=progress,  # the link, on stderr, while the run lasts
         **embedded,  # type: ignore[arg-type]
     ) as connected:
         yield connected
@@ -269,7 +270,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     if config.grow is not None:  # refused before any work, not after the fit
         check_grow_target(config.grow, out, config.output.overwrite)
     clock = _Clock()
-    with _client(config, client) as active, active.as_current():
+    with _client(config, client, progress) as active, active.as_current():
         if config.data.generate is not None:  # on the cluster: each task writes its rows
             clock("generate", generate_if_absent, config.data)
         split: Split = clock("load", load_split, config.data)
