@@ -547,7 +547,8 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             raise
         except Exception as exc:
             if not _scheduler_lost(client, exc):
-                raise  # a task's own error: as it is
+                _settle(futures)  # no task of this attempt may write after a retry finishes
+                raise  # a task's own error (or lost data, which the caller retries): as it is
             raise ClusterError(
                 f"Lost the connection to the dask scheduler at {client.scheduler.address}: "
                 "it stopped, or the network to it failed."
@@ -564,6 +565,24 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
 
     with blas_threads_for_tasks(), _Tick():
         dask.compute(*tasks)
+
+
+SETTLE_SECONDS = 300.0
+"""Most seconds a failed attempt's other chunk tasks are waited for (see :func:`_settle`)."""
+
+
+def _settle(futures: list[Any]) -> None:
+    """Wait until every task of a failed attempt has ended (finished or failed).
+
+    A worker that dies loses its shipped blocks, and the attempt is run again
+    (:func:`~npt_dask._scheduler.retry_on_lost_data`); tasks of the first attempt that
+    still run would otherwise write their chunks after the retry has finished the
+    store (moved its results out of :data:`INCOMPLETE`), into a group that is gone.
+    """
+    from distributed import wait
+
+    with contextlib.suppress(Exception):  # the attempt's own error is the one to report
+        wait(futures, timeout=SETTLE_SECONDS)
 
 
 def _scheduler_lost(client: Any, exc: BaseException) -> bool:
