@@ -62,7 +62,12 @@ from dask.array.core import normalize_chunks
 from npt_dask._atomic import discard, promote, release_lock, sweep, take_lock, write_into_place
 from npt_dask._inputs import InputInfo, check_finite_eagerly, is_sparse_rows
 from npt_dask._owners import describe
-from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
+from npt_dask._scheduler import (
+    blas_threads_for_tasks,
+    current_client,
+    lost_data,
+    retry_on_lost_data,
+)
 from npt_dask.datasets import read_numpy
 from npt_dask.errors import (
     ClusterError,
@@ -547,8 +552,9 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             raise
         except Exception as exc:
             if not _scheduler_lost(client, exc):
-                _settle(futures)  # no task of this attempt may write after a retry finishes
-                raise  # a task's own error (or lost data, which the caller retries): as it is
+                if lost_data(exc):  # retried: no task of this attempt may write after that
+                    _settle(futures)
+                raise  # a task's own error, or lost data (the caller retries): as it is
             raise ClusterError(
                 f"Lost the connection to the dask scheduler at {client.scheduler.address}: "
                 "it stopped, or the network to it failed."
@@ -572,12 +578,13 @@ SETTLE_SECONDS = 300.0
 
 
 def _settle(futures: list[Any]) -> None:
-    """Wait until every task of a failed attempt has ended (finished or failed).
+    """Wait until every task of an attempt that lost its data has ended.
 
     A worker that dies loses its shipped blocks, and the attempt is run again
     (:func:`~npt_dask._scheduler.retry_on_lost_data`); tasks of the first attempt that
     still run would otherwise write their chunks after the retry has finished the
     store (moved its results out of :data:`INCOMPLETE`), into a group that is gone.
+    What they finish is kept: the retry checks those chunks instead of projecting them.
     """
     from distributed import wait
 
