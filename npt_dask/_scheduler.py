@@ -26,6 +26,7 @@ __all__ = [
     "compute",
     "current_client",
     "keep_blocks",
+    "lost_data",
     "numpy_rows",
     "persist_blocks",
     "retry_on_lost_data",
@@ -175,7 +176,7 @@ def persist_blocks(blocks: Sequence[Any]) -> list[Any]:
     return client.compute(list(blocks))
 
 
-def _lost_data(exc: BaseException) -> bool:
+def lost_data(exc: BaseException) -> bool:
     """Whether ``exc`` says a task's inputs died with a worker (not a user's cancel).
 
     The scheduler cancels the dependents of a lost scattered block with
@@ -202,7 +203,7 @@ def retry_on_lost_data(job: Callable[[], T], *, attempts: int = LOST_DATA_ATTEMP
         try:
             return job()
         except Exception as exc:
-            if not _lost_data(exc) or attempt == attempts:
+            if not lost_data(exc) or attempt == attempts:
                 raise
             _log.warning("npt-dask: %s; a worker died, rerunning (attempt %d)", exc, attempt + 1)
     raise AssertionError("unreachable")  # pragma: no cover

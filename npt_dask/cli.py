@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import difflib
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -193,7 +194,7 @@ def _check_parent(out: str) -> None:
     """Refuse an output path whose folder does not exist (a typo would create a tree)."""
     from npt_dask.errors import InputError
 
-    parent = Path(out).expanduser().absolute().parent
+    parent = Path(os.path.realpath(Path(out).expanduser())).parent  # where a link points
     if not parent.is_dir():
         raise InputError(
             f"--out {out}: the folder {parent} does not exist; create it first or fix the path."
@@ -244,11 +245,18 @@ def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
     if not (address or scheduler_file or tls):
         yield None
         return
-    from npt_dask.cluster import connect
+    from npt_dask.cluster import connect, quiet_lost_scheduler
 
-    with connect(
-        address, scheduler_file=scheduler_file, tls=tls, timeout=args.scheduler_timeout
-    ) as client:
+    with (
+        quiet_lost_scheduler(),
+        connect(
+            address,
+            scheduler_file=scheduler_file,
+            tls=tls,
+            timeout=args.scheduler_timeout,
+            show_dashboard=not getattr(args, "quiet", False),
+        ) as client,
+    ):
         yield client
 
 
@@ -301,7 +309,7 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
         model = model.partial_fit(
             batch, residual_tol=args.residual_tol, max_landmarks=args.max_landmarks
         )
-    model.save(args.out)
+    model.save(args.out, overwrite=args.overwrite)  # checked above, before the work
     record = model.model.diagnostics.landmarks
     return {
         "model": str(args.out),

@@ -11,17 +11,28 @@ This module only connects; it computes nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
+import sys
 import tempfile
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import ClusterError, InputError, InputTypeError
 
-__all__ = ["TLSConfig", "connect", "default_layout", "spill_directory"]
+__all__ = [
+    "TLSConfig",
+    "connect",
+    "dashboard_line",
+    "default_layout",
+    "quiet_lost_scheduler",
+    "spill_directory",
+]
 
 WORKERS_MEMORY_SHARE = 0.75
 """Share of the machine's memory all embedded workers together may use."""
@@ -234,6 +245,7 @@ def connect(
     memory_limit: int | str | None = None,
     local_directory: str | os.PathLike | None = None,
     timeout: float = 10.0,
+    show_dashboard: bool = True,
 ) -> Any:
     """A ``distributed.Client``: an embedded LocalCluster, or an existing scheduler.
 
@@ -252,6 +264,9 @@ def connect(
         and ``scheduler_file``.
     timeout : float, default 10
         Seconds to wait for an existing scheduler to answer.
+    show_dashboard : bool, default True
+        Print the link of the cluster's dashboard (task stream, progress, worker
+        memory) on stderr, one line: the embedded cluster's port is chosen at random.
 
     Returns
     -------
@@ -300,14 +315,32 @@ def connect(
     if scheduler_file is not None:
         address = _scheduler_from_file(scheduler_file)
     if address is not None:
-        return _client_for(_check_address(address, tls), tls, timeout)
-    if tls is not None:
+        client = _client_for(_check_address(address, tls), tls, timeout)
+    elif tls is not None:
         raise InputError(
             "tls applies to an existing tls:// scheduler (give its address); the embedded "
             "LocalCluster listens on 127.0.0.1 only."
         )
-    _check_main_guard()
-    return _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
+    else:
+        _check_main_guard()
+        client = _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
+    if show_dashboard and (line := dashboard_line(client, embedded=address is None)):
+        print(line, file=sys.stderr)
+    return client
+
+
+def dashboard_line(client: Any, *, embedded: bool) -> str | None:
+    """The line :func:`connect` prints: where the cluster's dashboard is (None if it has
+    none). The embedded cluster's pages need ``bokeh`` here; say so when it is missing."""
+    import importlib.util
+
+    link = getattr(client, "dashboard_link", None)
+    if not link:
+        return None
+    line = f"npt: dask dashboard at {link} (tasks, progress and worker memory, live)"
+    if embedded and importlib.util.find_spec("bokeh") is None:
+        line += "; its pages need bokeh: pip install 'bokeh>=3.1'"
+    return line
 
 
 _GUARD_HINT = """\
@@ -318,6 +351,31 @@ Put the code that starts the cluster under the guard, e.g.
             ...
 
 (see "Safe importing of main module" in Python's multiprocessing docs)."""
+
+
+class _ConnectionNoise(logging.Filter):
+    """Drops the records a client logs while it fails to reach a scheduler that is gone
+    (a traceback each, then "Failed to reconnect"): the caller reports that in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, OSError | TimeoutError | asyncio.CancelledError):
+            return False
+        return "reconnect" not in record.getMessage().lower()
+
+
+@contextlib.contextmanager
+def quiet_lost_scheduler() -> Iterator[None]:
+    """Within the block, ``distributed``'s client does not log tracebacks of failed
+    reconnections (a killed scheduler gives screens of them); the command line reports
+    a lost scheduler in one line instead."""
+    logger = logging.getLogger("distributed.client")
+    noise = _ConnectionNoise()
+    logger.addFilter(noise)
+    try:
+        yield
+    finally:
+        logger.removeFilter(noise)
 
 
 def _check_main_guard() -> None:

@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import numbers
 import os
-import shutil
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from npt_dask import _atomic
 from npt_dask.errors import InputError, InputTypeError
 
 __all__ = [
@@ -50,6 +50,8 @@ __all__ = [
     "generator_params",
     "load_npz",
     "open_generated",
+    "read_numpy",
+    "recover_generated",
     "write_deformed_mnist",
 ]
 
@@ -95,6 +97,29 @@ def _find(path: str | os.PathLike) -> Path:
     raise InputError(f"No file {os.fspath(path)!r}: looked for {where}{hint}.")
 
 
+T = TypeVar("T")
+
+
+def read_numpy(path: str | os.PathLike, read: Callable[[], T]) -> T:
+    """``read()`` of the ``.npy``/``.npz`` file ``path``, numpy's errors as one clear
+    :class:`~npt_dask.errors.InputError`: a file of Python objects (pickled data, an
+    object array) is refused, never loaded (every read here passes
+    ``allow_pickle=False``: unpickling can run code)."""
+    try:
+        return read()
+    except InputError:
+        raise  # ours already: a missing array, rows of the wrong shape
+    except (ValueError, EOFError) as exc:
+        text = str(exc)
+        if any(w in text for w in ("pickle", "Python objects", "Object arrays")):
+            raise InputError(
+                f"{os.fspath(path)} holds Python objects (pickled data, or an object array), "
+                "which npt-dask never loads: unpickling can run code. Save the rows as a "
+                "numeric array instead, e.g. np.save(path, np.asarray(x, dtype=np.float64))."
+            ) from None
+        raise InputError(f"{os.fspath(path)} is not a readable numpy file ({text}).") from None
+
+
 def load_npz(
     path: str | os.PathLike,
     *,
@@ -119,17 +144,21 @@ def load_npz(
     ``$NPT_DATA_DIR``: ``load_npz("mnist.npz")`` reads ``$NPT_DATA_DIR/mnist.npz``.
     """
     path = _find(path)
-    with np.load(path, allow_pickle=False) as data:
-        missing = {"x", "y"} - set(data.files)
-        if missing:
-            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
-        x, y = data["x"], data["y"]
+    x, y = read_numpy(path, lambda: _x_and_y(path))
     if rows is not None:
         x, y = x[rows], y[rows]
     x = x.reshape(len(x), -1).astype(dtype)
     if scale is not None:
         x /= scale
     return x, y
+
+
+def _x_and_y(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"x", "y"} - set(data.files)
+        if missing:
+            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
+        return data["x"], data["y"]
 
 
 def first_per_class(
@@ -405,6 +434,7 @@ def write_deformed_mnist(
     """
     path = Path(path)
     n_rows, seed = _count("n_rows", n_rows, 1), _count("seed", seed, 0)
+    recover_generated(path)
     _refuse_foreign(path, overwrite)
     found = _find(source)
     with np.load(found, allow_pickle=False) as data:
@@ -422,23 +452,38 @@ def write_deformed_mnist(
 
 
 def _write_atomically(path: Path, x: Any, y: Any, attrs: dict, chunk_size: int) -> None:
+    """Write the store under an owner-tagged temporary name beside ``path`` and move it
+    into place (:func:`npt_dask._atomic.write_into_place`): a killed write leaves no
+    store at ``path``, and its temporary is removed by the next write or open."""
     import xarray as xr
     import zarr
 
     ds = xr.Dataset({"x": (("sample", "feature"), x), "y": (("sample",), y)}, attrs=attrs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+
+    def write(tmp: Path) -> None:
         encoding = {"x": {"chunks": (chunk_size, x.shape[1])}, "y": {"chunks": (chunk_size,)}}
         ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding)
         zarr.open_group(str(tmp), mode="r+").attrs[GENERATED_ATTR] = "deformed_mnist"
-        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-        if path.exists():  # overwrite=True, checked to be a generated store
-            os.replace(path, old)  # a complete store stays at path until the swap
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    _atomic.write_into_place(path, write, replace=True)  # overwrite=True: checked before
+
+
+def _is_generated(path: Path) -> bool:
+    """Whether ``path`` holds a complete store of :func:`write_deformed_mnist` (its
+    generator attribute is written last)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and GENERATED_ATTR in (meta.get("attributes") or {})
+
+
+def recover_generated(path: str | os.PathLike) -> bool:
+    """Repair what a killed :func:`write_deformed_mnist` at ``path`` left: a store stranded
+    beside ``path`` by a swap killed between its renames is moved back, and the
+    temporaries of dead writers are removed (live writers' are left alone). True if a
+    store was moved into place."""
+    return _atomic.recover(Path(path), _is_generated)
 
 
 def open_generated(path: str | os.PathLike) -> Any:
@@ -449,6 +494,7 @@ def open_generated(path: str | os.PathLike) -> Any:
     import xarray as xr
 
     path = Path(path)
+    recover_generated(path)
     if not (path / "zarr.json").is_file():
         raise InputError(f"{path} is not a zarr store; write it with write_deformed_mnist.")
     try:

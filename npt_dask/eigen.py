@@ -98,10 +98,23 @@ def flip_signs(vectors: np.ndarray) -> np.ndarray:
     return vectors * signs
 
 
+RESIDUAL_PANEL_COLUMNS = 64
+"""Columns of ``K u - theta u`` :func:`dense_eigh` forms at once: two ``n x 64`` panels,
+not three ``n x r`` arrays beside the matrix and its eigenvectors
+(:func:`~npt_dask.planning.dense_bytes` counts the rest)."""
+
+
 def _relative_residuals(
-    kv: np.ndarray, v: np.ndarray, theta: np.ndarray, scale: float
+    k: np.ndarray, v: np.ndarray, theta: np.ndarray, scale: float
 ) -> np.ndarray:
-    return np.linalg.norm(kv - v * theta, axis=0) / scale
+    """``||k v_i - theta_i v_i|| / scale`` per column, a panel of columns at a time."""
+    out = np.empty(v.shape[1])
+    for lo in range(0, v.shape[1], RESIDUAL_PANEL_COLUMNS):
+        hi = min(v.shape[1], lo + RESIDUAL_PANEL_COLUMNS)
+        panel = k @ v[:, lo:hi]
+        panel -= v[:, lo:hi] * theta[lo:hi]
+        out[lo:hi] = np.linalg.norm(panel, axis=0)
+    return out / scale
 
 
 def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
@@ -112,14 +125,14 @@ def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
     if top is not None:  # the wanted pairs and the smallest value from one reduction
         values, vectors, low = top
         scale = max(float(np.max(np.abs(values))), -low, np.finfo(np.float64).tiny)
-        residuals = _relative_residuals(k @ vectors, vectors, values, scale)
+        residuals = _relative_residuals(k, vectors, values, scale)
         return EigenResult(values, vectors, residuals, 1, True, "dense", low)
     values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False, driver="evd")
     # (k is kept: the residuals below need it)
     values, vectors = values[::-1], vectors[:, ::-1]
     scale = max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
     top_v = vectors[:, :r]
-    residuals = _relative_residuals(k @ top_v, top_v, values[:r], scale)
+    residuals = _relative_residuals(k, top_v, values[:r], scale)
     return EigenResult(
         values[:r].copy(), top_v.copy(), residuals, 1, True, "dense", float(values[-1])
     )

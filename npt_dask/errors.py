@@ -36,6 +36,10 @@ __all__ = [
     "RidgeWarning",
     "ScratchError",
     "StoreError",
+    "StoreInUseError",
+    "StoreIntegrityError",
+    "StoreNotFoundError",
+    "StoreVersionError",
     "StoreWarning",
     "warn",
 ]
@@ -85,7 +89,44 @@ class ClusterError(NPTError, ValueError):
 
 
 class StoreError(NPTError, ValueError):
-    """A path is not a loadable npt model (missing, corrupt, newer or foreign)."""
+    """A path is not a loadable npt model (missing, corrupt, newer or foreign).
+
+    The base of the store errors below (zarr-python's manner): ``except StoreError``
+    catches them all; a caller that must tell them apart catches the subclass.
+    """
+
+
+# --- store errors a caller can tell apart (issue 27 item 9) ---------------------------
+
+
+class StoreNotFoundError(FileNotFoundError, StoreError):
+    """Nothing is stored at the path: no directory, or no ``zarr.json`` in it. Also a
+    :class:`FileNotFoundError` (as zarr-python's ``GroupNotFoundError``).
+
+    :class:`FileNotFoundError` comes first in the bases so that the exception is built
+    by :class:`OSError` (its memory layout), which keeps it picklable."""
+
+    def __init__(
+        self, *args: object, param: str | None = None, spellings: dict[str, str] | None = None
+    ) -> None:
+        NPTError.__init__(self, *args, param=param, spellings=spellings)
+
+
+class StoreIntegrityError(StoreError):
+    """The store is damaged or was altered after it was written: a checksum that does not
+    match, a missing chunk or array, a malformed or truncated manifest."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written in a newer format than this npt-dask reads; upgrade."""
+
+
+class StoreInUseError(StoreError):
+    """The store changed while it was in use (a save replaced the model a running
+    projection or transform reads): nothing computed from it was kept."""
+
+
+# --- end of the store errors ----------------------------------------------------------
 
 
 class ProjectionError(NPTError, ValueError):

@@ -383,6 +383,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
                 model.x_train,
                 model.kernel,
                 float(self.alpha),
+                memory_budget=params.memory_budget,
             )
             self.dual_coef_ = self.inverse_map_.dual_coef
         return self

@@ -265,9 +265,11 @@ class GrowingModel:
         # a new model: its identity is its own, not the parent store's
         return dataclasses.replace(base, diagnostics=diagnostics, store_path=None)
 
-    def save(self, path: Any) -> Any:
-        """Rotate (once) and write the model, its growth record in the manifest."""
-        return self.model.save(path)
+    def save(self, path: Any, *, overwrite: bool = False) -> Any:
+        """Rotate (once) and write the model, its growth record in the manifest; a model
+        already at ``path`` is replaced only with ``overwrite=True``, as
+        :meth:`NPTModel.save <npt_dask.model.NPTModel.save>`."""
+        return self.model.save(path, overwrite=overwrite)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in {"model", "parent", "basis", "factor"}:

@@ -36,7 +36,7 @@ from npt_dask import store
 from npt_dask._inputs import InputInfo, is_data_array, match_features, pad_columns, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
-from npt_dask.errors import InputError, ResidualWarning, StoreError, warn
+from npt_dask.errors import InputError, ResidualWarning, StoreIntegrityError, warn
 from npt_dask.gram import kernel_diagonal
 from npt_dask.kernels import KernelSpec, NamedKernel
 from npt_dask.projector import Projector, projector_for
@@ -108,7 +108,7 @@ class NPTModel:
     moments : LinearMoments or None
         With ``npt.fit(..., labels=y)`` or ``targets=t``: the ridge moments of
         the training rows' coordinates (for ``RidgeClassifier.fit_moments``);
-        not saved with the model.
+        saved with the model and verified on load like every array.
     feature_names : tuple of str or None
         The names of the features fitted on: a DataFrame's columns (all
         strings, scikit-learn's ``feature_names_in_`` rule) or a DataArray's
@@ -130,7 +130,7 @@ class NPTModel:
     train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
     store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
     train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
-    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (not saved)
+    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (saved)
     feature_names: tuple[str, ...] | None = None  # named input's features, in fitted order
 
     def __post_init__(self) -> None:
@@ -499,7 +499,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         diagnostics = SolverDiagnostics(residuals=small["residuals"], **fields)
         kernel = KernelSpec.from_dict(manifest.kernel)
     except (TypeError, ValueError) as exc:  # a missing diagnostic, an invalid kernel spec
-        raise StoreError(
+        raise StoreIntegrityError(
             f"{stored.path}: the model manifest is malformed ({exc}); the store is damaged. "
             "Save the model again."
         ) from exc
@@ -515,6 +515,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
         store_path=str(stored.path),
         train_diagonal=small.get("train_diagonal"),
         feature_names=manifest.names(),
+        moments=stored.moments,
     )
     model.__dict__["identity"] = stored.identity  # pinned: the model as read, not as it is now
     return model

@@ -42,6 +42,7 @@ __all__ = [
     "AUTO_DENSE_FRACTION",
     "DENSE_FRACTION",
     "DENSE_MAX_SAMPLES",
+    "DENSE_VECTORS",
     "FIXED_OVERHEAD",
     "LARGE_R",
     "FitPlan",
@@ -216,9 +217,19 @@ def panel_bytes(n: int, columns: int, b: int, n_components: int) -> int:
     return basis_bytes(n, columns) + 8 * n * (8 * b + 4 * n_components)
 
 
+DENSE_VECTORS = 32
+"""n-vectors of float64 the dense solver holds besides its n x n arrays: LAPACK's
+``6 n + 1`` real and ``5 n + 3`` integer work, the eigenvalues, the row sums and means,
+with room for the residual norms and signs."""
+
+
 def dense_bytes(n: int) -> int:
-    """The dense solver: the n x n matrix, its eigenvectors and LAPACK's work (4 n^2)."""
-    return 4 * 8 * n * n
+    """The dense solver's peak: the n x n matrix, LAPACK's copy of it (its eigenvectors)
+    and LAPACK's ``2 n^2`` work, at once inside ``eigh`` (4 n^2 float64), and
+    :data:`DENSE_VECTORS` n-vectors. The residuals are formed a panel of columns at a
+    time (:func:`~npt_dask.eigen.dense_eigh`), so they add only two ``n x 64`` panels
+    (the ``eigh`` work is gone by then)."""
+    return 8 * (4 * n * n + DENSE_VECTORS * n)
 
 
 def in_flight_bytes(chunk: int, threads: int) -> int:

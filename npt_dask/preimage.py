@@ -11,10 +11,12 @@ Two maps, both streamed over the training rows:
   the normal equations are ``r x r``: ``W = (Y^T Y + alpha I)^{-1} Y^T X``
   from one pass over the training rows, and the prediction is ``Y_new W``
   (the same numbers as the dual form). Otherwise, up to
-  :data:`DENSE_KRR_ROWS` training rows the ``n x n`` system is solved dense
-  (scikit-learn's numbers to rounding); above it, by block conjugate
-  gradients whose every iteration is one streaming pass over the kernel
-  blocks of ``Y`` (:class:`npt_dask.gram.KernelOperator`), never the matrix.
+  :data:`DENSE_KRR_ROWS` training rows, when the matrix fits the fit's
+  ``memory_budget``, the ``n x n`` system is solved dense (scikit-learn's
+  numbers to rounding); else by block conjugate gradients whose every
+  iteration is one streaming pass over the kernel blocks of ``Y``
+  (:class:`npt_dask.gram.KernelOperator`), never the matrix, keeping between
+  passes only the blocks the budget leaves (:func:`plan_inverse_map`).
 * :func:`rbf_preimage` -- the fixed-point pre-image of Mika et al. (1999) for
   the RBF kernel: the point ``z`` whose ``phi(z)`` is nearest to the
   feature-space point with the given coordinates, by
@@ -37,19 +39,81 @@ import numpy as np
 import scipy.linalg
 
 from npt_dask._inputs import as_row_chunked, wrap_rows
-from npt_dask._scheduler import compute
+from npt_dask._scheduler import compute, task_threads
 from npt_dask.blocks import FAN_IN, fixed_point_terms, kernel_times
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
+from npt_dask.params import format_bytes
+from npt_dask.planning import default_memory_budget, in_flight_bytes, kept_bytes, kept_pairs
 
 if TYPE_CHECKING:
     from npt_dask.model import NPTModel
 
-__all__ = ["DENSE_KRR_ROWS", "InverseMap", "fit_inverse_map", "rbf_preimage"]
+__all__ = [
+    "CG_PANELS",
+    "DENSE_KRR_ROWS",
+    "InverseMap",
+    "InversePlan",
+    "fit_inverse_map",
+    "plan_inverse_map",
+    "rbf_preimage",
+]
 
 DENSE_KRR_ROWS = 4096
 """Most training rows for which the kernel ridge system is solved dense (128 MiB)."""
+
+CG_PANELS = 10
+"""``n x d`` float64 arrays the conjugate-gradient solve holds at once: the right-hand
+side X, the solution, the residual, the direction, its image, and their scaled
+temporaries."""
+
+
+@dataclass(frozen=True)
+class InversePlan:
+    """How :func:`fit_inverse_map` solves and what it holds, within ``memory_budget``.
+
+    ``driver_bytes``: the training rows in float64 and the solver's arrays (the
+    ``n x n`` matrix and its copy for ``"dense"``; :data:`CG_PANELS` ``n x d``
+    arrays for ``"cg"``; ``Y^T Y`` and ``Y^T X`` for ``"primal"``); ``worker_bytes``: the
+    kernel blocks in flight and those kept between passes (``kept``, a prefix of
+    the pass's block pairs, as the fit plan keeps them). Their sum is within the
+    budget, or :func:`plan_inverse_map` refuses.
+    """
+
+    solver: str  # "primal", "dense" or "cg"
+    kept: tuple[tuple[int, int], ...]
+    driver_bytes: int
+    worker_bytes: int
+    memory_budget: int
+
+
+def plan_inverse_map(
+    *, n: int, d: int, r: int, row_chunks: tuple[int, ...], linear: bool,
+    memory_budget: int | None, threads: int,
+) -> InversePlan:  # fmt: skip
+    """The inverse map's plan: primal for the linear kernel; dense up to
+    :data:`DENSE_KRR_ROWS` rows when the matrix fits the budget; else conjugate gradients
+    keeping the kernel blocks the budget leaves (none, if need be: each pass recomputes
+    them). Pure arithmetic on sizes."""
+    budget = default_memory_budget() if memory_budget is None else int(memory_budget)
+    rows = 8 * n * d  # the training rows in float64
+    if linear:
+        return InversePlan("primal", (), rows + 8 * r * (r + d), 0, budget)
+    dense = rows + 8 * (2 * n * n + n * d)  # the matrix (and its refactored copy), C
+    if n <= DENSE_KRR_ROWS and dense <= budget:
+        return InversePlan("dense", (), dense, 0, budget)
+    driver = 8 * CG_PANELS * n * d
+    in_flight = in_flight_bytes(max(row_chunks), threads)
+    if driver + in_flight > budget:
+        raise InputError(
+            f"The inverse map's kernel ridge solve needs {format_bytes(driver)} for its "
+            f"{n:,} x {d:,} arrays and {format_bytes(in_flight)} of kernel blocks in "
+            f"flight, above memory_budget={format_bytes(budget)}. Raise memory_budget, or "
+            "lower chunk_size, or fit without fit_inverse_transform."
+        )
+    kept = kept_pairs(row_chunks, 8, budget - driver - in_flight)
+    return InversePlan("cg", kept, driver, in_flight + kept_bytes(row_chunks, kept, 8), budget)
 
 
 def _kernel_times3(z: np.ndarray, y: np.ndarray, c: np.ndarray, kernel: KernelSpec) -> np.ndarray:
@@ -72,6 +136,7 @@ class InverseMap:
     row_chunks: tuple[int, ...]
     solver: str  # "primal", "dense" or "cg"
     passes: int = 0
+    plan: InversePlan | None = None  # what the fit held (plan_inverse_map)
 
     def predict(self, y: Any) -> Any:
         """Input-space rows ``kappa(y, Y_train) C`` for coordinates ``y`` (m, r).
@@ -120,6 +185,7 @@ def fit_inverse_map(
     *,
     tol: float = 1e-10,
     max_passes: int = 500,
+    memory_budget: int | None = None,
 ) -> InverseMap:
     """Fit scikit-learn's pre-image map: kernel ridge from ``y_train`` to ``x_train``.
 
@@ -135,8 +201,13 @@ def fit_inverse_map(
     alpha : float
         Ridge (scikit-learn's ``alpha``).
     tol, max_passes :
-        Stopping rule of the conjugate-gradient solve (n > :data:`DENSE_KRR_ROWS`):
-        relative residual per column, most passes over the kernel blocks.
+        Stopping rule of the conjugate-gradient solve: relative residual per
+        column, most passes over the kernel blocks.
+    memory_budget : int, optional
+        Bytes the solve may hold (the fit's ``memory_budget``; default
+        :func:`~npt_dask.planning.default_memory_budget`): the route and the kernel
+        blocks kept between passes follow :func:`plan_inverse_map`, recorded in
+        :attr:`InverseMap.plan`.
     """
     if not kernel.evaluated:
         raise InputError(
@@ -151,13 +222,17 @@ def fit_inverse_map(
     y = np.ascontiguousarray(y_train, dtype=np.float64)
     n = y.shape[0]
     chunks = tuple(int(c) for c in x_train.chunks[0])
-    if kernel.name == "linear":
+    plan = plan_inverse_map(
+        n=n, d=int(x_train.shape[1]), r=y.shape[1], row_chunks=chunks,
+        linear=kernel.name == "linear", memory_budget=memory_budget, threads=task_threads(),
+    )  # fmt: skip
+    if plan.solver == "primal":
         gram, xty = _xty_pass(y, x_train)
         gram[np.diag_indices_from(gram)] += alpha
         w = scipy.linalg.solve(gram, xty, assume_a="pos")
-        return InverseMap(kernel, alpha, y, None, w, chunks, "primal", 1)
+        return InverseMap(kernel, alpha, y, None, w, chunks, "primal", 1, plan)
     x = np.asarray(compute(x_train.astype(np.float64))[0])
-    if n <= DENSE_KRR_ROWS:
+    if plan.solver == "dense":
         k = kernel(y, y).astype(np.float64, copy=False)
         k[np.diag_indices_from(k)] += alpha
         try:
@@ -166,13 +241,13 @@ def fit_inverse_map(
             k = kernel(y, y).astype(np.float64, copy=False)
             k[np.diag_indices_from(k)] += alpha
             c = scipy.linalg.solve(k, x)
-        return InverseMap(kernel, alpha, y, c, None, chunks, "dense", 1)
-    op = KernelOperator(da.from_array(y, chunks=(chunks, -1)), kernel, center=False)
+        return InverseMap(kernel, alpha, y, c, None, chunks, "dense", 1, plan)
+    op = KernelOperator(da.from_array(y, chunks=(chunks, -1)), kernel, center=False, kept=plan.kept)
     try:
         c, passes = _block_cg(lambda v: op.uncentered_matmat(v) + alpha * v, x, tol, max_passes)
     finally:
         op.release()
-    return InverseMap(kernel, alpha, y, c, None, chunks, "cg", passes)
+    return InverseMap(kernel, alpha, y, c, None, chunks, "cg", passes, plan)
 
 
 def _block_cg(matmat: Any, b: np.ndarray, tol: float, max_passes: int) -> tuple[np.ndarray, int]:

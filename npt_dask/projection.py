@@ -19,6 +19,23 @@ a store written for another model, another input shape or another chunking
 is refused. Computation is deterministic, so an interrupted and resumed
 projection is byte-identical to an uninterrupted one.
 
+**What a reader sees before the last chunk is written.** While a projection
+runs, and after it was interrupted, the results live in the store's group
+``incomplete`` and the root holds only ``npt_done`` and ``npt_digest`` and the
+attribute ``npt_incomplete`` (what happened and how to finish)::
+
+    >>> xr.open_zarr("proj.zarr")                  # doctest: +SKIP
+    <xarray.Dataset> ... Data variables: npt_done, npt_digest
+    Attributes: npt_incomplete: This projection is incomplete: ...
+
+so ``xr.open_zarr(out).coordinates`` is an ``AttributeError``, never a
+half-filled array whose NaN rows a ``mean()`` would skip. When every chunk is
+done, ``project`` moves the results to the root, removes the attribute and
+consolidates the metadata: only then does the store read as the Dataset above.
+Re-running the same call resumes an incomplete store (and finishes one whose
+finishing was interrupted). Stores of earlier versions keep their results at
+the root; they are resumed and finished as before.
+
 Layer rule: this module does I/O (zarr, xarray); the numbers come from the
 numpy task functions below, which see numpy blocks only.
 """
@@ -31,10 +48,7 @@ import json
 import os
 import re
 import shutil
-import socket
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +59,27 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
+from npt_dask._atomic import discard, promote, release_lock, sweep, take_lock, write_into_place
 from npt_dask._inputs import InputInfo, check_finite_eagerly
-from npt_dask._owners import OWNER_PATTERN, describe, is_dead, owner_tag
-from npt_dask._scheduler import blas_threads_for_tasks, current_client, retry_on_lost_data
+from npt_dask._owners import describe
+from npt_dask._scheduler import (
+    blas_threads_for_tasks,
+    current_client,
+    lost_data,
+    retry_on_lost_data,
+)
+from npt_dask.datasets import read_numpy
 from npt_dask.errors import (
+    ClusterError,
     InputError,
     InputTypeError,
     NPTWarning,
     ProjectionError,
+    ResidualWarning,
     warn,
 )
 from npt_dask.model import NPTModel
+from npt_dask.params import check_param
 from npt_dask.progress import ProgressBar
 from npt_dask.projector import projector_for
 
@@ -83,16 +107,23 @@ def _dense(z: Any) -> np.ndarray:
     return z.toarray() if scipy.sparse.issparse(z) else np.asarray(z)
 
 
+def _results(group: Any) -> Any:
+    """The group holding the result arrays: ``incomplete`` until the store is finished
+    (the root of a finished store, or of one written by an earlier version)."""
+    return group.get(INCOMPLETE, group)
+
+
 def _write_chunk(z: Any, index: int, start: int, both: np.ndarray, out: str, dtype: str) -> int:
     """Write one chunk's ``[y | residual]`` and its input digest, then flag it done."""
     import zarr
 
     z = _dense(z)
-    group: Any = zarr.open_group(out, mode="r+")  # members are arrays
+    group: Any = zarr.open_group(out, mode="r+", use_consolidated=False)  # members are arrays
+    results = _results(group)
     stop = start + both.shape[0]
     both = both.astype(dtype)
-    group["coordinates"][start:stop] = both[:, :-1]
-    group["residual"][start:stop] = both[:, -1]
+    results["coordinates"][start:stop] = both[:, :-1]
+    results["residual"][start:stop] = both[:, -1]
     group["npt_digest"][index] = _digest(z)
     group["npt_done"][index] = 1  # last: the chunk counts only once its rows are written
     return index
@@ -102,7 +133,7 @@ def _check_chunk(z: Any, index: int, out: str) -> int:
     import zarr
 
     z = _dense(z)
-    group: Any = zarr.open_group(out, mode="r")  # members are arrays
+    group: Any = zarr.open_group(out, mode="r", use_consolidated=False)  # members are arrays
     stored = group["npt_digest"][index]
     if stored != _digest(z):
         raise ProjectionError(
@@ -125,13 +156,10 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
     if not path.exists():
         raise InputError(f"{path} does not exist.")
     if path.suffix == ".npy":
-        return _open_npy(path)
+        return read_numpy(path, lambda: _open_npy(path))
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            name = key or "x"
-            if name not in data.files:
-                raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
-            x = data[name]
+        name = key or "x"
+        x = read_numpy(path, lambda: _npz_array(path, name))
         if x.ndim != 2:  # flattening would hide rows unlike the training rows (raw images)
             raise InputError(
                 f"{path}: array {name!r} has shape {x.shape}; rows must be 2-D (n_samples, "
@@ -140,6 +168,13 @@ def open_data(source: Any, *, key: str | None = None, var: str | None = None) ->
             )
         return x
     return _open_zarr_data(path, var)
+
+
+def _npz_array(path: Path, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as data:
+        if name not in data.files:
+            raise InputError(f"{path} has no array {name!r}; it has {data.files} (--key).")
+        return data[name]
 
 
 class _NpyRows:
@@ -205,8 +240,25 @@ def _identity(model: NPTModel, x: da.Array) -> dict[str, Any]:
     }
 
 
+INCOMPLETE = "incomplete"
+"""The group that holds a projection's results until its last chunk is written."""
+
+INCOMPLETE_ATTR = "npt_incomplete"
+"""Root attribute of a store whose results are not all written (removed when they are)."""
+
+INCOMPLETE_NOTE = (
+    "This projection is incomplete: npt project was interrupted or is still running, so "
+    f"its results are not here yet (the chunks written so far are in the group "
+    f"'{INCOMPLETE}'; npt_done flags them). Re-run the same npt project command (or "
+    "npt.project call) to finish it: done chunks are checked, not projected again."
+)
+
+
 def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> None:
+    """A new store: the results (coordinates, residual, their coordinates) in the group
+    :data:`INCOMPLETE`, the completion flags and digests at the root with the note."""
     import xarray as xr
+    import zarr
 
     m, r = int(x.shape[0]), model.n_components
     rows = x.chunks[0][0]
@@ -223,20 +275,25 @@ def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> No
     lazy = {
         "coordinates": (("sample", "component"), da.zeros((m, r), chunks=(rows, r), dtype=dtype)),
         "residual": (("sample",), da.zeros((m,), chunks=(rows,), dtype=dtype)),
-        "npt_done": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint8)),
-        "npt_digest": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint64)),
     }
-    ds = xr.Dataset(lazy, coords=coords)
-    ds.attrs["npt_projection"] = json.dumps(_identity(model, x), sort_keys=True)
+    results = xr.Dataset(lazy, coords=coords)
+    status = xr.Dataset(
+        {
+            "npt_done": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint8)),
+            "npt_digest": (("npt_chunk",), da.zeros((nchunks,), chunks=1, dtype=np.uint64)),
+        }
+    )
+    status.attrs["npt_projection"] = json.dumps(_identity(model, x), sort_keys=True)
+    status.attrs[INCOMPLETE_ATTR] = INCOMPLETE_NOTE
+    status.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=False)
+    results.to_zarr(out, group=INCOMPLETE, mode="w-", compute=False, zarr_format=3,
+                    consolidated=False)  # fmt: skip
+    group: Any = zarr.open_group(out, mode="r+", use_consolidated=False)  # members are arrays
+    group["npt_done"][:] = 0  # the flags must start at 0 in the store, not only as a fill value
     # consolidated metadata (all of it in the root zarr.json): a plain xr.open_zarr(out)
     # finds it and does not warn; writing chunks later leaves the metadata unchanged
     with _quiet_v3_consolidation():
-        ds.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=True)
-    # the flags must start at 0 in the store itself, not only as a fill value
-    import zarr
-
-    group: Any = zarr.open_group(out, mode="r+")  # members are arrays
-    group["npt_done"][:] = 0
+        zarr.consolidate_metadata(out)
 
 
 @contextlib.contextmanager
@@ -250,22 +307,34 @@ def _quiet_v3_consolidation() -> Iterator[None]:
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Consolidated metadata is currently not part")
+        warnings.filterwarnings("ignore", rf"Object at {re.escape(_LOCK)}")  # our lock file
         yield
 
 
-def _consolidated(out: str) -> str:
-    """``out``, its metadata consolidated if it is not yet (a store from an older version).
-
-    A store created consolidated is left alone: writing chunks does not change
-    its metadata, and a re-run rewrites nothing.
-    """
+def _finish(out: str) -> None:
+    """Show the results: move every array of :data:`INCOMPLETE` to the root, remove the
+    group and the note, consolidate the metadata (a store of an earlier version: only
+    that). Each step can be repeated: a finish that was interrupted is completed by the
+    next run (the note stays until the end, so a plain ``xr.open_zarr`` never reads a
+    half-finished store as a result); a finished store is left as it is."""
     import zarr
 
-    root = json.loads((Path(out) / "zarr.json").read_text())
-    if not root.get("consolidated_metadata"):
-        with _quiet_v3_consolidation():
-            zarr.consolidate_metadata(out)
-    return out
+    root = Path(out)
+    partial = root / INCOMPLETE
+    meta = json.loads((root / "zarr.json").read_text())
+    finished = meta.get("consolidated_metadata") and INCOMPLETE_ATTR not in meta["attributes"]
+    if finished and not partial.exists():
+        return  # a finished store's metadata is not rewritten
+    if partial.is_dir():
+        for member in sorted(partial.iterdir()):
+            if (member / "zarr.json").is_file():
+                promote(member, root / member.name)
+        shutil.rmtree(partial)  # its group metadata alone is left
+    group: Any = zarr.open_group(out, mode="r+", use_consolidated=False)
+    if INCOMPLETE_ATTR in group.attrs:
+        del group.attrs[INCOMPLETE_ATTR]
+    with _quiet_v3_consolidation():
+        zarr.consolidate_metadata(out)
 
 
 def _is_projection_store(path: Path) -> bool:
@@ -301,13 +370,17 @@ def _check_output(path: Path) -> None:
 def _half_created(path: Path) -> bool:
     """A store whose creation was interrupted by an older npt-dask (this one creates
     stores atomically): its arrays without the root metadata, or the root without all
-    of its arrays. Nothing in it is flagged done; it is recreated."""
+    of its arrays (at the root, or in :data:`INCOMPLETE`). Nothing in it is flagged
+    done; it is recreated."""
     entries = [p for p in path.iterdir() if p.name != _LOCK] if path.is_dir() else []
     if not entries:
         return False
     arrays = {p.name for p in entries if (p / "zarr.json").is_file()}
     if not (path / "zarr.json").is_file():
         return arrays == {p.name for p in entries} and bool(arrays & set(_NAMES))
+    partial = path / INCOMPLETE
+    if partial.is_dir():
+        arrays |= {p.name for p in partial.iterdir() if (p / "zarr.json").is_file()}
     return _is_projection_store(path) and not set(_NAMES) <= arrays
 
 
@@ -323,7 +396,7 @@ def _writer(
     resuming or half-created, else checked to hold this projection.
     """
     _check_output(path)
-    _remove_dead_builds(path)
+    sweep(path)  # builds and removals of killed writers beside the store
     while True:
         if not path.exists() or (path.is_dir() and not any(path.iterdir())):
             with contextlib.suppress(OSError):
@@ -340,7 +413,7 @@ def _writer(
                 raise
             _remove_partial_writes(path)
             break
-        _discard(path)  # under our lock, which goes with it
+        discard(path)  # under our lock, which goes with it (npt_dask._atomic)
         resume = True
     try:
         yield
@@ -348,94 +421,25 @@ def _writer(
         _release(path)
 
 
-def _build_pattern(path: Path) -> re.Pattern[str]:
-    return re.compile(rf"^\.{re.escape(path.name)}\.npt-new-({OWNER_PATTERN})-[0-9a-f]{{8}}$")
-
-
 def _create_atomically(path: Path, model: NPTModel, x: da.Array, info: InputInfo) -> bool:
-    """Build the store beside ``path`` and rename it into place; False if another
-    writer's store got there first."""
-    tmp = path.parent / f".{path.name}.npt-new-{owner_tag()}-{uuid.uuid4().hex[:8]}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    """Build the store beside ``path`` (with this process's lock inside) and move it into
+    place (:func:`npt_dask._atomic.write_into_place`); False if another writer's store
+    got there first."""
+
+    def build(tmp: Path) -> None:
         _create_store(str(tmp), model, x, info)
-        _write_lock(tmp / _LOCK)
-        os.rename(tmp, path)
-    except OSError:
-        if path.is_dir() and any(path.iterdir()):
-            return False
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return True
+        if take_lock(tmp / _LOCK) is not None:  # pragma: no cover - a name only we use
+            raise ProjectionError(f"{tmp}: could not lock the store being built.")
 
-
-def _remove_dead_builds(path: Path) -> None:
-    """Remove stores that killed writers were building beside ``path``."""
-    pattern = _build_pattern(path)
-    if not path.parent.is_dir():
-        return
-    for entry in path.parent.iterdir():
-        match = pattern.match(entry.name)
-        if match and is_dead(match.group(1)):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _discard(path: Path) -> None:
-    """Remove the store at ``path`` (renamed aside first: the path is never half-deleted)."""
-    aside = path.parent / f".{path.name}.npt-old-{uuid.uuid4().hex[:8]}"
-    os.rename(path, aside)
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _write_lock(lock: Path) -> None:
-    """Create ``lock`` naming this process, atomically and exclusively.
-
-    The content is written to a unique file (``O_EXCL``) and hard-linked to
-    ``lock``: the link fails if ``lock`` exists, and a reader never sees it empty.
-    """
-    content = {
-        "owner": owner_tag(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    draft = lock.with_name(f"{lock.name}.{uuid.uuid4().hex[:8]}")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(content, f)
-        os.link(draft, lock)
-    finally:
-        draft.unlink(missing_ok=True)
-
-
-def _holder(lock: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads(lock.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {"owner": "unknown"}
-    return found if isinstance(found, dict) else {"owner": "unknown"}
+    return write_into_place(path, build, replace=False)
 
 
 def _acquire(path: Path) -> None:
     """Take the writer lock of the store at ``path``; a lock of a dead process on this
     host is broken; a live (or unverifiable) holder is a ProjectionError naming it."""
-    lock = path / _LOCK
-    for _ in range(5):
-        try:
-            _write_lock(lock)
-            return
-        except FileExistsError:
-            holder = _holder(lock)
-            if holder is None:  # released meanwhile
-                continue
-            if not is_dead(str(holder.get("owner"))):
-                raise ProjectionError(_held_message(path, holder)) from None
-            _break(lock, holder)
-    raise ProjectionError(f"{path}: could not take its writer lock {lock}; try again.")
+    holder = take_lock(path / _LOCK)
+    if holder is not None:
+        raise ProjectionError(_held_message(path, holder))
 
 
 def _held_message(path: Path, holder: dict[str, Any]) -> str:
@@ -449,25 +453,9 @@ def _held_message(path: Path, holder: dict[str, Any]) -> str:
     )
 
 
-def _break(lock: Path, holder: dict[str, Any]) -> None:
-    """Remove the stale ``lock`` of ``holder``, unless another process took it meanwhile."""
-    aside = lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex[:8]}")
-    try:
-        os.rename(lock, aside)
-    except FileNotFoundError:
-        return
-    if _holder(aside) != holder:  # a live lock taken since we read it: put it back
-        with contextlib.suppress(OSError):
-            os.link(aside, lock)
-    aside.unlink(missing_ok=True)
-
-
 def _release(path: Path) -> None:
     """Remove the store's writer lock if this process holds it."""
-    lock = path / _LOCK
-    holder = _holder(lock)
-    if holder is not None and holder.get("owner") == owner_tag():
-        lock.unlink(missing_ok=True)
+    release_lock(path / _LOCK)
 
 
 _PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
@@ -490,7 +478,7 @@ def _remove_partial_writes(path: Path) -> int:
 def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
     import zarr
 
-    group: Any = zarr.open_group(out, mode="r")  # members are arrays
+    group: Any = zarr.open_group(out, mode="r", use_consolidated=False)  # members are arrays
     try:
         found = json.loads(dict(group.attrs).get("npt_projection", "null"))
     except (TypeError, ValueError):
@@ -532,6 +520,15 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
             raise
+        except Exception as exc:
+            if not _scheduler_lost(client, exc):
+                if lost_data(exc):  # retried: no task of this attempt may write after that
+                    _settle(futures)
+                raise  # a task's own error, or lost data (the caller retries): as it is
+            raise ClusterError(
+                f"Lost the connection to the dask scheduler at {client.scheduler.address}: "
+                "it stopped, or the network to it failed."
+            ) from None
         return
     from dask.callbacks import Callback
 
@@ -544,6 +541,32 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
 
     with blas_threads_for_tasks(), _Tick():
         dask.compute(*tasks)
+
+
+SETTLE_SECONDS = 300.0
+"""Most seconds a failed attempt's other chunk tasks are waited for (see :func:`_settle`)."""
+
+
+def _settle(futures: list[Any]) -> None:
+    """Wait until every task of an attempt that lost its data has ended.
+
+    A worker that dies loses its shipped blocks, and the attempt is run again
+    (:func:`~npt_dask._scheduler.retry_on_lost_data`); tasks of the first attempt that
+    still run would otherwise write their chunks after the retry has finished the
+    store (moved its results out of :data:`INCOMPLETE`), into a group that is gone.
+    What they finish is kept: the retry checks those chunks instead of projecting them.
+    """
+    from distributed import wait
+
+    with contextlib.suppress(Exception):  # the attempt's own error is the one to report
+        wait(futures, timeout=SETTLE_SECONDS)
+
+
+def _scheduler_lost(client: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` ended a run because the client lost its scheduler (killed, or the
+    network gone), not because a task failed."""
+    lost = getattr(client, "status", "running") not in ("running", "newly-created")
+    return lost or "scheduler-connection-lost" in str(exc)
 
 
 def project(
@@ -607,16 +630,22 @@ def project(
             f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
             f"{type(model).__name__}."
         )
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise InputError(f"chunk_size must be a positive int or None; got {chunk_size!r}.")
+    chunk_size = check_param("chunk_size", chunk_size)  # the fit's rule, from the table
+    rows = model.chunk_size if chunk_size is None else int(chunk_size)
     x, info = model.rows_of(  # features matched by name, as transform's
-        open_data(data, key=key, var=var), chunk_size=chunk_size or model.chunk_size, name="data"
+        open_data(data, key=key, var=var), chunk_size=rows, name="data"
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
     model.warn_scale(x)  # the one kernel-scale rule (npt_dask.scale), as fit and transform
+    if not model.kernel.evaluated:
+        warn(
+            "This model's kernel is precomputed: the rows to project are test x train kernel "
+            "rows, which lack each row's k(z, z), so the store's residual column is NaN "
+            "(the coordinates are exact). For residuals, call model.residual(K_test, "
+            "diag=<diagonal of kernel(Z, Z)>).",
+            ResidualWarning,
+        )
     out = str(out)
     if not os.path.exists(out) and Path(out).suffix != ".zarr":
         warn(
@@ -632,8 +661,16 @@ def project(
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
     with _writer(Path(out), model, x, info, resume):
-        retry_on_lost_data(attempt)
-        _consolidated(out)
+        try:
+            retry_on_lost_data(attempt)
+        except ClusterError as exc:  # the scheduler is gone: say what is kept and how to go on
+            raise ClusterError(
+                f"{exc} The chunks written so far are kept in {out}: run the same call "
+                "again to resume once the scheduler is back (done chunks are checked, not "
+                "projected again).",
+                spellings={"the same call": "the same npt project command"},
+            ) from None
+        _finish(out)
     return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
 
 

@@ -9,6 +9,10 @@ dtypes)::
     row_means            (sample,)               float64, chunked by rows
     residuals            (component,)            float64  solver diagnostics
     x_train              (sample, feature)       model precision, chunked by rows
+    moments_*            (fit(labels=/targets=) only) the training pass's ridge moments:
+                         n, y_sum, t_sum, gram, cross, t_norm2 float64, and the
+                         classes (numbers as they are; strings as UTF-32 code points,
+                         ``moments_classes_utf32``)
 
 A model fitted with ``kernel="precomputed"`` stores no training rows: in
 place of ``x_train`` it stores ``train_diagonal`` (sample,) float64, the
@@ -19,13 +23,22 @@ function cannot be saved (a function is code; the store holds no pickle):
 :func:`save` raises :class:`StoreError` before writing anything. Sparse
 training rows are stored dense, chunk by chunk.
 
-A save writes a temporary sibling directory and moves it into place; the
-previous model at that path is moved aside first and removed only once the
-new one is in place, so an interrupted save never leaves a directory that
-loads as a model and never damages the previous one. A load checks the
-manifest version and kind, every array's shape and dtype against the
-manifest, that every chunk exists (zarr 3 would silently return the fill
-value for a missing one) and, through the codec, every chunk's checksum.
+A save writes a temporary sibling directory and moves it into place (the one
+atomic writer, :mod:`npt_dask._atomic`); the previous model at that path is
+moved aside first and removed only once the new one is in place, so an
+interrupted save never leaves a directory that loads as a model and never
+damages the previous one. A load checks the manifest version and kind, the
+manifest's own checksum (``npt_checksum``: required -- a store without it was
+altered, never read as an older version's), every array's shape and dtype
+against the manifest, that every chunk exists (zarr 3 would silently return
+the fill value for a missing one), through the codec every chunk's checksum,
+and with ``verify`` every array's SHA-256 (each array must have one).
+
+Errors are :class:`~npt_dask.errors.StoreError` subclasses a caller can tell
+apart: :class:`~npt_dask.errors.StoreNotFoundError` (also a
+``FileNotFoundError``), :class:`~npt_dask.errors.StoreIntegrityError` (damaged
+or altered), :class:`~npt_dask.errors.StoreVersionError` (newer format) and
+:class:`~npt_dask.errors.StoreInUseError` (replaced while in use).
 
 Layer rule: this module is the only one that reads or writes zarr for models.
 """
@@ -35,10 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import shutil
 import typing
-import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -48,9 +58,17 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
-from npt_dask._owners import OWNER_PATTERN, is_dead, owner_tag
-from npt_dask.blocks import projection_weights
-from npt_dask.errors import StoreError, StoreWarning, warn
+from npt_dask import _atomic
+from npt_dask.blocks import LinearMoments, projection_weights
+from npt_dask.errors import (
+    StoreError,
+    StoreIntegrityError,
+    StoreInUseError,
+    StoreNotFoundError,
+    StoreVersionError,
+    StoreWarning,
+    warn,
+)
 
 if TYPE_CHECKING:  # the model imports this module; this one never imports the model
     from npt_dask.model import NPTModel
@@ -63,6 +81,7 @@ __all__ = [
     "StoredTraining",
     "check_identity",
     "check_target",
+    "checksum_of",
     "manifest_checksum",
     "model_identity",
     "parse_fields",
@@ -130,14 +149,16 @@ class ModelManifest:
             raise StoreError("The store's 'npt' attribute does not describe an npt model.")
         version = data.get("format_version")
         if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
-            raise StoreError(
+            raise StoreVersionError(
                 f"The model was written in format version {version!r}; this npt-dask reads "
                 f"up to {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
         names = set(cls.__dataclass_fields__) - {"extra"}
         missing = names - set(data) - {"kind", "checksums", "training_rows", "feature_names"}
         if missing:
-            raise StoreError(f"The model manifest lacks {sorted(missing)}; the store is damaged.")
+            raise StoreIntegrityError(
+                f"The model manifest lacks {sorted(missing)}; the store is damaged."
+            )
         own = {k: v for k, v in data.items() if k != "extra"}  # "extra" is ours, not a field
         known = parse_fields(cls, own, "the model manifest", note=note)
         _check_feature_names(known.get("feature_names"), known["n_features"])
@@ -205,7 +226,7 @@ def parse_fields(
     out = {}
     for name in set(hints) & set(data):
         if not _matches(data[name], hints[name]):
-            raise StoreError(
+            raise StoreIntegrityError(
                 f"{where}: field {name!r} is {data[name]!r}, not {_type_name(hints[name])}; "
                 "the store is damaged (or was edited by hand). Save the model again."
             )
@@ -223,7 +244,13 @@ def manifest_checksum(manifest: ModelManifest) -> str:
     centring, diagnostics and every array's SHA-256. A model saved and loaded
     keeps its identity; projection stores record it (:mod:`npt_dask.projection`).
     """
-    data = {k: v for k, v in manifest.to_dict().items() if k not in _NOT_IDENTITY}
+    return checksum_of(manifest.to_dict())
+
+
+def checksum_of(manifest: Mapping[str, Any]) -> str:
+    """:func:`manifest_checksum` of a manifest as stored (the ``"npt"`` attribute's JSON),
+    before it is parsed: what :func:`save` records beside it as ``npt_checksum``."""
+    data = {k: v for k, v in manifest.items() if k not in _NOT_IDENTITY}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -269,12 +296,73 @@ def _arrays_of(model: NPTModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
     if not model.kernel.evaluated:
         assert model.train_diagonal is not None
         out["train_diagonal"] = (model.train_diagonal, ("sample",))
-        return out
-    x = model.x_train
-    if hasattr(getattr(x, "_meta", None), "toarray"):  # scipy.sparse chunks: stored dense
-        x = x.map_blocks(_dense_block, dtype=x.dtype, meta=np.empty((0, 0), x.dtype))  # type: ignore[call-arg, arg-type]
-    out["x_train"] = (x, ("sample", "feature"))
+    else:
+        x = model.x_train
+        if hasattr(getattr(x, "_meta", None), "toarray"):  # scipy.sparse chunks: stored dense
+            x = x.map_blocks(_dense_block, dtype=x.dtype, meta=np.empty((0, 0), x.dtype))  # type: ignore[call-arg, arg-type]
+        out["x_train"] = (x, ("sample", "feature"))
+    out.update(moment_arrays(model.moments))
     return out
+
+
+MOMENTS = "moments_"
+"""Prefix of the arrays holding a model's :attr:`~npt_dask.model.NPTModel.moments`."""
+
+_MOMENT_DIMS = {
+    "n": (),
+    "y_sum": ("component",),
+    "t_sum": ("target",),
+    "gram": ("component", "component_2"),
+    "cross": ("component", "target"),
+    "t_norm2": ("target",),
+}
+_UTF32 = "classes_utf32"  # string classes, as their UTF-32 code points (k, longest)
+
+
+def _storable_classes(classes: np.ndarray) -> tuple[str, np.ndarray] | None:
+    """``(array name, values)`` of a moments' classes, None if they cannot be stored
+    (numbers and booleans as they are, strings as UTF-32 code points, no objects)."""
+    values = np.asarray(classes)
+    if values.dtype == object and all(isinstance(v, str) for v in values.tolist()):
+        values = values.astype(str)
+    if values.dtype.kind in "biuf":
+        return "classes", values
+    if values.dtype.kind == "U":
+        width = max(values.dtype.itemsize // 4, 1)
+        codes = np.ascontiguousarray(values.astype(f"<U{width}")).view("<u4")
+        return _UTF32, codes.reshape(len(values), width)
+    return None
+
+
+def moment_arrays(moments: LinearMoments | None) -> dict[str, tuple[Any, tuple[str, ...]]]:
+    """The arrays :func:`save` writes for ``moments`` (none if there are none, or if their
+    classes are of a kind a store cannot hold: then :func:`save` says so)."""
+    if moments is None:
+        return {}
+    parts = dict(zip(_MOMENT_DIMS, moments.as_tuple(), strict=True))
+    out = {
+        MOMENTS + name: (np.asarray(parts[name], dtype=np.float64), dims)
+        for name, dims in _MOMENT_DIMS.items()
+    }
+    if moments.classes is not None:
+        found = _storable_classes(moments.classes)
+        if found is None:
+            return {}
+        name, values = found
+        out[MOMENTS + name] = (values, ("target",) if values.ndim == 1 else ("target", "char"))
+    return out
+
+
+def _moments_from(small: Mapping[str, np.ndarray]) -> LinearMoments | None:
+    """The moments stored by :func:`moment_arrays` (None if the model has none)."""
+    if MOMENTS + "n" not in small:
+        return None
+    classes = small.get(MOMENTS + "classes")
+    if MOMENTS + _UTF32 in small:
+        codes = np.ascontiguousarray(small[MOMENTS + _UTF32], dtype="<u4")
+        classes = codes.view(f"<U{codes.shape[1]}").reshape(len(codes))
+    parts = [small[MOMENTS + name] for name in _MOMENT_DIMS]
+    return LinearMoments.from_tuple([float(parts[0]), *parts[1:]], classes)
 
 
 def _check_storable(model: NPTModel) -> None:
@@ -317,7 +405,7 @@ def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelMa
 
 
 def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows: int) -> None:
-    chunks = (rows, *tuple(values.shape[1:])) if dims[0] == "sample" else values.shape
+    chunks = (rows, *tuple(values.shape[1:])) if dims[:1] == ("sample",) else values.shape
     target = group.create_array(
         name, shape=values.shape, dtype=values.dtype, chunks=chunks,
         compressors=_codecs(), dimension_names=list(dims), fill_value=0,
@@ -352,20 +440,27 @@ def save(model: NPTModel, path: str | os.PathLike, *, overwrite: bool = False) -
             f"{path} already holds a model; pass overwrite=True to replace it "
             "(npt fit: --overwrite), or choose another path."
         )
+    if model.moments is not None and not moment_arrays(model.moments):
+        classes = np.asarray(model.moments.classes)
+        warn(
+            f"The model's training-pass moments (fit(labels=...)) have class labels of dtype "
+            f"{classes.dtype} that a store cannot hold (numbers, booleans and strings can); "
+            "the model is saved without them, and npt.load gives moments=None. Pass labels "
+            "as numbers or strings to keep them.",
+            StoreWarning,
+        )
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
     recover(path)
-    tmp = _sibling(path, "tmp")
-    try:
+
+    def write(tmp: Path) -> None:
         group = zarr.open_group(str(tmp), mode="w-", zarr_format=3)
         for name, (values, dims) in arrays.items():
             _write_array(group, name, values, dims, model.chunk_size)
         # last, in one write: a store without them is no model
         group.attrs.update({"npt": manifest.to_dict(), CHECKSUM: manifest_checksum(manifest)})
-        _swap_into_place(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    _atomic.write_into_place(path, write, replace=True, check=check_target)
     return path
 
 
@@ -401,70 +496,16 @@ def _is_model_store(path: Path) -> bool:
     return isinstance(meta, dict) and "npt" in (meta.get("attributes") or {})
 
 
-def _swap_into_place(tmp: Path, path: Path) -> None:
-    if not path.exists():
-        os.replace(tmp, path)
-        return
-    check_target(path)
-    old = _sibling(path, "old")
-    os.replace(path, old)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.replace(old, path)  # put the previous model back
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _sibling(path: Path, kind: str) -> Path:
-    """``.<name>.<kind>-<owner>-<random>``: a save's temporary or set-aside directory."""
-    return path.parent / f".{path.name}.{kind}-{owner_tag()}-{uuid.uuid4().hex[:8]}"
-
-
-def _leftovers(path: Path) -> list[tuple[str, Path]]:
-    """``(kind, dir)`` of the temporaries of saves at ``path`` whose writer is dead."""
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(tmp|old)-({OWNER_PATTERN})-[0-9a-f]{{8}}$")
-    if not path.parent.is_dir():
-        return []
-    found = []
-    for entry in path.parent.iterdir():
-        match = pattern.match(entry.name)
-        if match and is_dead(match.group(2)):
-            found.append((match.group(1), entry))
-    return found
-
-
 def recover(path: str | os.PathLike) -> bool:
     """Repair what a killed :func:`save` at ``path`` left behind; True if a model was restored.
 
     A save killed between its two renames leaves nothing at ``path``: the
     swap is finished with its new model when that was complete, else the
     previous model is put back. Temporaries of dead writers (this host,
-    process gone) are removed; those of live or remote writers are left alone.
+    process gone) are removed; those of live or remote writers are left alone
+    (:func:`npt_dask._atomic.recover`).
     """
-    path = Path(path)
-    leftovers = _leftovers(path)
-    restored = False
-    if not path.exists():
-        complete = {kind: [p for k, p in leftovers if k == kind and _is_model_store(p)]
-                    for kind in ("tmp", "old")}  # fmt: skip
-        for candidate in sorted(complete["tmp"] or complete["old"], key=_mtime, reverse=True):
-            try:
-                os.replace(candidate, path)
-            except OSError:
-                continue
-            restored = True
-            break
-    for _, p in leftovers:
-        shutil.rmtree(p, ignore_errors=True)
-    return restored
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return (path / "zarr.json").stat().st_mtime
-    except OSError:
-        return 0.0
+    return _atomic.recover(Path(path), _is_model_store)
 
 
 def read_manifest(path: str | os.PathLike, *, note: bool = True) -> ModelManifest:
@@ -477,39 +518,77 @@ def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest
     import zarr
 
     if not (path / "zarr.json").is_file():
-        raise StoreError(f"{path} is not a zarr store (no zarr.json); nothing to load.")
+        what = "it does not exist" if not path.exists() else "no zarr.json"
+        raise StoreNotFoundError(f"{path} is not a zarr store ({what}); nothing to load.")
     try:
-        group = zarr.open_group(str(path), mode="r")
+        group = zarr.open_group(str(path), mode="r", use_consolidated=False)
     except Exception as exc:
-        raise StoreError(f"{path} could not be opened as a zarr group: {exc}") from exc
+        raise StoreIntegrityError(
+            f"{path} could not be opened as a zarr group ({type(exc).__name__}: {exc}); its "
+            "zarr.json is damaged. Restore the store from a copy or save the model again."
+        ) from exc
     if "npt" not in group.attrs:
         raise StoreError(f"{path} is a zarr group but not an npt model (no 'npt' attribute).")
     meta = group.attrs["npt"]
     if not isinstance(meta, Mapping):
-        raise StoreError(f"{path}: the 'npt' attribute is not a manifest; the store is damaged.")
+        raise StoreIntegrityError(
+            f"{path}: the 'npt' attribute is not a manifest; the store is damaged."
+        )
     manifest = ModelManifest.from_dict(meta, note=note)
-    recorded = group.attrs.get(CHECKSUM)  # absent in stores saved before it existed
-    if recorded is not None and recorded != manifest_checksum(manifest):
-        raise StoreError(
+    _check_recorded(path, group.attrs.get(CHECKSUM), manifest)
+    return group, manifest
+
+
+def _check_recorded(path: Path, recorded: Any, manifest: ModelManifest) -> None:
+    """The manifest's checksum, recorded beside it, must be there and match; and every
+    array must have its own checksum. Every npt-dask that writes models records both
+    (none ever wrote a model without array checksums), so a store without them was
+    altered: it is never read as one of an older version."""
+    if recorded is None:
+        raise StoreIntegrityError(
+            f"{path}: the model manifest has no checksum ({CHECKSUM!r} is missing from its "
+            "zarr.json); it was removed after the model was saved, so nothing in the "
+            "manifest can be trusted. Restore the store from a copy, or refit and save it."
+        )
+    if recorded != manifest_checksum(manifest):
+        raise StoreIntegrityError(
             f"{path}: the model manifest does not match its checksum; it was altered after "
             "the model was saved (kernel, centring, shapes or diagnostics). Refit and save "
             "the model again, or restore the store from a copy."
         )
-    return group, manifest
+    unchecked = sorted(set(manifest.arrays) - set(manifest.checksums))
+    if unchecked:
+        raise StoreIntegrityError(
+            f"{path}: the model manifest lists no checksum for {unchecked}; the store is "
+            "damaged (or was edited by hand). Restore it from a copy or save the model again."
+        )
+
+
+def _member(group: Any, name: str, path: Path) -> Any:
+    """``group[name]``, a missing or unreadable array a StoreIntegrityError naming it."""
+    try:
+        return group[name]
+    except KeyError:
+        raise StoreIntegrityError(
+            f"{path} lacks the array {name!r}; the store is damaged."
+        ) from None
+    except (ValueError, TypeError, OSError) as exc:  # a truncated or edited zarr.json
+        raise StoreIntegrityError(
+            f"{path}/{name}/zarr.json could not be read ({type(exc).__name__}: {exc}); the "
+            "store is damaged. Restore it from a copy or save the model again."
+        ) from exc
 
 
 def _checked_array(group: Any, name: str, manifest: ModelManifest, path: Path) -> Any:
-    if name not in group:
-        raise StoreError(f"{path} lacks the array {name!r}; the store is damaged.")
-    array = group[name]
+    array = _member(group, name, path)
     want = manifest.arrays[name]
     if list(array.shape) != list(want["shape"]) or str(array.dtype) != want["dtype"]:
-        raise StoreError(
+        raise StoreIntegrityError(
             f"{path}/{name} has shape {array.shape} and dtype {array.dtype}; the manifest "
             f"says {tuple(want['shape'])} and {want['dtype']}. The store is damaged."
         )
     if array.nchunks_initialized != array.nchunks:
-        raise StoreError(
+        raise StoreIntegrityError(
             f"{path}/{name} has {array.nchunks - array.nchunks_initialized} of "
             f"{array.nchunks} chunks missing; the store is damaged."
         )
@@ -520,18 +599,26 @@ def _read(array: Any, name: str, path: Path) -> np.ndarray:
     try:
         return np.asarray(array[...])
     except ValueError as exc:  # zarr's checksum mismatch
-        raise StoreError(f"{path}/{name} failed its integrity check: {exc}") from exc
+        raise StoreIntegrityError(f"{path}/{name} failed its integrity check: {exc}") from exc
 
 
 @dataclass(frozen=True)
 class StoredModel:
-    """What :func:`read` returns: the manifest, the small arrays, the training rows (lazy)."""
+    """What :func:`read` returns: the manifest, the small arrays, the training rows (lazy)
+    and the moments of the training pass (None if the model was fitted without them)."""
 
     path: Path
     manifest: ModelManifest
     arrays: Mapping[str, np.ndarray]
     x_train: da.Array
     identity: str  # manifest_checksum(manifest): the model as read
+    moments: LinearMoments | None = None
+
+
+def _names(manifest: ModelManifest) -> tuple[str, ...]:
+    """The arrays a model store holds: those of its kind, and its moments if any."""
+    base = _PRECOMPUTED_ARRAYS if manifest.training_rows != STORED_ROWS else _ARRAYS
+    return base + tuple(sorted(n for n in manifest.arrays if n.startswith(MOMENTS)))
 
 
 def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
@@ -544,7 +631,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
     path = Path(path)
     recover(path)
     group, manifest = _open_manifest(path)
-    names = _PRECOMPUTED_ARRAYS if manifest.training_rows != STORED_ROWS else _ARRAYS
+    names = _names(manifest)
     arrays = {name: _checked_array(group, name, manifest, path) for name in names}
     small = {name: _read(arrays[name], name, path) for name in names if name != "x_train"}
     if "x_train" in arrays:
@@ -566,32 +653,49 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
             try:
                 digest = _array_digest(values)
             except ValueError as exc:
-                raise StoreError(f"{path}/{name} failed its integrity check: {exc}") from exc
-            if manifest.checksums and digest != manifest.checksums.get(name):
-                raise StoreError(f"{path}/{name} does not match its checksum; it was altered.")
-    return StoredModel(path.resolve(), manifest, small, x_train, manifest_checksum(manifest))
+                raise StoreIntegrityError(
+                    f"{path}/{name} failed its integrity check: {exc}"
+                ) from exc
+            if digest != manifest.checksums[name]:
+                raise StoreIntegrityError(
+                    f"{path}/{name} does not match its checksum; it was altered."
+                )
+    moments = _moments_from(small)
+    small = {k: v for k, v in small.items() if not k.startswith(MOMENTS)}
+    return StoredModel(
+        path.resolve(), manifest, small, x_train, manifest_checksum(manifest), moments
+    )
 
 
 class CheckedArray:
     """A stored zarr array whose reads fail as a StoreError naming it (not zarr's bare
-    checksum ``ValueError``); ``da.from_array`` keeps this small object in the graph."""
+    checksum ``ValueError``); ``da.from_array`` keeps this small object in the graph.
 
-    def __init__(self, array: Any, where: str, identity: str = "") -> None:
+    With an ``identity`` (the manifest checksum the reader loaded), a read that fails is
+    first checked against it: a store replaced meanwhile is a :class:`StoreInUseError`,
+    not damage; ``each_read`` also checks it after every read that succeeds.
+    """
+
+    def __init__(self, array: Any, where: str, identity: str = "", each_read: bool = True) -> None:
         self.array, self.where, self.identity = array, where, identity
+        self.each_read = each_read
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
 
     def __getitem__(self, index: Any) -> np.ndarray:
+        store = self.where.rpartition("/")[0]
         try:
             values = np.asarray(self.array[index])
-            check_identity(self.where.rpartition("/")[0], self.identity)
-            return values
         except StoreError:
             raise
         except ValueError as exc:  # zarr's checksum mismatch, a chunk that does not decode
-            raise StoreError(
+            check_identity(store, self.identity)  # replaced meanwhile: that, not damage
+            raise StoreIntegrityError(
                 f"{self.where} failed its integrity check ({exc}); the store is damaged. "
                 "Restore it from a copy or save the model again."
             ) from exc
+        if self.each_read:
+            check_identity(store, self.identity)
+        return values
 
 
 @dataclass(frozen=True)
@@ -601,7 +705,8 @@ class StoredTraining:
     Iterating yields ``(x_j, [A_j, 1/n])`` one training block at a time (in
     ``dtype``, the precision of the block products), so a projection task holds
     one training block (``chunk * (d + r + 1)``) instead of the whole training
-    set; every chunk is CRC-checked on read.
+    set; every chunk is CRC-checked on read. A store replaced while the task reads it
+    (another model saved over it, of any shape) is a :class:`StoreInUseError`.
     """
 
     path: str
@@ -614,9 +719,17 @@ class StoredTraining:
         import zarr
 
         self.check_identity()
-        group: Any = zarr.open_group(self.path, mode="r")  # members are arrays
-        x = CheckedArray(group["x_train"], f"{self.path}/x_train")
-        u = CheckedArray(group["eigenvectors"], f"{self.path}/eigenvectors")
+        try:
+            group: Any = zarr.open_group(self.path, mode="r", use_consolidated=False)
+            where = Path(self.path)
+            x = CheckedArray(_member(group, "x_train", where), f"{self.path}/x_train",
+                             self.identity, each_read=False)  # fmt: skip
+            u = CheckedArray(_member(group, "eigenvectors", where), f"{self.path}/eigenvectors",
+                             self.identity, each_read=False)  # fmt: skip
+        except (StoreError, OSError):
+            self.check_identity()  # replaced between the check and the opening
+            raise
+        self.check_identity()  # opened after a replacement: its arrays are another model's
         n = self.offsets[-1]
         for lo, hi in zip(self.offsets[:-1], self.offsets[1:], strict=True):
             w = projection_weights(u[lo:hi], self.eigenvalues, n)
@@ -630,7 +743,8 @@ class StoredTraining:
 
 def check_identity(path: str | os.PathLike, identity: str) -> None:
     """Refuse a store at ``path`` that no longer holds the model of checksum ``identity``
-    (replaced by a save while a task read it); an empty ``identity`` is not checked."""
+    (replaced by a save while a task read it) with a :class:`StoreInUseError`; an empty
+    ``identity`` is not checked."""
     if not identity:
         return
     try:
@@ -638,7 +752,7 @@ def check_identity(path: str | os.PathLike, identity: str) -> None:
     except StoreError as exc:
         now = f"unreadable ({exc})"
     if now != identity:
-        raise StoreError(
+        raise StoreInUseError(
             f"The model at {path} changed while it was in use (its manifest checksum is "
             f"now {now[:16]}..., it was {identity[:16]}... when loaded); nothing computed "
             "from it was kept. Load the model again and rerun."

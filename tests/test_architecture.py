@@ -128,6 +128,58 @@ def test_every_exception_lives_in_errors():
     assert all(d.startswith("npt_dask.errors.") for d in defined), defined
 
 
+# --- one atomic writer ----------------------------------------------------------------
+
+ATOMIC = "npt_dask._atomic"
+_RENAMES = {"os.rename", "os.replace", "os.renames", "shutil.move"}
+
+
+def _renames(tree: ast.AST) -> list[str]:
+    """Every rename in ``tree``: ``os.rename/replace/renames``, ``shutil.move`` (called or
+    imported by name), and ``Path.rename``/``Path.replace`` (a ``.rename(...)`` call, or a
+    ``.replace(target)`` with one argument: ``str.replace`` takes two, and
+    ``dataclasses.replace`` is told apart by name)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil"):
+            found += [
+                f"from {node.module} import {a.name}"
+                for a in node.names
+                if f"{node.module}.{a.name}" in _RENAMES
+            ]
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name, receiver = node.func.attr, ast.unparse(node.func.value)
+        path_replace = name == "replace" and len(node.args) == 1 and receiver != "dataclasses"
+        if f"{receiver}.{name}" in _RENAMES or name == "rename" or path_replace:
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_only_the_atomic_module_renames_stores():
+    """Issue 27 item 6: temporary names, swaps, recovery and sweeps live in one module."""
+    assert ATOMIC in MODULES
+    offenders = {
+        name: found
+        for name, path in MODULES.items()
+        if name != ATOMIC and (found := _renames(ast.parse(path.read_text())))
+    }
+    assert not offenders, offenders
+    assert _renames(ast.parse(MODULES[ATOMIC].read_text()))  # the check sees its renames
+
+
+def test_the_rename_check_can_fail():
+    code = (
+        "import os, shutil\nfrom os import replace\nos.replace(a, b)\nshutil.move(a, b)\n"
+        "p.rename(q)\np.replace(q)\n"
+        "s.replace('a', 'b')\ndataclasses.replace(m)\nparams.replace(n=1)\n"
+    )
+    assert _renames(ast.parse(code)) == [
+        "from os import replace", "os.replace(a, b)", "shutil.move(a, b)", "p.rename(q)",
+        "p.replace(q)",
+    ]  # fmt: skip
+
+
 def test_block_engine_is_numpy_only():
     """The layer rule of :mod:`npt_dask.blocks`: numpy blocks in, numpy out."""
     allowed = {"npt_dask._buffers", "npt_dask.kernels"}

@@ -225,6 +225,56 @@ def test_inverse_transform_streamed_conjugate_gradients(monkeypatch):
     np.testing.assert_allclose(est.inverse_transform(y * signs), want, atol=1e-8)
 
 
+MIB = 2**20
+
+
+def test_inverse_map_follows_the_fit_memory_budget():
+    """Bug: fit_inverse_map kept kernel blocks up to a sixth of RAM (the operator's own
+    default), outside the fit's memory_budget and any plan, and solved dense whatever the
+    budget. Now its plan (route, kept blocks) is held within the fit's memory_budget."""
+    x = np.random.default_rng(0).normal(size=(800, 5))
+    est = NonlinearProjection(
+        n_components=8, gamma=0.5, chunk_size=200, memory_budget=4 * MIB,
+        eigen_solver="arpack", fit_inverse_transform=True, alpha=1.0,
+    ).fit(x)  # fmt: skip
+    plan = est.inverse_map_.plan
+    assert plan.memory_budget == 4 * MIB
+    assert plan.solver == est.inverse_map_.solver == "cg"  # the 800^2 matrix twice: 10 MiB
+    assert 0 < len(plan.kept) < 10  # of the pass's 10 block pairs
+    assert plan.driver_bytes + plan.worker_bytes <= 4 * MIB
+    roomy = NonlinearProjection(
+        n_components=8, gamma=0.5, chunk_size=200, eigen_solver="arpack",
+        fit_inverse_transform=True, alpha=1.0,
+    ).fit(x)  # fmt: skip
+    assert roomy.inverse_map_.solver == "dense"
+
+
+def test_inverse_map_holds_no_more_than_its_plan():
+    """Traced allocations of the conjugate-gradient solve stay within its plan."""
+    import tracemalloc
+
+    from npt_dask.errors import ConvergenceWarning
+    from npt_dask.preimage import fit_inverse_map
+
+    x = np.random.default_rng(0).normal(size=(1500, 5))
+    model = npt.fit(x, n_components=8, gamma=0.5, chunk_size=300, solver="krylov")
+    y = model.eigenvectors * np.sqrt(model.eigenvalues)
+    fit_inverse_map(y[:300], model.x_train[:300], model.kernel, 0.1)  # imports, warm-up
+    tracemalloc.start()
+    try:
+        with pytest.warns(ConvergenceWarning):
+            found = fit_inverse_map(
+                y, model.x_train, model.kernel, 0.1, memory_budget=5 * MIB, max_passes=3
+            )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plan = found.plan
+    assert plan.solver == "cg"
+    assert 0 < len(plan.kept) < 15  # of the pass's 15 block pairs
+    assert peak <= plan.driver_bytes + plan.worker_bytes <= 5 * MIB, (peak, plan)
+
+
 def test_inverse_transform_needs_the_flag():
     est = NonlinearProjection(n_components=2).fit(X)
     with pytest.raises(NotFittedError, match="fit_inverse_transform"):

@@ -9,8 +9,10 @@ import pytest
 from distributed import Client, LocalCluster
 from scipy import ndimage
 
+import npt_dask as npt
 from npt_dask.datasets import write_deformed_mnist
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.methods import total_variance
 from npt_dask.pipeline import PipelineConfig, run
 from npt_dask.pipeline.data import generate_if_absent, load_split
 
@@ -67,7 +69,10 @@ GENERATE = {"name": "deformed_mnist", "n_rows": 100, "seed": 2, "chunk_size": 32
     ("data", "message"),
     [
         ({"source": "zarr", "test": [0, 5]}, "needs path = '<store>.zarr'"),
-        ({"source": "zarr", "path": "a.zarr"}, "needs test = [start, stop)"),
+        (  # test rows are optional (issue 28 item 18), but test_path names rows of a file
+            {"source": "zarr", "path": "a.zarr", "test_path": "b.npz"},
+            "needs test = [start, stop)",
+        ),
         ({"source": "npz", "path": "a.npz", "test_path": "b.npz"}, "apply to source='zarr'"),
         ({"source": "moons", "generate": GENERATE}, "apply to source='zarr'"),
         ({"source": "zarr", "path": "a.zarr", "test": [0, 5], "test_scale": 2.0}, "give test_path"),
@@ -177,3 +182,75 @@ def test_pipeline_generates_then_reads_the_store_in_place(tmp_path, source, clie
     again = run(config, client=client, progress=False)
     assert again["model"]["reused"]
     assert again["methods"]["ridge"]["test_accuracy"] == report["methods"]["ridge"]["test_accuracy"]
+
+
+# --- issue 28 item 18: the config names the variables; labels and test rows optional ------
+
+
+def _unlabelled_store(path, rows) -> None:
+    """A zarr dataset of rows named ``pixels`` (and ``digit`` labels if given)."""
+    import xarray as xr
+
+    ds = xr.Dataset({"pixels": (("sample", "feature"), rows[0])})
+    if rows[1] is not None:
+        ds["digit"] = ("sample", rows[1])
+    ds.to_zarr(path, zarr_format=3, consolidated=False)
+
+
+def test_named_variables_without_labels_or_test_run_kernel_pca(tmp_path, client):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 5))
+    _unlabelled_store(tmp_path / "emb.zarr", (x, None))
+    values = {
+        "name": "kpca-only",
+        "data": {"source": "zarr", "path": str(tmp_path / "emb.zarr"), "x_var": "pixels"},
+        "model": {"kernel": "rbf", "gamma": 0.2, "n_components": 5, "chunk_size": 40},
+        "methods": [{"name": "kpca"}, {"name": "kpcal1"}],
+        "output": {"dir": str(tmp_path / "out"), "plots": False},
+    }
+    report = run(PipelineConfig.from_dict(values), client=client, progress=False)
+    assert (report["data"]["n_train"], report["data"]["n_test"]) == (120, 0)
+    assert report["data"]["classes"] == []
+    ratio = report["methods"]["kpca"]["explained_variance_ratio_first"]
+    model = npt.fit(x, "rbf", gamma=0.2, n_components=5, chunk_size=40, random_state=0)
+    np.testing.assert_allclose(ratio, model.eigenvalues / total_variance(model), rtol=1e-8)
+    assert report["methods"]["kpcal1"]["n_components"] == 2
+    assert "test.zarr" not in report["outputs"]["stores"]
+
+
+def test_named_labels_serve_the_stages_that_need_them(tmp_path, client):
+    rng = np.random.default_rng(1)
+    y = np.arange(100) % 2
+    x = rng.normal(size=(100, 4)) + 3.0 * y[:, None]
+    _unlabelled_store(tmp_path / "emb.zarr", (x, y))
+    data = {"source": "zarr", "path": str(tmp_path / "emb.zarr"), "x_var": "pixels",
+            "y_var": "digit", "train": [0, 80], "test": [80, 100]}  # fmt: skip
+    values = {
+        "name": "ridge", "data": data, "methods": [{"name": "ridge"}],
+        "model": {"kernel": "rbf", "gamma": 0.1, "n_components": 6, "chunk_size": 40},
+        "output": {"dir": str(tmp_path / "out"), "plots": False},
+    }  # fmt: skip
+    report = run(PipelineConfig.from_dict(values), client=client, progress=False)
+    assert report["data"]["classes"] == [0, 1]
+    assert report["methods"]["ridge"]["test_accuracy"] == 1.0  # two far blobs
+    unlabelled = {k: v for k, v in data.items() if k != "y_var"}
+    _unlabelled_store(tmp_path / "bare.zarr", (x, None))
+    values["data"] = {**unlabelled, "path": str(tmp_path / "bare.zarr")}
+    values["output"] = {"dir": str(tmp_path / "out2"), "plots": False}
+    with pytest.raises(
+        InputError, match=r"no variable 'y' of labels; its variables are \['pixels'\]"
+    ):
+        run(PipelineConfig.from_dict(values), client=client, progress=False)
+    assert not (tmp_path / "out2" / "model.zarr").exists()  # refused before the fit
+
+
+def test_stages_that_score_test_rows_need_them(tmp_path):
+    data = {"source": "zarr", "path": "emb.zarr"}
+    with pytest.raises(InputError, match=r"\['ridge'\] score test rows, and \[data\] gives none"):
+        PipelineConfig.from_dict({"name": "x", "data": data, "methods": [{"name": "ridge"}]})
+    PipelineConfig.from_dict({"name": "x", "data": data, "methods": [{"name": "kpca"}]})
+
+
+def test_npz_source_with_a_zarr_path_says_so():
+    with pytest.raises(InputError, match=r"is a zarr store, and source = 'npz' reads \.npz files"):
+        PipelineConfig.from_dict({"name": "x", "data": {"source": "npz", "path": "rows.zarr"}})

@@ -216,3 +216,25 @@ def test_auto_takes_the_dense_solver_for_a_large_share_of_the_spectrum_when_it_f
     assert plan_fit(**small, memory_budget=4 * 2**30, threads=2).solver == "krylov"
     tight = dict(kw, n_components=2_000)  # 2 GiB: dense needs 3.2 GB (matrix, vectors, work)
     assert plan_fit(**tight, memory_budget=2**31, threads=2).solver == "krylov"
+
+
+@pytest.mark.parametrize("r", [None, 720])
+def test_dense_fit_holds_no_more_than_its_plan_counts(r):
+    """Bug: at full rank the dense solver held ~5.0 n^2 float64 (the residuals' k @ v,
+    v * theta and their difference beside the matrix and its vectors) where the plan
+    counted 4 n^2. Peak traced allocations of the fit (numpy and LAPACK's work arrays)
+    stay within the plan's driver bytes, give or take 1 MiB of Python objects."""
+    import tracemalloc
+
+    n = 1200
+    x = np.random.default_rng(0).normal(size=(n, 5))
+    npt.fit(x[:50], gamma=0.5, n_components=3, solver="dense", progress=False)  # imports
+    tracemalloc.start()
+    try:
+        model = npt.fit(x, gamma=0.5, n_components=r, solver="dense", progress=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plan = model.diagnostics.plan
+    assert plan["driver_bytes"] == dense_bytes(n)
+    assert peak <= plan["driver_bytes"] + MIB, (peak / (8 * n * n), plan)

@@ -170,3 +170,22 @@ def test_stored_model_streams_training_blocks_bit_for_bit(fitted, tmp_path):
     b = project(loaded, z, tmp_path / "b.zarr", chunk_size=100, progress=False)
     np.testing.assert_array_equal(a["coordinates"].values, b["coordinates"].values)
     np.testing.assert_array_equal(a["residual"].values, b["residual"].values)
+
+
+def test_project_checks_chunk_size_by_the_fit_table(fitted, tmp_path):
+    """Bug: npt.project refused chunk_size=np.int64(20), which npt.fit accepts: project
+    checked its parameter by hand. Now both check it by the one parameter table."""
+    from npt_dask.params import PARAMS
+
+    model, z = fitted
+    ds = project(model, z[:100], tmp_path / "p.zarr", chunk_size=np.int64(20), progress=False)
+    assert ds.coordinates.chunks[0] == (20,) * 5
+    x = np.random.default_rng(0).normal(size=(60, 3))
+    (param,) = [p for p in PARAMS if p.name == "chunk_size"]
+    for bad in param.invalid_values():
+        with pytest.raises((ValueError, TypeError)) as by_fit:
+            npt.fit(x, n_components=2, chunk_size=bad)
+        with pytest.raises(type(by_fit.value)) as by_project:
+            project(model, z[:100], tmp_path / "q.zarr", chunk_size=bad, progress=False)
+        assert str(by_project.value) == str(by_fit.value)
+        assert not (tmp_path / "q.zarr").exists()

@@ -317,9 +317,14 @@ def test_killed_client_resumes(cluster, data, tmp_path, where):
 
 
 def _chunk_mtimes(store, chunks):
-    files = [store / "coordinates" / "c" / str(i) / "0" for i in chunks]
-    files += [store / "residual" / "c" / str(i) for i in chunks]
-    return {str(f): f.stat().st_mtime_ns for f in files}
+    """Modification times of the chunks' files, by name within their array: the results
+    of an unfinished store are in its group "incomplete", a finished store's at its root
+    (moved there by renames, which keep the times)."""
+    partial = store / projection.INCOMPLETE
+    base = partial if partial.is_dir() else store
+    files = [base / "coordinates" / "c" / str(i) / "0" for i in chunks]
+    files += [base / "residual" / "c" / str(i) for i in chunks]
+    return {str(f.relative_to(base)): f.stat().st_mtime_ns for f in files}
 
 
 # --- memory pressure -------------------------------------------------------------------

@@ -53,6 +53,12 @@ CONFIG_VERSION = 1
 SOURCES = ("digits", "npz", "zarr", "moons")
 METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge")
 
+LABEL_STAGES = frozenset({"ksvm", "kfd", "alignment", "kernel_svm_reference", "ridge"})
+"""Stages that need class labels (a zarr source without them runs only the others)."""
+
+TEST_STAGES = frozenset({"ksvm", "kfd", "kernel_svm_reference", "ridge"})
+"""Stages that score test rows (a zarr source without ``test`` runs only the others)."""
+
 
 def check_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
     """Refuse keys outside ``allowed``, suggesting the nearest for a typo.
@@ -92,15 +98,28 @@ class DataConfig:
     ``shift`` is subtracted afterwards (``scale = 127.5, shift = 1`` maps
     pixels to [-1, 1]).
 
-    ``source="zarr"`` reads a zarr dataset with variables ``x`` (sample,
-    feature) and ``y`` (sample) lazily, chunk by chunk (``path`` is relative
-    to the working directory). ``train`` defaults to all its rows; ``test``
-    (required) are rows of ``test_path`` (an ``.npz`` read whole, looked up
-    like ``path`` of an npz, divided by ``test_scale``) if given, else of the
-    store. ``generate = {name = "deformed_mnist", ...}`` (keyword arguments
-    of :func:`npt_dask.datasets.write_deformed_mnist`; its ``source`` is
-    looked up like ``test_path``) writes the store first when it is absent;
-    a present store must have been generated with the same parameters.
+    ``source="zarr"`` reads a zarr dataset lazily, chunk by chunk (``path`` is
+    relative to the working directory): the rows are its variable ``x_var``
+    (default ``"x"``, dims (sample, feature)), the labels its variable ``y_var``
+    (default ``"y"``, dims (sample,)). Labels are optional: a store without
+    ``y_var`` runs the stages that need none (``kpca``, ``kpcal1``); asking for
+    a stage of :data:`LABEL_STAGES` then stops before any work, naming the
+    store's variables. ``train`` defaults to all its rows; ``test`` are rows
+    of ``test_path`` (an ``.npz`` read whole, looked up like ``path`` of an
+    npz, divided by ``test_scale``) if given, else of the store; it is
+    required only by the stages of :data:`TEST_STAGES` (scores on test rows).
+    ``generate = {name = "deformed_mnist", ...}`` (keyword arguments of
+    :func:`npt_dask.datasets.write_deformed_mnist`; its ``source`` is looked
+    up like ``test_path``) writes the store first when it is absent; a
+    present store must have been generated with the same parameters::
+
+        [data]
+        source = "zarr"
+        path = "embeddings.zarr"     # variables "pixels" (sample, feature), "digit" (sample)
+        x_var = "pixels"
+        y_var = "digit"              # omit for a store without labels (kpca only)
+        train = [0, 50000]
+        test = [50000, 60000]        # omit when no stage scores test rows
     """
 
     source: str = "digits"
@@ -120,12 +139,20 @@ class DataConfig:
     test_path: str | None = None
     test_scale: float | None = None
     generate: Mapping[str, Any] | None = None
+    x_var: str | None = None
+    y_var: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise InputError(f"[data] source must be one of {SOURCES}; got {self.source!r}.")
         if self.source == "npz" and not self.path:
             raise InputError("[data] source='npz' needs path = '<file>.npz'.")
+        if self.source == "npz" and str(self.path).rstrip("/").endswith(".zarr"):
+            raise InputError(
+                f"[data] path = {self.path!r} is a zarr store, and source = 'npz' reads .npz "
+                "files: set source = 'zarr' (its variables: x_var, default 'x', and y_var, "
+                "default 'y')."
+            )
         self._check_zarr()
         if not 0.0 < self.test_fraction < 1.0:
             raise InputError(f"[data] test_fraction must be in (0, 1); got {self.test_fraction}.")
@@ -139,7 +166,7 @@ class DataConfig:
             object.__setattr__(self, "classes", tuple(int(c) for c in self.classes))
 
     def _check_zarr(self) -> None:
-        zarr_only = ("test_path", "test_scale", "generate")
+        zarr_only = ("test_path", "test_scale", "generate", "x_var", "y_var")
         if self.source != "zarr":
             given = [k for k in zarr_only if getattr(self, k) is not None]
             if given:
@@ -147,10 +174,18 @@ class DataConfig:
             return
         if not self.path:
             raise InputError("[data] source='zarr' needs path = '<store>.zarr'.")
-        if self.test is None:
+        for name in ("x_var", "y_var"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InputError(f"[data] {name} must name a variable of the store; got {value!r}.")
+        renamed = {k: v for k in ("x_var", "y_var") if (v := getattr(self, k)) not in (None, k[0])}
+        if self.generate is not None and renamed:
             raise InputError(
-                "[data] source='zarr' needs test = [start, stop): rows of test_path, "
-                "or of the store when test_path is not given."
+                f"[data] generate writes variables 'x' and 'y'; remove {sorted(renamed)}."
+            )
+        if self.test_path is not None and self.test is None:
+            raise InputError(
+                "[data] test_path needs test = [start, stop): the rows of it to test on."
             )
         if self.test_scale is not None and self.test_path is None:
             raise InputError("[data] test_scale scales the rows of test_path; give test_path.")
@@ -273,9 +308,16 @@ class PipelineConfig:
             raise InputError(
                 f"[[methods]] names repeat ({keys}); give each repeat its own label = '...'."
             )
+        data = _build(DataConfig, "data", values.get("data", {}))
+        scored = sorted({m.name for m in methods} & TEST_STAGES)
+        if data.source == "zarr" and data.test is None and scored:
+            raise InputError(
+                f"[[methods]] {scored} score test rows, and [data] gives none: add test = "
+                "[start, stop) (rows of the store, or of test_path), or drop those stages."
+            )
         return cls(
             name=str(values["name"]),
-            data=_build(DataConfig, "data", values.get("data", {})),
+            data=data,
             model=model_config(values.get("model", {})),
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),

@@ -2,9 +2,11 @@
 
 Sources: ``digits`` (bundled with scikit-learn, nothing to download),
 ``moons`` (generated), ``npz`` files with arrays ``x`` and ``y`` (read
-with ``allow_pickle=False``), and ``zarr`` datasets with variables ``x`` and
-``y``. An ``.npz`` is a zip archive that numpy can only read whole, so its
-rows are loaded once here; a zarr store's rows stay lazy (an xarray
+with ``allow_pickle=False``), and ``zarr`` datasets with the variables the
+config names (``x_var``/``y_var``, default ``x`` and ``y``; labels and test
+rows optional where no stage needs them). An ``.npz`` is a zip archive that
+numpy can only read whole, so its rows are loaded once here; a zarr store's
+rows stay lazy (an xarray
 DataArray read chunk by chunk, labels in memory). Everything after this
 (fit, projection, methods) streams by chunks. :func:`generate_if_absent`
 writes a generated zarr store (``[data] generate``) before it is read.
@@ -39,13 +41,15 @@ class Split:
     """Training and test rows with their labels.
 
     Rows are numpy arrays, or (``source="zarr"``) lazy xarray DataArrays with
-    the labels as a ``label`` coordinate; labels are numpy arrays.
+    the labels as a ``label`` coordinate; labels are numpy arrays. A zarr
+    source may have no labels (``y_train`` and ``y_test`` None) and no test
+    rows (``x_test`` None) when no stage needs them.
     """
 
     x_train: Any
-    y_train: np.ndarray
+    y_train: np.ndarray | None
     x_test: Any
-    y_test: np.ndarray
+    y_test: np.ndarray | None
     description: str
 
     def summary(self) -> dict[str, object]:
@@ -53,9 +57,9 @@ class Split:
         return {
             "description": self.description,
             "n_train": len(self.x_train),
-            "n_test": len(self.x_test),
+            "n_test": 0 if self.x_test is None else len(self.x_test),
             "n_features": int(self.x_train.shape[1]),
-            "classes": [int(c) for c in np.unique(self.y_train)],
+            "classes": [] if self.y_train is None else np.unique(self.y_train).tolist(),
         }
 
 
@@ -86,6 +90,8 @@ def _npz(cfg: DataConfig) -> Split:
         x_tr, y_tr = x[slice(*cfg.train)], y[slice(*cfg.train)]
         x_te, y_te = x[slice(*cfg.test)], y[slice(*cfg.test)]
         split = Split(x_tr, y_tr, x_te, y_te, "")
+    assert split.y_train is not None  # an npz split has labels
+    assert split.y_test is not None
     x_tr, y_tr = _keep(split.x_train, split.y_train, cfg.classes, cfg.per_class)
     x_te, y_te = _keep(split.x_test, split.y_test, cfg.classes, cfg.per_class_test)
     return Split(x_tr, y_tr, x_te, y_te, f"{path.name}")
@@ -122,7 +128,11 @@ def generate_if_absent(cfg: DataConfig) -> bool:
     return True
 
 
-def _zarr_rows(path: Path, rows: tuple[int, int] | None, scale: float | None) -> tuple:
+def _zarr_rows(
+    path: Path, rows: tuple[int, int] | None, cfg: DataConfig, needs_labels: bool
+) -> tuple:
+    """Rows ``rows`` of the store's ``x_var`` (lazy) and its ``y_var`` labels (None when the
+    store has none and no stage needs them)."""
     import xarray as xr
 
     if not (path / "zarr.json").is_file():
@@ -134,25 +144,40 @@ def _zarr_rows(path: Path, rows: tuple[int, int] | None, scale: float | None) ->
         ds = xr.open_zarr(path, consolidated=False)
     except Exception as exc:
         raise InputError(f"{path} could not be opened as a zarr dataset: {exc}") from exc
-    if not {"x", "y"} <= set(ds.data_vars) or ds["x"].ndim != 2:
-        raise InputError(f"{path} needs variables x (sample, feature) and y (sample).")
-    n = ds.sizes[ds["x"].dims[0]]
+    x_var, y_var = cfg.x_var or "x", cfg.y_var or "y"
+    found = sorted(str(v) for v in ds.data_vars)
+    if x_var not in ds.data_vars or ds[x_var].ndim != 2:
+        raise InputError(
+            f"{path} has no 2-D variable {x_var!r} of rows (sample, feature); its variables "
+            f"are {found}: set [data] x_var to the one holding the rows."
+        )
+    labelled = y_var in ds.data_vars
+    if not labelled and (needs_labels or cfg.y_var is not None):
+        raise InputError(
+            f"{path} has no variable {y_var!r} of labels; its variables are {found}. Set [data] "
+            "y_var to the one holding the labels, or run only stages that need none (kpca, "
+            "kpcal1)."
+        )
+    n = ds.sizes[ds[x_var].dims[0]]
     start, stop = rows or (0, n)
     if stop > n:
         raise InputError(f"{path} has {n} rows; [data] train/test ask for rows up to {stop}.")
-    y = np.asarray(ds["y"][start:stop].values)
-    x = ds["x"][start:stop]
-    x = (x / scale if scale is not None else x).assign_coords(label=(x.dims[0], y))
-    return x, y
+    x = ds[x_var][start:stop]
+    x = x / cfg.scale if cfg.scale is not None else x
+    if not labelled:
+        return x, None
+    y = np.asarray(ds[y_var][start:stop].values)
+    return x.assign_coords(label=(x.dims[0], y)), y
 
 
-def _zarr(cfg: DataConfig) -> Split:
-    assert cfg.path is not None  # DataConfig requires path and test for source="zarr"
-    assert cfg.test is not None
+def _zarr(cfg: DataConfig, needs_labels: bool) -> Split:
+    assert cfg.path is not None  # DataConfig requires path for source="zarr"
     path = Path(cfg.path)
-    x_tr, y_tr = _zarr_rows(path, cfg.train, cfg.scale)
-    if cfg.test_path is None:
-        x_te, y_te = _zarr_rows(path, cfg.test, cfg.scale)
+    x_tr, y_tr = _zarr_rows(path, cfg.train, cfg, needs_labels)
+    if cfg.test is None:  # no stage scores test rows (checked with the config)
+        x_te, y_te, where = None, None, path.name
+    elif cfg.test_path is None:
+        x_te, y_te = _zarr_rows(path, cfg.test, cfg, needs_labels)
         where = path.name
     else:
         test_file = _located(cfg.test_path, cfg.data_dir)
@@ -161,8 +186,9 @@ def _zarr(cfg: DataConfig) -> Split:
             raise InputError(f"{test_file} has too few rows for [data] test = {list(cfg.test)}.")
         where = f"{path.name} (test rows: {test_file.name})"
     if cfg.shift:
-        x_tr, x_te = x_tr - cfg.shift, x_te - cfg.shift
-    if x_tr.shape[1] != x_te.shape[1]:
+        x_tr = x_tr - cfg.shift
+        x_te = None if x_te is None else x_te - cfg.shift
+    if x_te is not None and x_tr.shape[1] != x_te.shape[1]:
         raise InputError(
             f"Training rows have {x_tr.shape[1]} features, test rows {x_te.shape[1]}; "
             "point [data] path and test_path at the same kind of data."
@@ -170,12 +196,13 @@ def _zarr(cfg: DataConfig) -> Split:
     return Split(x_tr, y_tr, x_te, y_te, where)
 
 
-def load_split(cfg: DataConfig) -> Split:
-    """The train/test split a config describes."""
+def load_split(cfg: DataConfig, *, needs_labels: bool = True) -> Split:
+    """The train/test split a config describes; ``needs_labels``: some stage needs class
+    labels (a zarr store without them is then refused)."""
     if cfg.source == "npz":
         split = _npz(cfg)
     elif cfg.source == "zarr":
-        split = _zarr(cfg)
+        split = _zarr(cfg, needs_labels)
     elif cfg.source == "digits":
         from sklearn.datasets import load_digits
 
@@ -189,9 +216,10 @@ def load_split(cfg: DataConfig) -> Split:
         x, y = make_moons(cfg.n_samples, noise=cfg.noise, random_state=cfg.seed)
         split = _stratified(x, y, cfg)
         split = Split(split.x_train, split.y_train, split.x_test, split.y_test, "two moons")
-    if len(split.x_train) < 2 or len(split.x_test) < 1:
+    n_test = None if split.x_test is None else len(split.x_test)
+    if len(split.x_train) < 2 or n_test == 0:
         raise InputError(
-            f"The data selection leaves {len(split.x_train)} training and {len(split.x_test)} "
+            f"The data selection leaves {len(split.x_train)} training and {n_test} "
             "test rows; widen [data] train/test/classes."
         )
     return split

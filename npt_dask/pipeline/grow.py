@@ -5,12 +5,14 @@
     files = ["day1.npy", "day2.npy"]    # .npy, .npz (array x), zarr; relative: data_dir
     residual_tol = 0.01                 # optional (npt_dask.growth.RESIDUAL_TOL)
     max_landmarks = 5000                # optional
-    out = "grown.zarr"                  # in the output folder
+    out = "grown.zarr"                  # in the output folder (a path that leaves it is refused)
 
 The grown model is saved (its lineage and batch records in the manifest) and
 the stage's record -- rows seen and added and the certificate per batch --
 goes into the report under ``"grow"``. The rest of the pipeline is not
 changed by it: the projections and methods use the pipeline's own model.
+A grown model already at ``out`` is replaced only with ``[output] overwrite =
+true`` (``npt run --overwrite``); without it the run stops before any work.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from npt_dask.datasets import data_path
 from npt_dask.errors import InputError
 from npt_dask.model import load
 from npt_dask.projection import open_data
+from npt_dask.store import check_target
 
-__all__ = ["GrowConfig", "grow_stored"]
+__all__ = ["GrowConfig", "check_grow_target", "grow_stored"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,13 @@ class GrowConfig:
                 "files = ['day1.npy', 'day2.npy'] (one batch each)."
             )
         object.__setattr__(self, "files", tuple(files))
+        out = Path(self.out) if isinstance(self.out, str) else None
+        if out is None or not self.out or out.is_absolute() or ".." in out.parts:
+            raise InputError(
+                f"[grow] out = {self.out!r} must name a store inside the pipeline's output "
+                "folder (a relative path without '..'), e.g. out = 'grown.zarr'; the output "
+                "folder is [output] dir (npt run --output)."
+            )
 
 
 def _resolve(name: str, data_dir: str | None) -> Path:
@@ -52,16 +62,41 @@ def _resolve(name: str, data_dir: str | None) -> Path:
     return path if path.is_absolute() or path.exists() else data_path(name, data_dir)
 
 
-def grow_stored(cfg: GrowConfig, out_dir: Path, data_dir: str | None = None) -> dict[str, Any]:
-    """Grow ``cfg.model`` by ``cfg.files`` (in order), save it to ``out_dir / cfg.out``,
-    and return the record for the report."""
+def check_grow_target(cfg: GrowConfig, out_dir: Path, overwrite: bool) -> Path:
+    """The grown model's path, refused before any work when it leaves ``out_dir`` (through
+    a symbolic link too), holds something other than a model, or holds a model and
+    ``overwrite`` is not set."""
+    path = out_dir / cfg.out
+    inside = out_dir.resolve()
+    if inside not in path.resolve().parents:
+        raise InputError(
+            f"[grow] out = {cfg.out!r} resolves to {path.resolve()}, outside the output "
+            f"folder {inside}; name a store inside it, e.g. out = 'grown.zarr'."
+        )
+    check_target(path)
+    if (path / "zarr.json").is_file() and not overwrite:
+        raise InputError(
+            f"{path} already holds a grown model (from an earlier run); set [output] "
+            "overwrite = true (npt run --overwrite) to replace it, or choose another "
+            "[grow] out."
+        )
+    return path
+
+
+def grow_stored(
+    cfg: GrowConfig, out_dir: Path, data_dir: str | None = None, overwrite: bool = False
+) -> dict[str, Any]:
+    """Grow ``cfg.model`` by ``cfg.files`` (in order), save it to ``out_dir / cfg.out``
+    (replacing a model there only with ``overwrite``), and return the record for the
+    report."""
+    path = check_grow_target(cfg, out_dir, overwrite)
     grown: Any = load(cfg.model)
     for name in cfg.files:
         batch = open_data(_resolve(name, data_dir))
         grown = grown.partial_fit(
             batch, residual_tol=cfg.residual_tol, max_landmarks=cfg.max_landmarks
         )
-    path = grown.save(out_dir / cfg.out)
+    path = grown.save(path, overwrite=overwrite)
     record = grown.model.diagnostics.landmarks
     return {
         "model": str(path),

@@ -116,6 +116,8 @@ def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTMode
     kwargs = {key: k[key] for key in ("gamma", "degree", "coef0") if k.get(key) is not None}
     name = {"polynomial": "poly"}.get(k["name"], k["name"])
     svm = SVC(kernel=name, C=float(params.pop("C", 1.0)), **kwargs, **params)
+    assert split.y_train is not None  # a stage of LABEL_STAGES and TEST_STAGES: the
+    assert split.y_test is not None  # config and load_split saw to both
     svm.fit(split.x_train[:n], split.y_train[:n])
     acc = _accuracy(svm.predict(split.x_test), split.y_test)
     return {"n_train": n, "kernel": name, "test_accuracy": acc}, {}
@@ -159,11 +161,12 @@ def _kpcal1(params: dict, train: Any, test: Any, split: Split, model: NPTModel) 
         "kpca_l1_dispersion": kpca_l1.tolist(),
         "iterations": pca.n_iter_.tolist(),
     }
-    projected = pca.transform(test["coordinates"])
     figures: Figures = {}
-    if k >= 2:
+    if k >= 2 and test is not None:  # a zarr source may have no test rows
+        projected = pca.transform(test["coordinates"])
+        labels = test["label"] if "label" in test.coords else None
         figures["kpcal1_test.png"] = lambda: coordinate_scatter(
-            projected.compute(), test["label"], title="KPCA-L1 components of the test rows"
+            projected.compute(), labels, title="KPCA-L1 components of the test rows"
         )
     return metrics, figures
 

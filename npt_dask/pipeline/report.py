@@ -1,32 +1,23 @@
 """Writing a pipeline's report: ``report.json``, ``summary.txt`` and PNG figures.
 
-Every file is written to a temporary name and renamed into place, so an
-interrupted run never leaves a truncated report that reads as valid.
+Every file is written to an owner-tagged temporary name and renamed into place
+(:func:`npt_dask._atomic.write_file`), so an interrupted run never leaves a
+truncated report that reads as valid, and a killed run's temporaries are removed.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from npt_dask._atomic import write_file
 from npt_dask._display import landmark_text
 from npt_dask.progress import count
 
 __all__ = ["summary_text", "write_figures", "write_report"]
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def summary_text(report: Mapping[str, Any]) -> str:
@@ -67,9 +58,9 @@ def _kernel(spec: Mapping[str, Any]) -> str:
 def write_report(out: Path, report: Mapping[str, Any]) -> None:
     """``report.json`` and ``summary.txt`` in ``out``."""
     text = json.dumps(report, indent=2, default=float)
-    _atomic_write(out / "report.json", lambda p: _write_text(p, text))
+    write_file(out / "report.json", lambda p: _write_text(p, text))
     summary = summary_text(report)
-    _atomic_write(out / "summary.txt", lambda p: _write_text(p, summary))
+    write_file(out / "summary.txt", lambda p: _write_text(p, summary))
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -85,6 +76,6 @@ def write_figures(out: Path, figures: Mapping[str, Callable[[], Any]]) -> list[s
     written = []
     for name, make in figures.items():
         fig = make()
-        _atomic_write(out / name, functools.partial(_save_png, fig))
+        write_file(out / name, functools.partial(_save_png, fig))
         written.append(name)
     return written

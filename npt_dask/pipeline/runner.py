@@ -33,9 +33,9 @@ from npt_dask.fitting import fit_params
 from npt_dask.kernels import resolve_kernel
 from npt_dask.model import NPTModel, load
 from npt_dask.params import DEFAULT_TOL, FitParams
-from npt_dask.pipeline.config import PipelineConfig
+from npt_dask.pipeline.config import LABEL_STAGES, PipelineConfig
 from npt_dask.pipeline.data import Split, generate_if_absent, load_split
-from npt_dask.pipeline.grow import grow_stored
+from npt_dask.pipeline.grow import check_grow_target, grow_stored
 from npt_dask.pipeline.methods import (
     MOMENT_STAGES,
     check_params,
@@ -94,17 +94,17 @@ def fit_or_reuse(
     chunk by chunk instead of shipping ``x`` inside the task graph. With
     ``labels`` a new fit also returns the ridge moments of the training rows
     (:attr:`NPTModel.moments`, from the same pass as a landmark model's
-    certificate); a reused model has none.
+    certificate; saved with it). A reused model's stored moments are dropped:
+    its rows are checked to be this config's, its labels are not.
     """
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
             if _matches(model, cfg, x, rows):
-                return model, True
+                return dataclasses.replace(model, moments=None), True
     model = fit_params(x if rows is None else rows, cfg.replace(progress=progress), labels=labels)
     model.save(path, overwrite=True)  # not this config's fit (checked above): replace it
-    # stream training blocks from the store when projecting; the moments are not stored
-    return dataclasses.replace(load(path), moments=model.moments), False
+    return load(path), False  # streams its training blocks from the store when projecting
 
 
 _STAGED = "npt_staged_rows"
@@ -137,17 +137,19 @@ def stage_rows(x: np.ndarray, y: np.ndarray, path: Path, rows: int) -> Any:
 
 
 def _stage(split: Split, out: Path, chunk: int | None, clock: _Clock) -> dict[str, Any]:
-    """Each part's rows as a lazy DataArray: numpy rows staged to zarr, lazy rows as they are."""
+    """Each part's rows as a lazy DataArray: numpy rows staged to zarr, lazy rows as they are
+    (no test part when the split has no test rows)."""
     parts = (("train", split.x_train, split.y_train), ("test", split.x_test, split.y_test))
     return {
         part: clock(f"stage_{part}", stage_rows, x, y, out / f"input_{part}.zarr", chunk)
         if isinstance(x, np.ndarray) else x
         for part, x, y in parts
+        if x is not None
     }  # fmt: skip
 
 
 @contextlib.contextmanager
-def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
+def _client(cfg: PipelineConfig, client: Any | None, progress: bool) -> Iterator[Any]:
     if client is not None:
         yield client
         return
@@ -163,6 +165,7 @@ def _client(cfg: PipelineConfig, client: Any | None) -> Iterator[Any]:
         c.address or None,
         scheduler_file=c.scheduler_file,
         tls=_tls(c),
+        show_dashboard=progress,  # the link, on stderr, while the run lasts
         **embedded,  # type: ignore[arg-type]
     ) as connected:
         yield connected
@@ -235,10 +238,10 @@ def _project_both(
 def _run_methods(
     config: PipelineConfig, model: NPTModel, proj: dict, split: Split, clock: _Clock
 ) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
-    methods, figures = {}, _model_figures(model, proj["test"], config)
+    methods, figures = {}, _model_figures(model, proj.get("test"), config)
     for method in config.methods:
         metrics, figs = run_method(
-            method.name, method.params, proj.get("train"), proj["test"], split, model
+            method.name, method.params, proj.get("train"), proj.get("test"), split, model
         )
         methods[method.key] = metrics
         clock.seconds[method.key] = metrics["seconds"]
@@ -266,11 +269,14 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         check_params(method.name, method.params)
     out = Path(config.output.dir)
     out.mkdir(parents=True, exist_ok=True)
+    if config.grow is not None:  # refused before any work, not after the fit
+        check_grow_target(config.grow, out, config.output.overwrite)
     clock = _Clock()
-    with _client(config, client) as active, active.as_current():
+    with _client(config, client, progress) as active, active.as_current():
         if config.data.generate is not None:  # on the cluster: each task writes its rows
             clock("generate", generate_if_absent, config.data)
-        split: Split = clock("load", load_split, config.data)
+        needs_labels = any(method.name in LABEL_STAGES for method in config.methods)
+        split: Split = clock("load", load_split, config.data, needs_labels=needs_labels)
         rows = _stage(split, out, config.model.chunk_size, clock)
         wants_moments = any(method.name in MOMENT_STAGES for method in config.methods)
         model, reused = clock(
@@ -278,13 +284,14 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             rows["train"], split.y_train if wants_moments else None,
         )  # fmt: skip
         grown = (
-            clock("grow", grow_stored, config.grow, out, config.data.data_dir)
+            clock("grow", grow_stored, config.grow, out, config.data.data_dir,
+                  config.output.overwrite)
             if config.grow is not None
             else None
-        )
+        )  # fmt: skip
         resume = reused and not config.output.overwrite
         if not needs_train_coordinates(config.methods, model):
-            rows = {"test": rows["test"]}  # the training pass gave what the stages need
+            rows.pop("train")  # the training pass gave what the stages need
         proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
         methods, figures = _run_methods(config, model, proj, split, clock)
         worker_peak = _worker_peak(active)
@@ -324,12 +331,17 @@ def _model_figures(model: NPTModel, test: Any, config: PipelineConfig) -> dict:
     from npt_dask import plot
     from npt_dask.methods import total_variance
 
-    return {
+    figures = {
         "spectrum.png": lambda: plot.spectrum(
             model.to_dataset(), total_variance=total_variance(model)
         ),
+    }
+    if test is None:  # no test rows asked for: the model's figure only
+        return figures
+    labels = test["label"] if "label" in test.coords else None
+    return figures | {
         "coordinates_test.png": lambda: plot.coordinate_scatter(
-            test["coordinates"], test["label"], title=f"{config.name}: test rows, NPT coordinates"
+            test["coordinates"], labels, title=f"{config.name}: test rows, NPT coordinates"
         ),
-        "residual_test.png": lambda: plot.residual_histogram(test["residual"], test["label"]),
+        "residual_test.png": lambda: plot.residual_histogram(test["residual"], labels),
     }

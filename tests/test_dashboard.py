@@ -1,0 +1,60 @@
+"""Where the dashboard is: ``npt.connect()`` and ``npt run`` print its link (issue 28
+item 19); the embedded cluster's port is random, so the line is the way to find it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from distributed import LocalCluster
+
+import npt_dask as npt
+from npt_dask.cli import main
+
+LINK = re.compile(r"^npt: dask dashboard at (http://\S+/status) ", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0"
+    ) as c:
+        yield c
+
+
+def test_connect_prints_the_dashboard_link(cluster, capsys):
+    with npt.connect(cluster.scheduler_address) as client:
+        err = capsys.readouterr().err
+        found = LINK.search(err)
+        assert found is not None, err
+        assert found.group(1) == client.dashboard_link
+    with npt.connect(cluster.scheduler_address, show_dashboard=False):
+        assert capsys.readouterr().err == ""
+
+
+def test_embedded_cluster_link_says_what_its_pages_need(tmp_path, capsys):
+    with npt.connect(n_workers=1, threads_per_worker=1, local_directory=tmp_path) as client:
+        line = LINK.search(capsys.readouterr().err)
+        assert line is not None
+        assert line.group(1) == client.dashboard_link
+        assert re.match(r"http://127\.0\.0\.1:\d+/status", line.group(1))
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        assert "pip install 'bokeh>=3.1'" in line.string
+
+
+def test_npt_run_prints_the_dashboard_link(cluster, tmp_path, capsys):
+    config = tmp_path / "kpca.toml"
+    config.write_text(
+        'name = "kpca-only"\n[data]\nsource = "moons"\nn_samples = 80\n'
+        '[model]\nkernel = "rbf"\ngamma = 2.0\nn_components = 4\n'
+        '[[methods]]\nname = "kpca"\n'
+        f'[cluster]\naddress = "{cluster.scheduler_address}"\n'
+        f'[output]\ndir = "{tmp_path / "out"}"\nplots = false\n'
+    )
+    assert main(["run", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert LINK.search(err) is not None, err
+    assert main(["run", str(config), "--quiet"]) == 0
+    assert LINK.search(capsys.readouterr().err) is None  # --quiet: nothing on stderr
