@@ -1,9 +1,10 @@
 """An iterative solve's state on disk, so that a killed job resumes where it stopped.
 
 One ``.npz`` file of plain arrays (read with ``allow_pickle=False``: no pickle
-is ever loaded), rewritten after every iteration under a temporary name and
-renamed into place (``os.replace``: a reader sees the old state or the new
-one, never half of one). It carries the problem's *fingerprint* -- a SHA-256
+is ever loaded), rewritten after every iteration by the one atomic writer
+(:func:`npt_dask._atomic.write_file`: an owner-tagged temporary renamed into
+place, a killed writer's temporary swept by the next write; a reader sees the
+old state or the new one, never half of one). It carries the problem's *fingerprint* -- a SHA-256
 of everything that defines the solution: the data (a digest of every row
 chunk, :class:`~npt_dask.consumers.Digest`), targets, sample weights, kernel,
 alpha, centres, precision and route -- and a checkpoint of another problem
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from npt_dask._owners import owner_tag
+from npt_dask._atomic import write_file
 from npt_dask.cg import CGState
 from npt_dask.errors import CheckpointError
 
@@ -61,15 +62,14 @@ def save_state(path: str | os.PathLike, state: CGState, problem: str) -> None:
     meta = {"version": CHECKPOINT_VERSION, "fingerprint": problem, "iteration": state.iteration}
     arrays = {name: np.asarray(getattr(state, name)) for name in _ARRAYS}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    tmp = target.with_name(f".{target.name}.{owner_tag()}.tmp")
-    try:
+
+    def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:
             np.savez(handle, **arrays)  # type: ignore[arg-type]  # numeric arrays only
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_file(target, write)
 
 
 def load_state(path: str | os.PathLike, problem: str) -> CGState | None:

@@ -4,6 +4,8 @@
     npt project MODEL DATA --out proj.zarr [--rows 48000:56000] [--overwrite] [--scheduler ADDRESS]
     npt grow MODEL NEW_DATA [NEW_DATA ...] --out NEW_MODEL [--residual-tol 0.01]
     npt info MODEL
+    npt ridge DATA --rows 0:60000 --test-rows 60000:70000 --kernel rbf --gamma 0.02 \
+        --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz]
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
 ``fit`` and ``project`` run on local threads, or on an existing dask cluster
@@ -99,6 +101,26 @@ def _parser() -> _Parser:
     info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
     info.add_argument("model", help="model store written by 'npt fit'")
 
+    ridge = sub.add_parser(
+        "ridge", help="kernel ridge classification (or --regression) of DATA, scored on --test"
+    )
+    ridge.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
+    ridge.add_argument("--labels", help="file of the labels (default: DATA, at --labels-key)")
+    ridge.add_argument("--labels-key", default="y", help="labels' array in a .npz (default y)")
+    ridge.add_argument("--labels-var", default="y", help="labels' variable in xarray zarr")
+    ridge.add_argument("--test", help="test rows' file (default: DATA, at --test-rows)")
+    ridge.add_argument("--test-labels", help="file of the test labels (default: as --labels)")
+    _rows_option(ridge, "train on these rows of DATA only (e.g. 0:60000)")
+    ridge.add_argument("--test-rows", metavar="START:STOP", type=_row_range,
+                       help="score on these rows of the test file (e.g. 60000:70000)")  # fmt: skip
+    ridge.add_argument("--regression", action="store_true",
+                       help="numeric targets: KernelRidge and R^2 (default: classes)")  # fmt: skip
+    ridge.add_argument("--checkpoint", help="CG's state file: a killed run resumes from it")
+    ridge.add_argument("--predictions", help="write the test predictions here (.npy)")
+    _ridge_options(ridge)
+    _data_options(ridge)
+    _cluster_options(ridge)
+
     run = sub.add_parser("run", help="run a pipeline config (TOML): fit, project, methods, report")
     run.add_argument("config", help="pipeline config, e.g. pipelines/quickstart.toml")
     run.add_argument("--output", help="results folder (overrides [output] dir)")
@@ -106,7 +128,7 @@ def _parser() -> _Parser:
     run.add_argument("--overwrite", action="store_true", help="restart projections")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     _cluster_options(run, default="the config's [cluster]")
-    parser.commands = {"fit": fit, "project": proj, "info": info, "run": run}
+    parser.commands = {"fit": fit, "project": proj, "info": info, "run": run, "ridge": ridge}
     return parser
 
 
@@ -175,6 +197,26 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--start", metavar="MODEL", help="warm start from this saved model (e.g. a landmark model)"
     )
+
+
+def _ridge_options(parser: argparse.ArgumentParser) -> None:
+    """One option per kernel ridge parameter and search parameter, from their tables."""
+    from npt_dask.params import RIDGE_PARAMS, SEARCH_PARAMS
+
+    for param in (*RIDGE_PARAMS, *SEARCH_PARAMS):
+        if param.name in ("progress",):
+            continue
+        if param.name in ("alphas", "gammas"):
+            parser.add_argument(
+                param.flag, dest=param.name, nargs="+", type=float, default=None,
+                help=f"{param.help}; given, the search picks (KernelRidge...CV)",
+            )  # fmt: skip
+            continue
+        parse = param.parse or (lambda text: text)
+        parser.add_argument(
+            param.flag, dest=param.name, type=_typed(parse), default=param.default,
+            help=f"{param.help} (default {param.default})",
+        )  # fmt: skip
 
 
 def _typed(parse: Any) -> Any:
@@ -387,6 +429,90 @@ def _info(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _open_labels(path: str, key: str, var: str, rows: slice | None) -> Any:
+    """Labels (1-D) from ``.npy``, a ``.npz`` (``key``) or zarr (``var``), never unpickled;
+    the ``rows`` selected as the data's are."""
+    import numpy as np
+    import xarray as xr
+
+    from npt_dask.datasets import read_numpy
+    from npt_dask.errors import InputError
+
+    source = Path(path)
+    if not source.exists():
+        raise InputError(f"{source} does not exist.")
+    if source.suffix in (".npy", ".npz"):
+
+        def load() -> Any:
+            with np.load(source, allow_pickle=False) as data:
+                if source.suffix == ".npy":
+                    return np.asarray(data)
+                if key not in data.files:
+                    raise InputError(f"{source} has no array {key!r}; it has {data.files}.")
+                return np.asarray(data[key])
+
+        values = read_numpy(source, load)
+    else:
+        values = xr.open_zarr(source)[var].data
+    return values if rows is None else values[rows]
+
+
+def _ridge(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    import npt_dask as npt
+    from npt_dask._scheduler import compute
+    from npt_dask.params import RIDGE_PARAMS, SEARCH_PARAMS
+    from npt_dask.projection import open_data
+
+    x = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+    y = _open_labels(args.labels or args.data, args.labels_key, args.labels_var, args.rows)
+    search = args.alphas is not None or args.gammas is not None
+    table = {p.name for p in RIDGE_PARAMS} - {"progress"}
+    table |= {p.name for p in SEARCH_PARAMS} if search else set()
+    if search:
+        table -= {"alpha"} | ({"gamma"} if args.gammas is not None else set())
+    values = {name: getattr(args, name) for name in table}
+    if search and args.gammas is None and values.get("gamma") is not None:
+        values["gammas"] = [float(values.pop("gamma"))]
+    values.pop("gamma", None) if search else None
+    kinds = {
+        (False, False): npt.KernelRidgeClassifier, (False, True): npt.KernelRidgeClassifierCV,
+        (True, False): npt.KernelRidge, (True, True): npt.KernelRidgeCV,
+    }  # fmt: skip
+    est = kinds[(args.regression, search)](**values, progress=not args.quiet)
+    result: dict[str, Any] = {}
+    with _client_from_args(args):
+        est.fit(x, y, checkpoint=args.checkpoint)
+        result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,
+                   "alpha": float(getattr(est, "alpha_", values.get("alpha", np.nan))),
+                   "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
+        if args.test is not None or args.test_rows is not None:
+            source = args.test or args.data
+            z = _select_rows(open_data(source, key=args.key, var=args.var), args.test_rows)
+            labels = args.test_labels or args.labels or source
+            truth = _open_labels(labels, args.labels_key, args.labels_var, args.test_rows)
+            pred = np.asarray(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
+            result["test_score"] = float(est.score(z, np.asarray(truth)))
+            if args.predictions:
+                _save_npy(Path(args.predictions), pred)
+                result["predictions"] = str(args.predictions)
+    return result
+
+
+def _save_npy(path: Path, values: Any) -> None:
+    """``values`` as a ``.npy`` file, written atomically (no pickle)."""
+    import numpy as np
+
+    from npt_dask._atomic import write_file
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.save(handle, values, allow_pickle=False)
+
+    write_file(path, write)
+
+
 def _run(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.pipeline import load_config, run
     from npt_dask.pipeline.report import summary_text
@@ -441,7 +567,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     from npt_dask.errors import NPTError
 
-    commands = {"fit": _fit, "grow": _grow, "project": _project, "info": _info, "run": _run}
+    commands = {
+        "fit": _fit, "grow": _grow, "project": _project, "info": _info, "run": _run,
+        "ridge": _ridge,
+    }  # fmt: skip
     command = commands[args.command]
     try:
         result = command(args)

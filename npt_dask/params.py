@@ -730,6 +730,7 @@ RIDGE_PARAMS: tuple[Param, ...] = (
         (Interval(_REAL, 0, None, "left"), InstanceOf((list, tuple, np.ndarray), "an array")),
         1.0,
         "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
+        parse=_number_or(float),
     ),
     dataclasses.replace(_BY_NAME["kernel"], default="linear"),
     _BY_NAME["gamma"],
@@ -806,12 +807,14 @@ SEARCH_PARAMS: tuple[Param, ...] = (
         (Interval(_INT, 2, None),),
         SEARCH_ROWS,
         "rows of the subproblem the search scores candidates on",
+        parse=_number_or(int),
     ),
     Param(
         "held_out",
         (Interval(_REAL, 0, 1, "neither"),),
         HELD_OUT,
         "share of the subproblem's rows held out to score the candidates",
+        parse=_number_or(float),
     ),
 )
 """``KernelRidgeCV``'s search parameters (the rest are :data:`RIDGE_PARAMS`)."""

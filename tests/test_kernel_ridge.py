@@ -505,3 +505,84 @@ def _killed_fit_data():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 5))
     return x, np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0])])
+
+
+# --------------------------------------------------------------- the pipeline stage
+
+
+def test_pipeline_kernel_ridge_stage_without_a_model(tmp_path):
+    """A config whose only stage is kernel_ridge fits no NPT model; its accuracy is the
+    estimator's on the same split; a re-run resumes from the stage's CG checkpoint."""
+    from sklearn.datasets import make_moons
+    from sklearn.model_selection import train_test_split
+
+    from npt_dask.pipeline import PipelineConfig, run
+
+    values = {
+        "name": "krr",
+        "data": {"source": "moons", "n_samples": 300, "noise": 0.2, "test_fraction": 0.25},
+        "methods": [{"name": "kernel_ridge", "kernel": "rbf", "gamma": 2.0, "alpha": 0.01,
+                     "landmarks": 60, "solver": "cg", "tol": 1e-8, "random_state": 0}],
+        "output": {"dir": str(tmp_path / "out"), "plots": False},
+    }  # fmt: skip
+    config = PipelineConfig.from_dict(values)
+    assert config.model is None
+    assert PipelineConfig.from_dict(config.to_dict()) == config
+    report = run(config, progress=False)
+    assert report["model"] is None
+    assert not (tmp_path / "out" / "model.zarr").exists()
+    stage = report["methods"]["kernel_ridge"]
+    x, y = make_moons(300, noise=0.2, random_state=0)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
+    ref = KernelRidgeClassifier(kernel="rbf", gamma=2.0, alpha=0.01, landmarks=60,
+                                solver="cg", tol=1e-8, random_state=0).fit(xtr, ytr)  # fmt: skip
+    assert stage["test_accuracy"] == pytest.approx(ref.score(xte, yte))
+    assert stage["route"] == "cg"
+    assert (tmp_path / "out" / "kernel_ridge.cg.npz").exists()
+    again = run(config, progress=False)["methods"]["kernel_ridge"]
+    assert again["test_accuracy"] == stage["test_accuracy"]
+
+
+def test_pipeline_kernel_ridge_stage_takes_the_models_kernel(tmp_path):
+    from npt_dask.pipeline import PipelineConfig, run
+
+    values = {
+        "name": "krr",
+        "data": {"source": "moons", "n_samples": 200, "noise": 0.2, "test_fraction": 0.25},
+        "model": {"kernel": "rbf", "gamma": 1.5, "n_components": 10},
+        "methods": [{"name": "kernel_ridge", "alphas": [0.01, 1.0], "random_state": 0}],
+        "output": {"dir": str(tmp_path / "out"), "plots": False},
+    }
+    stage = run(PipelineConfig.from_dict(values), progress=False)["methods"]["kernel_ridge"]
+    assert stage["gamma"] == 1.5
+    assert stage["search"]["gammas"] == [1.5]
+    assert stage["alpha"] in (0.01, 1.0)
+    assert stage["test_accuracy"] > 0.8
+
+
+# --------------------------------------------------------------- the command line
+
+
+def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, capsys):
+    import json
+
+    from npt_dask.cli import main
+
+    x, _, _ = _data(n=340)
+    y = (np.sin(2 * x[:, 0]) > 0).astype(int)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    args = ["ridge", str(tmp_path / "d.npz"), "--rows", "0:300", "--test-rows", "300:340",
+            "--kernel", "rbf", "--gamma", "0.3", "--alpha", "0.05", "--landmarks", "60",
+            "--solver", "cg", "--tol", "1e-8", "--random-state", "0",
+            "--checkpoint", str(tmp_path / "cg.npz"), "--predictions", str(tmp_path / "p.npy"),
+            "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = KernelRidgeClassifier(alpha=0.05, kernel="rbf", gamma=0.3, landmarks=60, solver="cg",
+                                tol=1e-8, random_state=0).fit(x[:300], y[:300])  # fmt: skip
+    assert out["test_score"] == pytest.approx(ref.score(x[300:], y[300:]))
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), ref.predict(x[300:]))
+    assert out["route"] == "cg"
+    assert (tmp_path / "cg.npz").exists()
+    assert main([*args[:-1], "--alpha", "-1"]) == 2
+    assert "The --alpha option must be" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """Pipeline configuration: a small declarative TOML file, read into frozen dataclasses.
 
 A config names the data, the NPT model, the downstream methods, the cluster
-and the output folder::
+and the output folder (a config whose stages all read the rows themselves --
+``kernel_ridge`` -- needs no ``[model]``)::
 
     name = "quickstart"
     [data]
@@ -51,13 +52,22 @@ __all__ = [
 
 CONFIG_VERSION = 1
 SOURCES = ("digits", "npz", "zarr", "moons")
-METHODS = ("ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge")
+METHODS = (
+    "ksvm", "kfd", "kpcal1", "kpca", "alignment", "kernel_svm_reference", "ridge",
+    "kernel_ridge",
+)  # fmt: skip
 
-LABEL_STAGES = frozenset({"ksvm", "kfd", "alignment", "kernel_svm_reference", "ridge"})
+LABEL_STAGES = frozenset(
+    {"ksvm", "kfd", "alignment", "kernel_svm_reference", "ridge", "kernel_ridge"}
+)
 """Stages that need class labels (a zarr source without them runs only the others)."""
 
-TEST_STAGES = frozenset({"ksvm", "kfd", "kernel_svm_reference", "ridge"})
+TEST_STAGES = frozenset({"ksvm", "kfd", "kernel_svm_reference", "ridge", "kernel_ridge"})
 """Stages that score test rows (a zarr source without ``test`` runs only the others)."""
+
+DATA_STAGES = frozenset({"kernel_ridge"})
+"""Stages that read the rows themselves, not an NPT model: a config whose stages are all
+of these needs no ``[model]`` table (nothing is fitted, saved or projected then)."""
 
 
 def check_keys(given: Iterable[str], allowed: Iterable[str], where: str) -> None:
@@ -283,7 +293,7 @@ class PipelineConfig:
 
     name: str
     data: DataConfig = field(default_factory=DataConfig)
-    model: FitParams = field(default_factory=lambda: model_config({}))
+    model: FitParams | None = field(default_factory=lambda: model_config({}))
     methods: tuple[MethodConfig, ...] = ()
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -315,10 +325,17 @@ class PipelineConfig:
                 f"[[methods]] {scored} score test rows, and [data] gives none: add test = "
                 "[start, stop) (rows of the store, or of test_path), or drop those stages."
             )
+        needs_model = not methods or any(m.name not in DATA_STAGES for m in methods)
+        if "model" not in values and not needs_model:
+            model: FitParams | None = None  # only data stages: no NPT model
+        else:
+            model = model_config(values.get("model", {}))
+        if "grow" in values and model is None:
+            raise InputError("[grow] grows the NPT model: add a [model] table.")
         return cls(
             name=str(values["name"]),
             data=data,
-            model=model_config(values.get("model", {})),
+            model=model,
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
             output=_build(OutputConfig, "output", values.get("output", {})),
@@ -336,7 +353,7 @@ class PipelineConfig:
             "name": self.name,
             "version": self.version,
             "data": plain(self.data),
-            "model": plain(self.model),
+            **({"model": plain(self.model)} if self.model is not None else {}),
             "methods": [m.to_dict() for m in self.methods],
             "cluster": plain(self.cluster),
             "output": plain(self.output),

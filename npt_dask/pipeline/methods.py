@@ -17,6 +17,7 @@ import numpy as np
 
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.model import NPTModel
+from npt_dask.pipeline.config import DATA_STAGES
 from npt_dask.pipeline.data import Split
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "check_params",
     "needs_train_coordinates",
     "run_method",
+    "run_stage_params",
 ]
 
 Figures = dict[str, Callable[[], Any]]
@@ -123,6 +125,59 @@ def _reference(params: dict, train: Any, test: Any, split: Split, model: NPTMode
     return {"n_train": n, "kernel": name, "test_accuracy": acc}, {}
 
 
+_RIDGE_KERNEL = ("kernel", "gamma", "degree", "coef0")
+
+
+def _kernel_ridge(
+    params: dict, train: Any, test: Any, split: Split, model: NPTModel | None
+) -> tuple:
+    """Kernel ridge classification on the rows themselves (``npt_dask.KernelRidgeClassifier``:
+    exact or Nyström, direct or CG, as its plan chooses), the model's kernel unless the
+    stage names one; ``alphas``/``gammas`` search them (``KernelRidgeClassifierCV``).
+    ``checkpoint`` (a path, set by the runner in the output folder) makes CG resumable."""
+    from npt_dask.kernel_ridge import KernelRidgeClassifier, KernelRidgeClassifierCV
+
+    kernel = {} if model is None else _kernel_args(model)
+    kernel.update({k: params.pop(k) for k in _RIDGE_KERNEL if k in params})
+    checkpoint = params.pop("checkpoint", None)
+    if "alphas" in params or "gammas" in params:
+        if "gammas" not in params and "gamma" in kernel:
+            params["gammas"] = [kernel.pop("gamma")]
+        kernel.pop("gamma", None)
+        est: Any = KernelRidgeClassifierCV(**kernel, **params)
+    else:
+        est = KernelRidgeClassifier(**kernel, **params)
+    assert split.y_train is not None  # a stage of LABEL_STAGES and TEST_STAGES
+    assert split.y_test is not None
+    est.fit(split.x_train, split.y_train, checkpoint=checkpoint)
+    acc = _accuracy(est.predict(split.x_test), split.y_test)
+    metrics = {
+        "test_accuracy": acc, "route": est.solver_, "reason": est.plan_["reason"],
+        "alpha": float(getattr(est, "alpha_", est.get_params().get("alpha", np.nan))),
+        "gamma": est.gamma_, "n_iter": est.n_iter_,
+        "residuals": [float(r) for r in est.residuals_],
+        "landmarks": 0 if est.landmarks_ is None else len(est.landmarks_),
+        "plan_memory_gib": sum(est.plan_["memory"].values()) / 2**30,
+        "stage_seconds": est.fit_seconds_,
+    }  # fmt: skip
+    if hasattr(est, "cv_results_"):
+        metrics["search"] = {k: est.cv_results_[k] for k in ("gammas", "alphas", "scores",
+                                                             "seconds")}  # fmt: skip
+    return metrics, {}
+
+
+def _kernel_args(model: NPTModel) -> dict[str, Any]:
+    """The model's kernel as KernelRidge's arguments (a function kernel as it is)."""
+    spec = model.kernel
+    if not spec.storable or not spec.evaluated:
+        raise InputError(
+            "kernel_ridge takes the model's kernel, and this model's is a function or a "
+            "given matrix: name a kernel in the [[methods]] table (kernel = 'rbf', gamma = ...)."
+        )
+    d = spec.to_dict()
+    return {"kernel": d.pop("name"), **d}
+
+
 def _kfd(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
     from npt_dask.methods import FisherDiscriminant
     from npt_dask.plot import coordinate_scatter, histogram_by_label
@@ -200,6 +255,7 @@ STAGES = {
     "kfd": _kfd,
     "kpcal1": _kpcal1,
     "kpca": _kpca,
+    "kernel_ridge": _kernel_ridge,
 }
 
 
@@ -214,13 +270,18 @@ PARAMS = {
     },
     "kpca": {"show"},
     "alignment": set(),
+    "kernel_ridge": {
+        "kernel", "gamma", "degree", "coef0", "alpha", "alphas", "gammas", "landmarks",
+        "landmark_method", "solver", "tol", "max_iter", "precision", "random_state",
+        "memory_budget", "chunk_size", "search_rows", "held_out", "checkpoint",
+    },
 }  # fmt: skip
 
 
 MOMENT_STAGES = frozenset({"ridge"})
 """Stages served by the training pass's moments (:attr:`NPTModel.moments`)."""
 
-MODEL_ONLY_STAGES = frozenset({"kpca", "kernel_svm_reference"})
+MODEL_ONLY_STAGES = frozenset({"kpca", "kernel_svm_reference", "kernel_ridge"})
 """Stages that read no training coordinates at all."""
 
 
@@ -228,6 +289,17 @@ def needs_train_coordinates(methods: Any, model: NPTModel) -> bool:
     """Whether some configured stage reads the projected training rows (``train.zarr``)."""
     served = MODEL_ONLY_STAGES | (MOMENT_STAGES if model.moments is not None else frozenset())
     return any(method.name not in served for method in methods)
+
+
+def run_stage_params(name: str, params: Mapping[str, Any], out: Any) -> dict[str, Any]:
+    """A stage's parameters as it runs them: ``kernel_ridge``'s CG checkpoint in the
+    output folder unless ``checkpoint = false`` (a re-run then resumes a killed solve)."""
+    given = dict(params)
+    if name == "kernel_ridge":
+        keep = given.pop("checkpoint", True)
+        if keep:
+            given["checkpoint"] = str(out / f"{name}.cg.npz")
+    return given
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> None:
@@ -240,10 +312,17 @@ def check_params(name: str, params: Mapping[str, Any]) -> None:
 
 
 def run_method(
-    name: str, params: Mapping[str, Any], train: Any, test: Any, split: Split, model: NPTModel
+    name: str,
+    params: Mapping[str, Any],
+    train: Any,
+    test: Any,
+    split: Split,
+    model: NPTModel | None,
 ) -> tuple[dict[str, Any], Figures]:
     """Run one stage; the metrics carry its wall time in ``seconds``."""
     t0 = time.perf_counter()
-    metrics, figures = STAGES[name](dict(params), train, test, split, model)
+    if model is None and name not in DATA_STAGES:
+        raise InputError(f"[[methods]] {name!r} needs an NPT model: add a [model] table.")
+    metrics, figures = STAGES[name](dict(params), train, test, split, model)  # type: ignore[arg-type]
     metrics["seconds"] = round(time.perf_counter() - t0, 3)
     return metrics, figures

@@ -27,11 +27,7 @@ def summary_text(report: Mapping[str, Any]) -> str:
         f"npt-dask pipeline {report['name']!r}",
         f"data: {data['description']}, {data['n_train']} train / {data['n_test']} test rows, "
         f"d = {data['n_features']}, {len(data['classes'])} classes",
-        f"model: {_kernel(model['kernel'])}, r = {model['n_components']}, "
-        f"solver {model['solver']}, "
-        f"{count(model['passes'], 'pass', 'passes')}, residual {model['max_residual']:.1e}"
-        + (" (reused from the store)" if model["reused"] else ""),
-        *([landmark_text(model["landmarks"])] if model.get("landmarks") else []),
+        *(_model_lines(model) if model is not None else ["model: none (data stages only)"]),
         "stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()),
         f"peak memory: driver {report['memory']['driver_peak_gib']:.2f} GiB, "
         f"largest worker {report['memory']['worker_peak_gib']:.2f} GiB",
@@ -41,6 +37,16 @@ def summary_text(report: Mapping[str, Any]) -> str:
         lines.append(f"{name}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in shown.items()))
     lines.append(f"outputs in {report['outputs']['dir']}")
     return "\n".join(lines) + "\n"
+
+
+def _model_lines(model: Mapping[str, Any]) -> list[str]:
+    return [
+        f"model: {_kernel(model['kernel'])}, r = {model['n_components']}, "
+        f"solver {model['solver']}, "
+        f"{count(model['passes'], 'pass', 'passes')}, residual {model['max_residual']:.1e}"
+        + (" (reused from the store)" if model["reused"] else ""),
+        *([landmark_text(model["landmarks"])] if model.get("landmarks") else []),
+    ]
 
 
 def _fmt(value: Any) -> str:

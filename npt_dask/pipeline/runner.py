@@ -41,6 +41,7 @@ from npt_dask.pipeline.methods import (
     check_params,
     needs_train_coordinates,
     run_method,
+    run_stage_params,
 )
 from npt_dask.pipeline.report import write_figures, write_report
 from npt_dask.projection import project
@@ -236,17 +237,49 @@ def _project_both(
 
 
 def _run_methods(
-    config: PipelineConfig, model: NPTModel, proj: dict, split: Split, clock: _Clock
+    config: PipelineConfig,
+    model: NPTModel | None,
+    proj: dict,
+    split: Split,
+    clock: _Clock,
+    out: Path,
 ) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
-    methods, figures = {}, _model_figures(model, proj.get("test"), config)
+    figures = {} if model is None else _model_figures(model, proj.get("test"), config)
+    methods = {}
     for method in config.methods:
+        params = run_stage_params(method.name, method.params, out)
         metrics, figs = run_method(
-            method.name, method.params, proj.get("train"), proj.get("test"), split, model
+            method.name, params, proj.get("train"), proj.get("test"), split, model
         )
         methods[method.key] = metrics
         clock.seconds[method.key] = metrics["seconds"]
         figures.update(figs)
     return methods, figures
+
+
+def _model_stages(
+    config: PipelineConfig, split: Split, out: Path, clock: _Clock, progress: bool
+) -> tuple[NPTModel, bool, dict[str, Any], dict[str, Any] | None]:
+    """Stage the rows, fit (or reuse) the model, grow it, project: the model, whether it
+    was reused, the projections and the grow stage's record."""
+    assert config.model is not None
+    rows = _stage(split, out, config.model.chunk_size, clock)
+    wants_moments = any(method.name in MOMENT_STAGES for method in config.methods)
+    model, reused = clock(
+        "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
+        rows["train"], split.y_train if wants_moments else None,
+    )  # fmt: skip
+    grown = (
+        clock("grow", grow_stored, config.grow, out, config.data.data_dir,
+              config.output.overwrite)
+        if config.grow is not None
+        else None
+    )  # fmt: skip
+    resume = reused and not config.output.overwrite
+    if not needs_train_coordinates(config.methods, model):
+        rows.pop("train")  # the training pass gave what the stages need
+    proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
+    return model, reused, proj, grown
 
 
 def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = True) -> dict:
@@ -277,23 +310,11 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
             clock("generate", generate_if_absent, config.data)
         needs_labels = any(method.name in LABEL_STAGES for method in config.methods)
         split: Split = clock("load", load_split, config.data, needs_labels=needs_labels)
-        rows = _stage(split, out, config.model.chunk_size, clock)
-        wants_moments = any(method.name in MOMENT_STAGES for method in config.methods)
-        model, reused = clock(
-            "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
-            rows["train"], split.y_train if wants_moments else None,
-        )  # fmt: skip
-        grown = (
-            clock("grow", grow_stored, config.grow, out, config.data.data_dir,
-                  config.output.overwrite)
-            if config.grow is not None
-            else None
-        )  # fmt: skip
-        resume = reused and not config.output.overwrite
-        if not needs_train_coordinates(config.methods, model):
-            rows.pop("train")  # the training pass gave what the stages need
-        proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
-        methods, figures = _run_methods(config, model, proj, split, clock)
+        model: NPTModel | None = None
+        reused, proj, grown = False, dict[str, Any](), None
+        if config.model is not None:  # else data stages only: no NPT model
+            model, reused, proj, grown = _model_stages(config, split, out, clock, progress)
+        methods, figures = _run_methods(config, model, proj, split, clock, out)
         worker_peak = _worker_peak(active)
         # only a cluster that outlives the run has a dashboard worth a link
         dashboard = getattr(active, "dashboard_link", None) if _outlives(config, client) else None
@@ -302,7 +323,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         "name": config.name,
         "config": config.to_dict(),
         "data": split.summary(),
-        "model": _model_summary(model, reused),
+        "model": None if model is None else _model_summary(model, reused),
         "seconds": clock.seconds,
         "memory": {
             "driver_peak_gib": _peak_rss_bytes() / 2**30,
