@@ -29,6 +29,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
@@ -50,19 +51,29 @@ from npt_dask._scheduler import compute, persist_blocks, task_threads
 from npt_dask.consumers import Apply
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
-from npt_dask.landmarks import check_landmarks, select_landmarks
+from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.operator import Centres, map_rows
 from npt_dask.params import DEFAULT_CHUNK_SIZE, RIDGE_PARAMS, SEARCH_PARAMS, check_table
 from npt_dask.planning import default_memory_budget
+from npt_dask.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.ridge_planning import plan_ridge
 from npt_dask.ridge_search import GAMMA_FACTORS, accuracy_score, r2_score, search
 from npt_dask.ridge_solvers import RidgeProblem, centre_rows, solve_ridge
 from npt_dask.scale import warn_kernel_scale
 
-__all__ = ["KernelRidge", "KernelRidgeCV", "KernelRidgeClassifier", "KernelRidgeClassifierCV"]
+__all__ = [
+    "CERTIFICATE_ROWS",
+    "KernelRidge",
+    "KernelRidgeCV",
+    "KernelRidgeClassifier",
+    "KernelRidgeClassifierCV",
+]
 
 _D = {p.name: p.default for p in RIDGE_PARAMS}
 _PANEL = DEFAULT_CHUNK_SIZE  # centres per panel of a prediction (its blocks chunk x panel)
+
+CERTIFICATE_ROWS = 4096
+"""Rows :meth:`KernelRidge.certificate` samples (all rows when there are fewer)."""
 
 
 def _alphas(alpha: Any, k: int) -> np.ndarray:
@@ -319,6 +330,43 @@ class _KernelRidgeBase(BaseEstimator):
         out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
                        width=self._coef.shape[1])  # fmt: skip
         return out, info
+
+    def certificate(
+        self, X: Any, *, rows: int = CERTIFICATE_ROWS, random_state: Any = None
+    ) -> dict[str, Any]:
+        """Lemma 5 for the landmarks: how much of each row's feature vector is outside the
+        span of the centres' (uncentred), on a uniform sample of ``rows`` rows of ``X``.
+
+        The residual of a row is ``sqrt(kappa(x, x) - k^T K_mm^-1 k)`` (``k = kappa(L, x)``):
+        0 for a row the centres span, ``sqrt(kappa(x, x))`` for one orthogonal to them. The
+        summary is :func:`npt_dask.landmarks.certificate`'s (mean, max, quantiles,
+        ``relative`` = residual^2 / kappa(x, x), a histogram) plus the rows sampled and the
+        jitter ``K_mm``'s factorisation took. Computed only when asked: ``K_mm`` and its
+        Cholesky factorisation (``m^3 / 3`` flops, ``8 m^2`` bytes), the sample's kernel
+        (``rows x m``) and one triangular solve (``rows m^2``).
+        """
+        check_is_fitted(self, "dual_coef_")
+        if self.landmarks_ is None or not self.kernel_.evaluated:
+            raise InputError(
+                "certificate() measures rows against the landmarks' span; this model "
+                + ("has none: every training row is a centre, so the training rows' "
+                   "residuals are 0." if self.landmarks_ is None else
+                   "has a precomputed kernel, whose k(x, x) the rows do not carry.")
+            )  # fmt: skip
+        x, _ = self._chunked(self._checked(X, reset=False), fitting=False)
+        n = int(x.shape[0])
+        rng = np.random.default_rng(random_state)
+        idx = np.sort(rng.choice(n, min(n, int(rows)), replace=False))
+        sample = np.asarray(centre_rows(x, idx), dtype=np.float64)
+        centres = np.asarray(self.X_fit_, dtype=np.float64)
+        kmm = np.asfortranarray(self.kernel_(centres, centres))
+        scale = float(np.mean(np.diag(kmm)))
+        jitter = factor_with_jitter(kmm, FALKON_JITTER["float64"] * len(centres) * scale)
+        inside = scipy.linalg.blas.dtrsm(1.0, kmm, self.kernel_(centres, sample), lower=0,
+                                         trans_a=1)  # fmt: skip
+        energy = self.kernel_.diag(sample)
+        res = np.sqrt(np.maximum(energy - np.einsum("ij,ij->j", inside, inside), 0.0))
+        return certificate(res, energy) | {"rows_sampled": len(idx), "jitter": jitter}
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -40,6 +40,7 @@ __all__ = [
     "JITTER_TRIES",
     "FalkonCholesky",
     "LowRank",
+    "factor_with_jitter",
     "low_rank_from_coordinates",
 ]
 
@@ -66,7 +67,7 @@ def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
     f[np.diag_indices(m)] += shift
 
 
-def _factor_with_jitter(f: np.ndarray, base: float) -> float:
+def factor_with_jitter(f: np.ndarray, base: float) -> float:
     """Cholesky (upper, in place) of ``f + jitter I``, raising the jitter tenfold on
     failure; returns the jitter used. ``f``'s upper triangle is restored between tries
     from its strictly lower part (which holds the original matrix)."""
@@ -104,7 +105,7 @@ class FalkonCholesky:
         m = f.shape[0]
         eps = FALKON_JITTER[np.dtype(f.dtype).name]
         scale = max(float(np.mean(np.abs(f[np.diag_indices(m)]))), np.finfo(f.dtype).tiny)
-        jitter = _factor_with_jitter(f, eps * m * scale)  # upper: T (K_mm + jitter = T^T T)
+        jitter = factor_with_jitter(f, eps * m * scale)  # upper: T (K_mm + jitter = T^T T)
         diag_t = f[np.diag_indices(m)].copy()
         symmetric_from_upper(f)  # strictly lower: T^T, kept from here on
         extra = 0.0

@@ -586,3 +586,22 @@ def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, 
     assert (tmp_path / "cg.npz").exists()
     assert main([*args[:-1], "--alpha", "-1"]) == 2
     assert "The --alpha option must be" in capsys.readouterr().err
+
+
+def test_the_certificate_is_lemma_5_against_the_landmarks_span():
+    """Each sampled row's residual is sqrt(k(x, x) - k^T K_mm^-1 k) (dense numpy); the
+    landmarks themselves have none; the summary is the landmark route's."""
+    x, t, _ = _data(n=300)
+    est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=40, random_state=0)
+    est.fit(x, t)
+    cert = est.certificate(x, rows=300, random_state=1)
+    centres = x[est.landmarks_]
+    k = pairwise_kernels(x, centres, metric="rbf", gamma=GAMMA)
+    kmm = pairwise_kernels(centres, metric="rbf", gamma=GAMMA)
+    ref = np.sqrt(np.maximum(1.0 - np.einsum("ij,ij->i", k, np.linalg.solve(kmm, k.T).T), 0))
+    assert cert["rows_sampled"] == 300
+    assert cert["mean"] == pytest.approx(ref.mean(), rel=1e-6)
+    assert cert["max"] == pytest.approx(ref.max(), rel=1e-6)
+    assert ref[est.landmarks_].max() < 1e-6
+    with pytest.raises(InputError, match="every training row is a centre"):
+        KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA).fit(x, t).certificate(x)
