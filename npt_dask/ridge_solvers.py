@@ -329,8 +329,16 @@ def _centre_kernel(problem: RidgeProblem) -> np.ndarray:
     return out
 
 
+def _kernel_identity(kernel: KernelSpec) -> Any:
+    """The kernel as a checkpoint pins it: its dict, and a function's compiled code (two
+    functions of one name are not taken for the same kernel)."""
+    code = getattr(getattr(kernel, "function", None), "__code__", None)
+    extra = {} if code is None else {"code": code.co_code.hex(), "consts": repr(code.co_consts)}
+    return kernel.to_dict() | extra
+
+
 def _problem_fingerprint(problem: RidgeProblem, rows: da.Array, digests: list[bytes]) -> str:
-    spec = problem.kernel.to_dict()
+    spec = _kernel_identity(problem.kernel)
     return fingerprint({
         "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
         "kernel": spec, "precision": str(problem.rows.dtype), "alphas": problem.alphas,
