@@ -33,7 +33,6 @@ import scipy.linalg
 import scipy.sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask._inputs import (
@@ -60,6 +59,7 @@ from npt_dask.ridge_planning import plan_ridge
 from npt_dask.ridge_search import GAMMA_FACTORS, accuracy_score, r2_score, search
 from npt_dask.ridge_solvers import RidgeProblem, centre_rows, solve_ridge
 from npt_dask.scale import warn_kernel_scale
+from npt_dask.training import class_labels
 
 __all__ = [
     "CERTIFICATE_ROWS",
@@ -562,12 +562,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
             X = self._checked(X, reset=True)
         labels = self._labels(y, int(X.shape[0]))
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1).fit(labels)
-        self.classes_ = binarizer.classes_
-        if len(self.classes_) < 2:
-            raise InputError(
-                f"{type(self).__name__} needs at least 2 classes; got {len(self.classes_)} "
-                f"class ({self.classes_.tolist()}). Pass labels of two or more classes."
-            )
+        self.classes_ = binarizer.classes_  # at least two (the label check)
         targets = binarizer.transform(labels).astype(np.float64)
         self._coef = self._fit(X, targets, sample_weight, checkpoint)
         self.dual_coef_ = self._coef
@@ -587,7 +582,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
             raise InputError(
                 f"y must hold one class label per training row, shape ({n},); got {values.shape}."
             )
-        check_classification_targets(values)
+        class_labels(values, name="y", owner=type(self).__name__)  # the one label check
         return values
 
     def decision_function(self, X: Any) -> Any:
