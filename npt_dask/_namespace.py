@@ -46,13 +46,16 @@ def device_of(a: Any) -> Any:
 
 
 def to_numpy(a: Any) -> np.ndarray:
-    """An array of any namespace as a numpy array in host memory (numpy's own as it is).
+    """An array of any namespace as a numpy array in host memory (numpy's own as it is;
+    anything else numpy can read, a number or a list, through ``np.asarray``).
 
-    >>> to_numpy(np.arange(3)).tolist()
-    [0, 1, 2]
+    >>> to_numpy(np.arange(3)).tolist(), to_numpy(2.5)
+    ([0, 1, 2], array(2.5))
     """
     if isinstance(a, np.ndarray):
         return a
+    if not array_api_compat.is_array_api_obj(a) or isinstance(a, np.generic):
+        return np.asarray(a)
     if array_api_compat.is_cupy_array(a):
         return np.asarray(a.get())
     if array_api_compat.is_torch_array(a):

@@ -254,7 +254,7 @@ def pairwise(f: Callable[..., Any]) -> Callable[..., Any]:
     scikit-learn calls a callable kernel once per pair of rows; npt-dask calls
     it once per block. This wrapper loops over the pairs of a block (slow:
     prefer a vectorised ``f(A, B)``), so the same function serves both. The rows
-    are numpy's; the block is returned in the inputs' namespace.
+    and the block are in the inputs' namespace.
 
     >>> import numpy as np
     >>> k = pairwise(lambda x, z: float(np.dot(x, z)))
@@ -263,12 +263,13 @@ def pairwise(f: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     def block(a: Any, b: Any, **params: Any) -> Any:
-        a_d, b_d = _host(a), _host(b)
-        out = np.empty((a_d.shape[0], b_d.shape[0]))
-        for i in range(a_d.shape[0]):
-            for j in range(b_d.shape[0]):
-                raw = f(a_d[i], b_d[j], **params)
-                value = np.asarray(raw)
+        xp = namespace_of(a, b)
+        rows_a, rows_b = _rows(a), _rows(b)
+        out = np.empty((len(rows_a), len(rows_b)))
+        for i, x in enumerate(rows_a):
+            for j, z in enumerate(rows_b):
+                raw = f(x, z, **params)
+                value = to_numpy(raw)
                 if value.dtype.kind not in "biuf" or value.size != 1:
                     raise KernelValueError(
                         f"The kernel function {getattr(f, '__qualname__', f)} returned "
@@ -276,12 +277,14 @@ def pairwise(f: Callable[..., Any]) -> Callable[..., Any]:
                         "number."
                     )
                 out[i, j] = value.item()
-        xp = namespace_of(a, b)
         return out if is_numpy(xp) else xp.asarray(out, device=device_of(a))
 
     return _declared(block, f, "block", "pairwise({})")
 
 
-def _host(a: Any) -> np.ndarray:
-    """A block as a dense numpy array (a sparse one expanded)."""
-    return dense(a) if is_sparse(a) else to_numpy(a)
+def _rows(a: Any) -> list[Any]:
+    """The rows of a block, each 1-D: numpy's (a sparse block expanded), or the
+    namespace's own."""
+    if is_sparse(a) or is_numpy(namespace_of(a)):
+        return list(dense(a))
+    return [a[i, ...] for i in range(a.shape[0])]

@@ -283,10 +283,10 @@ def laplacian_block(a: Any, b: Any, values: Values, out: Any = None) -> Any:
         _numpy_manhattan(a, b, gamma, out)
         return out
     a64, b64 = _as(xp, a, xp.float64), _as(xp, b, xp.float64)
-    tile = max(1, _BROADCAST_ELEMENTS // max(1, b.shape[0] * a.shape[1]))
+    n, tile = a.shape[0], max(1, _BROADCAST_ELEMENTS // max(1, b.shape[0] * a.shape[1]))
     parts = [
-        xp.sum(xp.abs(a64[start : start + tile, None, :] - b64[None, :, :]), axis=2)
-        for start in range(0, a.shape[0], tile)
+        xp.sum(xp.abs(a64[start : min(start + tile, n), None, :] - b64[None, :, :]), axis=2)
+        for start in range(0, n, tile)
     ]
     if not parts:
         return xp.empty((0, b.shape[0]), dtype=dtype, device=device_of(a))
