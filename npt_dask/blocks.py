@@ -1,6 +1,16 @@
-"""The block engine: every per-block computation, on numpy blocks only.
+"""The block engine: every per-block computation.
 
-Layer rule: numpy in, numpy out. Nothing here knows dask, xarray or zarr;
+The kernel blocks and their products (:func:`scratch_block`, :func:`kept_block`,
+:func:`as_float64_block`, :func:`block_products`, :func:`pair_products`,
+:func:`block_times`, :func:`kernel_times`, :func:`finish_parts`,
+:func:`sym_gram_block`) take the array namespace of their input
+(:func:`npt_dask._namespace.namespace_of`) and return arrays of it: numpy, or any
+array API library (CuPy, torch, ``array_api_strict``) through the same code. numpy keeps
+its fast paths -- per-thread scratch and prefaulted buffers (:mod:`npt_dask._buffers`),
+products written with ``out=`` -- and every other namespace gets new arrays. The sums,
+the moments and the Krylov panels below work on the driver's (host) numpy arrays.
+
+Layer rule: arrays in, arrays out. Nothing here knows dask, xarray or zarr;
 the graph code (:mod:`npt_dask.gram` for the fit's passes, the consumers of
 :mod:`npt_dask.operator`'s passes, :mod:`npt_dask.methods.alignment` for the
 alignment pass) calls these functions as task bodies. One formula each:
@@ -30,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from npt_dask._buffers import populated_empty, scratch
+from npt_dask._namespace import device_of, is_numpy, namespace_of
 from npt_dask.kernels import KernelSpec
 
 __all__ = [
@@ -69,36 +80,46 @@ FAN_IN = 8
 """Inputs per node of every summation tree (bounded memory per task)."""
 
 
-def as_float64_block(block: np.ndarray) -> np.ndarray:
-    """The block in float64 (a float32 block is converted into thread scratch)."""
-    if block.dtype == np.float64:
+def as_float64_block(block: Any) -> Any:
+    """The block in float64 (on numpy a float32 block is converted into thread scratch)."""
+    xp = namespace_of(block)
+    if block.dtype == xp.float64:
         return block
+    if not is_numpy(xp):
+        return xp.astype(block, xp.float64)
     out = scratch("block-f64", block.shape, np.float64)
     np.copyto(out, block)
     return out
 
 
-def kept_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+def kept_block(x_i: Any, x_j: Any, kernel: KernelSpec) -> Any:
+    """``kappa(x_i, x_j)`` in its own memory, kept between passes (numpy: prefaulted)."""
+    if not is_numpy(namespace_of(x_i, x_j)):
+        return kernel(x_i, x_j)
     dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
     out = populated_empty((x_i.shape[0], x_j.shape[0]), dtype)
     return kernel(x_i, x_j, out=out)
 
 
-def sym_gram_block(upper: np.ndarray, lower: np.ndarray) -> np.ndarray:
+def sym_gram_block(upper: Any, lower: Any) -> Any:
     """``(K_ij + K_ji^T) / 2``: block (i, j) of the symmetric part of a given kernel matrix.
 
     A precomputed matrix need not be exactly symmetric (scikit-learn accepts
     any); its symmetric part is what the eigensolvers see, in its own
     C-ordered memory (kept between passes or used once).
     """
-    out = np.array(upper, order="C", copy=True)
+    xp = namespace_of(upper, lower)
+    out = np.array(upper, order="C", copy=True) if is_numpy(xp) else xp.asarray(upper, copy=True)
     out += lower.T
     out *= 0.5
     return out
 
 
-def scratch_block(x_i: np.ndarray, x_j: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    """``kappa(x_i, x_j)`` in this thread's reusable buffer (valid until its next use)."""
+def scratch_block(x_i: Any, x_j: Any, kernel: KernelSpec) -> Any:
+    """``kappa(x_i, x_j)`` in this thread's reusable buffer (valid until its next use); a
+    new array in another namespace."""
+    if not is_numpy(namespace_of(x_i, x_j)):
+        return kernel(x_i, x_j)
     dtype = np.result_type(x_i.dtype, x_j.dtype, np.float32)
     return kernel(x_i, x_j, out=scratch("block", (x_i.shape[0], x_j.shape[0]), dtype))
 
@@ -107,19 +128,21 @@ PANEL_ROWS = 128
 """Rows of a kernel block per step of the fused product (128 x 4096 float64 = 4 MiB)."""
 
 
-def panel_rows(block: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Rows ``start:stop`` of the block in float64 (float32 rows converted in scratch)."""
-    rows = block[start:stop]
-    if rows.dtype == np.float64:
+def panel_rows(block: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of the block in float64 (on numpy float32 rows are converted in
+    scratch)."""
+    rows = block[start:stop, ...]
+    xp = namespace_of(rows)
+    if rows.dtype == xp.float64:
         return rows
+    if not is_numpy(xp):
+        return xp.astype(rows, xp.float64)
     out = scratch("panel-f64", rows.shape, np.float64)
     np.copyto(out, rows)
     return out
 
 
-def block_products(
-    block: np.ndarray, v_i: np.ndarray, v_j: np.ndarray, diagonal: bool
-) -> tuple[np.ndarray, ...]:
+def block_products(block: Any, v_i: Any, v_j: Any, diagonal: bool) -> tuple[Any, ...]:
     """``B V_j`` (and, off the diagonal, ``B^T V_i``) in one sweep over B.
 
     The block is read a panel of rows at a time and each panel serves both
@@ -131,34 +154,39 @@ def block_products(
     rate for b = 20-160 (``benchmarks/blas.py``): that, not memory traffic,
     bounds a kept-block pass. ``(V_i^T P)`` reads the panel row-major, like
     ``P V_j``. A float32 block is converted panel by panel, never copied
-    whole.
+    whole. On numpy each panel's product is written into its rows of the result;
+    another namespace concatenates them.
     """
-    if block.dtype == np.float32 and v_i.dtype == np.float32:  # the block's own rate
-        out = (np.asarray(block @ (v_i if diagonal else v_j), dtype=np.float64),)
-        return out if diagonal else (*out, np.asarray(block.T @ v_i, dtype=np.float64))
-    rows = block.shape[0]
+    xp = namespace_of(block, v_i, v_j)
+    if block.dtype == xp.float32 and v_i.dtype == xp.float32:  # the block's own rate
+        out = (xp.astype(block @ (v_i if diagonal else v_j), xp.float64),)
+        return out if diagonal else (*out, xp.astype(block.T @ v_i, xp.float64))
+    rows, numpy = block.shape[0], is_numpy(xp)
     right = v_i if diagonal else v_j
-    out_i = np.empty((rows, right.shape[1]))
-    out_j = None if diagonal else np.zeros((v_i.shape[1], block.shape[1]))
+    device = device_of(block)
+    out_i: Any = np.empty((rows, right.shape[1])) if numpy else None
+    parts: list[Any] = []  # another namespace's panel products, concatenated after
+    out_j = None if diagonal else xp.zeros((v_i.shape[1], block.shape[1]), device=device)
     for start in range(0, rows, PANEL_ROWS):
         stop = min(start + PANEL_ROWS, rows)
         panel = panel_rows(block, start, stop)
-        np.matmul(panel, right, out=out_i[start:stop])
+        if numpy:
+            np.matmul(panel, right, out=out_i[start:stop])
+        else:
+            parts.append(panel @ right)
         if out_j is not None:
-            out_j += v_i[start:stop].T @ panel
+            out_j += v_i[start:stop, ...].T @ panel
+    if not numpy:
+        out_i = xp.concat(parts, axis=0) if parts else xp.zeros((0, right.shape[1]))
     if out_j is None:
         return (out_i,)
     return (out_i, out_j.T)
 
 
 def pair_products(
-    x_i: np.ndarray,
-    x_j: np.ndarray,
-    v_i: np.ndarray,
-    v_j: np.ndarray,
-    kernel: KernelSpec,
-    diagonal: bool,
-) -> tuple[np.ndarray, ...]:
+    x_i: Any, x_j: Any, v_i: Any, v_j: Any, kernel: KernelSpec, diagonal: bool
+) -> tuple[Any, ...]:
+    """:func:`block_products` of the block ``kappa(x_i, x_j)`` (evaluated into scratch)."""
     return block_products(scratch_block(x_i, x_j, kernel), v_i, v_j, diagonal)
 
 
@@ -214,41 +242,44 @@ def projection_terms(
     )
 
 
-def block_times(block: np.ndarray, w: np.ndarray) -> np.ndarray:
+def block_times(block: Any, w: Any) -> Any:
     """``block @ w``: in float32 when both are float32 (BLAS's single-precision rate; the
     caller accumulates in float64), else in float64."""
-    if block.dtype == np.float32 and w.dtype == np.float32:
+    xp = namespace_of(block, w)
+    if block.dtype == xp.float32 and w.dtype == xp.float32:
         return block @ w
-    return as_float64_block(block) @ np.asarray(w, dtype=np.float64)
+    return as_float64_block(block) @ xp.astype(w, xp.float64, copy=False)
 
 
-def kernel_times(z: np.ndarray, x: np.ndarray, w: np.ndarray, kernel: KernelSpec) -> np.ndarray:
+def kernel_times(z: Any, x: Any, w: Any, kernel: KernelSpec) -> Any:
     """``kappa(z, x) @ w``: one training block's share of ``kappa(z) [A, 1/n]``."""
     return block_times(scratch_block(z, x, kernel), w)
 
 
 def finish_parts(
-    p: np.ndarray,
-    diag: np.ndarray,
-    offset: np.ndarray,
-    ones: np.ndarray,
-    grand_mean: float,
-    center: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    p: Any, diag: Any, offset: Any, ones: Any, grand_mean: float, center: bool
+) -> tuple[Any, Any, Any]:
     """``(y, residual, ||y||^2)`` from ``p = kappa(z) [A, 1/n]`` and ``kappa(z, z)``.
 
     ``y = A^T (kappa - m) - (mean(kappa) - g) A^T 1``: the last term is zero in
     exact arithmetic (``U^T 1 = 0``) and is kept so rounding in U is not
     amplified by a large constant part of the kernel. The residual is Lemma 5's
-    ``sqrt(max(0, k(z, z) - ||y||^2))``. ``y`` is C-contiguous (its own memory).
+    ``sqrt(max(0, k(z, z) - ||y||^2))``. ``y`` is C-contiguous (its own memory). The
+    constants (host arrays) are taken to ``p``'s namespace and device.
     """
+    xp = namespace_of(p, diag)
+    if not is_numpy(xp):
+        offset, ones = (xp.asarray(a, device=device_of(p)) for a in (offset, ones))
     r = offset.shape[0]
     y = p[:, :r] - offset
     if center:
         y -= (p[:, r] - grand_mean)[:, None] * ones
     kzz = diag - 2.0 * p[:, r] + grand_mean if center else diag
-    norms = np.einsum("ij,ij->i", y, y)
-    return y, np.sqrt(np.maximum(kzz - norms, 0.0)), norms
+    if is_numpy(xp):
+        norms = np.einsum("ij,ij->i", y, y)
+        return y, np.sqrt(np.maximum(kzz - norms, 0.0)), norms
+    norms = xp.sum(y * y, axis=1)
+    return y, xp.sqrt(xp.clip(kzz - norms, min=0.0)), norms
 
 
 def fixed_point_terms(

@@ -29,13 +29,21 @@ consumer               kind    per chunk
 place (each running sum is owned by its chain: one task reads it, the next
 receives it).
 
-Layer rule: numpy blocks only (task bodies); the graph is built by
-:mod:`npt_dask.operator`.
+The array namespace is chosen here, once: :class:`RowBlock` takes the namespace of the
+rows it is handed (numpy's, or CuPy's, torch's, ``array_api_strict``'s:
+:func:`npt_dask._namespace.namespace_of`), brings the centres and the row-aligned extras
+there (:meth:`RowBlock.local`) and evaluates every block and product in it. What a
+consumer hands back -- per-row outputs, running sums -- is host memory (numpy;
+:meth:`RowBlock.host`), as the driver's matrices are. On numpy nothing moves.
+
+Layer rule: task bodies, arrays only (numpy or another array API namespace); the graph
+is built by :mod:`npt_dask.operator`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,6 +52,7 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask._buffers import scratch
+from npt_dask._namespace import device_of, is_numpy, namespace_of, to_numpy
 from npt_dask.blocks import (
     ProjectionTerms,
     block_times,
@@ -97,7 +106,8 @@ class RowBlock:
     the given matrix, one per centre panel); ``aux`` the chunk's share of the row-aligned
     extras (targets, weights, centre slots). ``B`` is evaluated on first use and kept
     for the other consumers (one evaluation per block per pass); products are memoised
-    by name.
+    by name. ``xp`` is the namespace of ``z`` (the one decision of the seam): the block
+    and its products live there, on ``z``'s device.
     """
 
     def __init__(
@@ -107,23 +117,41 @@ class RowBlock:
         self.centres = centres
         self.kernel = kernel
         self.aux = aux
-        self._block: np.ndarray | None = None
+        first = z[0] if isinstance(z, list) else z
+        self.xp = namespace_of(first)
+        self.numpy = is_numpy(self.xp)
+        self.device = device_of(first)
+        self._block: Any = None
         self._memo: dict[str, Any] = {}
+
+    def local(self, a: Any) -> Any:
+        """``a`` (centres, weights, a host matrix) in the block's namespace and device; on
+        numpy as it is."""
+        if a is None or self.numpy:
+            return a
+        return self.xp.asarray(a, device=self.device)
+
+    @staticmethod
+    def host(a: Any) -> np.ndarray:
+        """An array of the block's namespace in host memory (numpy's as it is)."""
+        return to_numpy(a)
 
     @property
     def n_rows(self) -> int:
         return int(self.z[0].shape[0] if isinstance(self.z, list) else self.z.shape[0])
 
-    def _panels(self) -> Iterator[tuple[np.ndarray, Any]]:
+    def _panels(self) -> Iterator[tuple[Any, Any]]:
         """``(B_j, w_j)`` for each centre panel, each block evaluated (or read) once."""
         given = not self.kernel.evaluated
         for j, (x_j, w_j) in enumerate(centre_pairs(self.centres)):
-            if given:
+            if not given:
+                yield scratch_block(self.z, self.local(x_j), self.kernel), self.local(w_j)
+            elif self.numpy:
                 yield np.ascontiguousarray(self.z[j]), w_j
             else:
-                yield scratch_block(self.z, x_j, self.kernel), w_j
+                yield self.z[j], self.local(w_j)
 
-    def block(self) -> np.ndarray:
+    def block(self) -> Any:
         """The whole block ``B`` (``rows x m``, the kernel precision); one centre panel."""
         if self._block is None:
             panels = list(self._panels())
@@ -132,49 +160,56 @@ class RowBlock:
             self._block = panels[0][0]
         return self._block
 
-    def weights(self) -> np.ndarray | None:
-        """The chunk's sample weights (float64), or None."""
+    def weights(self) -> Any:
+        """The chunk's sample weights (float64, in the block's namespace), or None."""
         w = self.aux.get("weights")
-        return None if w is None else np.asarray(w, dtype=np.float64)
+        return None if w is None else self.local(np.asarray(w, dtype=np.float64))
 
-    def weighted64(self) -> np.ndarray:
-        """``sqrt(w) B`` in float64, Fortran order (a thread's scratch; its column panels
-        contiguous for :func:`npt_dask.linalg.syrk_update`)."""
+    def weighted64(self) -> Any:
+        """``sqrt(w) B`` in float64; on numpy in Fortran order (a thread's scratch; its
+        column panels contiguous for :func:`npt_dask.linalg.syrk_update`)."""
         if "weighted64" not in self._memo:
-            b = self.block()
-            out = scratch("block-f64F", (b.shape[1], b.shape[0]), np.float64).T
-            np.copyto(out, b)
+            b, xp = self.block(), self.xp
+            if self.numpy:
+                out = scratch("block-f64F", (b.shape[1], b.shape[0]), np.float64).T
+                np.copyto(out, b)
+            else:
+                out = xp.astype(b, xp.float64)
             w = self.weights()
             if w is not None:
-                out *= np.sqrt(w)[:, None]
+                out *= xp.sqrt(w)[:, None]
             self._memo["weighted64"] = out
         return self._memo["weighted64"]
 
-    def times(self, name: str, p: np.ndarray) -> np.ndarray:
+    def times(self, name: str, p: np.ndarray) -> Any:
         """``B P`` (float64; the product in the block's precision), memoised by ``name``."""
         if name not in self._memo:
-            b = self.block()
-            product = block_times(b, np.asarray(p).astype(b.dtype, copy=False))
-            self._memo[name] = np.asarray(product, dtype=np.float64)
+            b, xp = self.block(), self.xp
+            product = block_times(b, xp.astype(self.local(np.asarray(p)), b.dtype, copy=False))
+            self._memo[name] = xp.astype(product, xp.float64, copy=False)
         return self._memo[name]
 
-    def projected(self, terms: ProjectionTerms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def projected(self, terms: ProjectionTerms) -> tuple[Any, Any, Any]:
         """``(y, residual, ||y||^2)`` of the rows onto a model whose centres carry the
         weights ``[A, 1/n]`` (:func:`npt_dask.blocks.finish_parts`), memoised; a precomputed
         kernel's residual is NaN (its ``k(z, z)`` is not in the test x train rows)."""
         if "projected" not in self._memo:
-            p = self.apply()
-            diag = self.kernel.diag(self.z) if self.kernel.evaluated else np.full(len(p), np.nan)
+            p, xp = self.apply(), self.xp
+            diag = (
+                self.kernel.diag(self.z)
+                if self.kernel.evaluated
+                else xp.full((p.shape[0],), math.nan, dtype=xp.float64, device=self.device)
+            )
             self._memo["projected"] = finish_parts(p, diag, **terms)
         return self._memo["projected"]
 
-    def apply(self) -> np.ndarray:
+    def apply(self) -> Any:
         """``sum_j B_j W_j`` with the centres' own weights, float64, streaming the panels
         (each product in the weights' precision, summed in float64)."""
-        acc: np.ndarray | None = None
+        acc: Any = None
         for b_j, w_j in self._panels():
             term = block_times(b_j, w_j)
-            acc = term.astype(np.float64) if acc is None else acc.__iadd__(term)
+            acc = self.xp.astype(term, self.xp.float64) if acc is None else acc.__iadd__(term)
         assert acc is not None, "an operator has at least one centre panel"
         return acc
 
@@ -194,7 +229,7 @@ class Apply(Consumer):
     """``B W`` with the centres' own weights (float64, one row per row)."""
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        return rows.apply()
+        return rows.host(rows.apply())
 
 
 def non_finite_message(kernel: KernelSpec) -> str:
@@ -214,7 +249,7 @@ class Projection(Consumer):
     terms: ProjectionTerms
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        y, res, _ = rows.projected(self.terms)
+        y, res = (rows.host(a) for a in rows.projected(self.terms)[:2])
         if not np.isfinite(y).all():  # (a precomputed kernel's residual is NaN)
             raise InputError(non_finite_message(rows.kernel))
         return np.hstack([y, res[:, None]])
@@ -228,7 +263,7 @@ class Certificate(Consumer):
     terms: ProjectionTerms
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        _, res, norms = rows.projected(self.terms)
+        _, res, norms = (rows.host(a) for a in rows.projected(self.terms))
         return np.stack([res, norms + res * res])
 
 
@@ -245,7 +280,7 @@ class Moments(Consumer):
     kind: ClassVar[str] = "sum"
 
     def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, ...]:
-        y, _, _ = rows.projected(self.terms)
+        y = rows.host(rows.projected(self.terms)[0])
         if self.classes is not None:
             t = one_hot(np.asarray(rows.aux["labels"]), self.classes)
         else:
@@ -276,6 +311,9 @@ class Gram(Consumer):
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
         b = rows.weighted64()
         acc = before if before is not None else np.zeros((b.shape[1], b.shape[1]), order="F")
+        if not rows.numpy:  # the whole product there (the upper triangle is what is read)
+            acc += rows.host(b.T @ b)
+            return acc
         return syrk_update(acc, b)
 
 
@@ -287,11 +325,11 @@ class Cross(Consumer):
     kind: ClassVar[str] = "sum"
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        t = np.asarray(rows.aux["targets"], dtype=np.float64).reshape(rows.n_rows, -1)
+        t = rows.local(np.asarray(rows.aux["targets"], dtype=np.float64).reshape(rows.n_rows, -1))
         w = rows.weights()
         if w is not None:
-            t = t * np.sqrt(w)[:, None]  # weighted64 already carries the other sqrt(w)
-        part = rows.weighted64().T @ t
+            t = t * rows.xp.sqrt(w)[:, None]  # weighted64 already carries the other sqrt(w)
+        part = rows.host(rows.weighted64().T @ t)
         if before is None:
             return part
         before += part
@@ -309,12 +347,13 @@ class Normal(Consumer):
     kind: ClassVar[str] = "sum"
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        u = rows.times("p", self.p)
+        u, xp = rows.times("p", self.p), rows.xp
         w = rows.weights()
         if w is not None:
             u = u * w[:, None]
         b = rows.block()
-        part = np.asarray(block_times(b.T, u.astype(b.dtype, copy=False)), dtype=np.float64)
+        product = block_times(b.T, xp.astype(u, b.dtype, copy=False))
+        part = rows.host(xp.astype(product, xp.float64, copy=False))
         if before is None:
             return part
         before += part
@@ -333,11 +372,11 @@ class CentreRows(Consumer):
     def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, np.ndarray]:
         slot = np.asarray(rows.aux["slot"])
         local = np.flatnonzero(slot >= 0)
-        if self.p is None:
-            values = np.array(rows.block()[local], dtype=np.float64)
-        else:
-            values = rows.times("p", self.p)[local]
-        return slot[local], values
+        values = rows.block() if self.p is None else rows.times("p", self.p)
+        if rows.numpy:
+            return slot[local], np.array(values[local], dtype=np.float64)
+        taken = rows.xp.take(values, rows.local(local), axis=0)
+        return slot[local], rows.host(rows.xp.astype(taken, rows.xp.float64))
 
 
 @dataclass(frozen=True)
@@ -349,6 +388,7 @@ class Digest(Consumer):
     def __call__(self, rows: RowBlock, before: Any) -> bytes:
         h = hashlib.sha256()
         parts = rows.z if isinstance(rows.z, list) else [rows.z]
+        parts = [*(p if scipy.sparse.issparse(p) else rows.host(p) for p in parts)]
         parts = [*parts, *(np.asarray(rows.aux[k]) for k in sorted(rows.aux))]
         for part in parts:
             if scipy.sparse.issparse(part):

@@ -28,7 +28,11 @@ streams panel by panel), a float64 Fortran copy for the sums that must be
 float64 (:class:`~npt_dask.consumers.Gram`, :class:`~npt_dask.consumers.Cross`),
 and the consumers' outputs; plus, for a ``sum`` consumer, its chain's running sum.
 
-Layer rule: graph code. Task bodies are :mod:`npt_dask.consumers` (numpy only).
+The array namespace of a pass is that of its row chunks, chosen once in the task body
+(:class:`~npt_dask.consumers.RowBlock`): numpy chunks give numpy blocks, a CuPy-backed
+dask array CuPy blocks on the GPU; what the tasks return is host memory either way.
+
+Layer rule: graph code. Task bodies are :mod:`npt_dask.consumers` (arrays only).
 """
 
 from __future__ import annotations

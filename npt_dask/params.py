@@ -37,7 +37,10 @@ __all__ = [
     "ESTIMATOR_PARAMS",
     "HELD_OUT",
     "KERNEL_ALIASES",
+    "KERNEL_FIT_ARGUMENTS",
+    "KERNEL_HYPERPARAMETERS",
     "KERNEL_NAMES",
+    "KERNEL_TABLE",
     "PARAMS",
     "RIDGE_PARAMS",
     "SEARCH_PARAMS",
@@ -61,12 +64,6 @@ __all__ = [
     "format_bytes",
     "parse_bytes",
 ]
-
-KERNEL_NAMES = ("rbf", "laplacian", "polynomial", "sigmoid", "linear", "cosine")
-"""The kernels :mod:`npt_dask.kernels` implements (its registry is checked against this)."""
-
-KERNEL_ALIASES: Mapping[str, str] = {"poly": "polynomial"}
-"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
 
 DEFAULT_CHUNK_SIZE = 4096
 """Rows per kernel block (a 4096^2 float64 block is 128 MiB)."""
@@ -381,19 +378,14 @@ _SEED = InstanceOf(
     (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState instance"
 )
 
-PARAMS: tuple[Param, ...] = (
-    Param(
-        "kernel",
-        (
-            Options((*KERNEL_NAMES, *KERNEL_ALIASES, "precomputed")),
-            IsCallable("a function f(A, B, **kernel_params)"),
-        ),
-        "rbf",
-        "kernel name (scikit-learn's definitions) or 'precomputed' (X is the kernel matrix)",
-        KernelParameterError,
-        str,
-        "Unknown kernel {value!r}; choose one of {choices}.",
-    ),
+# --- kernels: names and hyperparameters, declared once ------------------------------------
+# npt_dask.kernels builds its specs from these. A new kernel is an entry of KERNEL_TABLE
+# and its block and diagonal functions (npt_dask/kernels/numerics.py); a new
+# hyperparameter is its Param in KERNEL_HYPERPARAMETERS, the kernels that take it (with
+# its default) in KERNEL_TABLE, and its use in those functions. Nothing else changes: a
+# hyperparameter outside KERNEL_FIT_ARGUMENTS reaches a fit as kernel_params.
+
+KERNEL_HYPERPARAMETERS: tuple[Param, ...] = (
     Param(
         "gamma",
         (Interval(_REAL, 0, None, "neither"), Options(("scale",)), _NONE),
@@ -428,6 +420,50 @@ PARAMS: tuple[Param, ...] = (
         KernelParameterError,
         _number_or(float),
     ),
+)
+"""Every named kernel's hyperparameters: constraints (checked the same way everywhere),
+help and command-line parsing. A named kernel's values are checked here and stored as
+floats (a word a constraint allows, ``gamma="scale"``, stays a word)."""
+
+KERNEL_TABLE: Mapping[str, Mapping[str, Any]] = {
+    "rbf": {"gamma": None},
+    "laplacian": {"gamma": None},
+    "polynomial": {"gamma": None, "degree": 3, "coef0": 1.0},
+    "sigmoid": {"gamma": None, "coef0": 1.0},
+    "linear": {},
+    "cosine": {},
+}
+"""Each named kernel and the hyperparameters it takes, in order, with their defaults
+(scikit-learn's; ``gamma=None`` is resolved from the data: ``1 / n_features``)."""
+
+KERNEL_NAMES = tuple(KERNEL_TABLE)
+"""The kernels :mod:`npt_dask.kernels` implements (its numerics are checked against this)."""
+
+KERNEL_ALIASES: Mapping[str, str] = {"poly": "polynomial"}
+"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
+
+KERNEL_FIT_ARGUMENTS = ("gamma", "degree", "coef0")
+"""The hyperparameters that are arguments of a fit, as in scikit-learn (the others are
+given in ``kernel_params``)."""
+
+_HYPERPARAMETER = {p.name: p for p in KERNEL_HYPERPARAMETERS}
+
+_KERNEL_PARAM = Param(
+    "kernel",
+    (
+        Options((*KERNEL_NAMES, *KERNEL_ALIASES, "precomputed")),
+        IsCallable("a function f(A, B, **kernel_params)"),
+    ),
+    "rbf",
+    "kernel name (scikit-learn's definitions) or 'precomputed' (X is the kernel matrix)",
+    KernelParameterError,
+    str,
+    "Unknown kernel {value!r}; choose one of {choices}.",
+)
+
+PARAMS: tuple[Param, ...] = (
+    _KERNEL_PARAM,
+    *(_HYPERPARAMETER[name] for name in KERNEL_FIT_ARGUMENTS),
     Param(
         "kernel_params",
         (InstanceOf((dict,), "a dict"), _NONE),

@@ -23,6 +23,13 @@ The memory a fit holds beyond its input rows, all counted against
   kernel blocks in flight (:func:`in_flight_bytes`) and the blocks kept
   between passes (:func:`kept_pairs`).
 
+Device memory apart from host memory: the kernel blocks in flight and the kept blocks
+live where the blocks' array namespace does (:mod:`npt_dask.consumers` chooses it: a
+GPU's memory for CuPy or torch on a GPU), the driver's matrices in host RAM;
+:attr:`FitPlan.device_bytes` and :attr:`FitPlan.host_bytes` report the split (so a GPU
+namespace can be planned against its own device budget). On numpy both are host RAM and
+the check against ``memory_budget`` counts them together.
+
 A fixed overhead (thread pools, BLAS buffers: :data:`FIXED_OVERHEAD`) comes
 on top; ``tests/test_planning.py`` measures peak RSS against the RSS after
 loading the input + budget + overhead.
@@ -341,6 +348,8 @@ class FitPlan:
     ``itemsize`` bytes, the kernel precision), part of ``worker_bytes``.
     ``explicit``: the Krylov solver is to decompose the explicit matrix
     (:func:`takes_explicit_path`, decided here once; the solver obeys it).
+    :attr:`device_bytes` and :attr:`host_bytes` split ``driver_bytes + worker_bytes`` by
+    where the memory lives (the kernel blocks' namespace, or host RAM).
     """
 
     solver: str
@@ -371,6 +380,20 @@ class FitPlan:
     def cached_fraction(self) -> float:
         """Share of the kernel work kept between passes."""
         return cached_fraction(self.row_chunks, self.kept) if self.solver == "krylov" else 0.0
+
+    @property
+    def device_bytes(self) -> int:
+        """The kernel blocks in flight and the kept blocks: the memory of the blocks' array
+        namespace (a GPU's for CuPy; host RAM on numpy)."""
+        if self.solver != "krylov":
+            return 0
+        return in_flight_bytes(max(self.row_chunks), self.threads) + self.kept_bytes
+
+    @property
+    def host_bytes(self) -> int:
+        """The driver's matrices and the rest the tasks hold (the chunked passes' panels):
+        host RAM, whatever the namespace."""
+        return self.driver_bytes + self.worker_bytes - self.device_bytes
 
     @property
     def cache(self) -> str:
@@ -405,6 +428,8 @@ class FitPlan:
             "itemsize": self.itemsize,
             "kept_bytes": self.kept_bytes,
             "explicit": self.explicit,
+            "device_bytes": self.device_bytes,
+            "host_bytes": self.host_bytes,
         }
 
 

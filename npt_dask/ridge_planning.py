@@ -51,6 +51,7 @@ __all__ = [
     "BLOCK_BYTES",
     "CG_ITERATIONS",
     "CG_MARGIN",
+    "DEVICE_PARTS",
     "PRECONDITIONER_RANK",
     "RidgePlan",
     "plan_ridge",
@@ -79,6 +80,12 @@ kept near this size: the plan picks the rows per task from it (:func:`ridge_rows
 _MIN_ROWS, _MAX_ROWS = 256, 8192
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
+DEVICE_PARTS = frozenset({"blocks", "kept_blocks"})
+"""The parts of :attr:`RidgePlan.memory` held where the kernel blocks' array namespace
+lives (the tasks' rows, blocks and products; the kept blocks): device memory for a GPU
+namespace. The others (matrices, sums, preconditioner, vectors) are the driver's, host
+RAM."""
+
 
 @dataclass(frozen=True)
 class RidgePlan:
@@ -88,7 +95,8 @@ class RidgePlan:
     ``"iteration*"`` is per CG iteration), ``memory`` per part in bytes (the solve's
     matrices, the preconditioner, the running sums, the blocks in flight, the vectors),
     all counted against ``memory_budget`` (on a cluster the sums and blocks are the
-    workers'). ``reason`` says why this route.
+    workers'). ``reason`` says why this route. :attr:`device_bytes` (the parts of
+    :data:`DEVICE_PARTS`) and :attr:`host_bytes` split ``memory`` by where it lives.
     """
 
     route: str
@@ -111,6 +119,16 @@ class RidgePlan:
     reason: str = ""
 
     @property
+    def device_bytes(self) -> int:
+        """The memory of the blocks' array namespace (a GPU's for CuPy; host RAM on numpy)."""
+        return sum(v for k, v in self.memory.items() if k in DEVICE_PARTS)
+
+    @property
+    def host_bytes(self) -> int:
+        """The driver's matrices, sums and vectors: host RAM, whatever the namespace."""
+        return sum(v for k, v in self.memory.items() if k not in DEVICE_PARTS)
+
+    @property
     def blas_threads(self) -> int:
         """BLAS threads per task of the direct route's pass (threads shared by the chains)."""
         return max(1, self.threads // max(1, self.chains))
@@ -127,6 +145,7 @@ class RidgePlan:
         out["kept_blocks"] = len(self.kept)
         out["flops"] = {k: float(v) for k, v in self.flops.items()}
         out["memory"] = {k: int(v) for k, v in self.memory.items()}
+        out["device_bytes"], out["host_bytes"] = self.device_bytes, self.host_bytes
         return out
 
 

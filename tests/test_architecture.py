@@ -181,8 +181,9 @@ def test_the_rename_check_can_fail():
 
 
 def test_block_engine_is_numpy_only():
-    """The layer rule of :mod:`npt_dask.blocks`: numpy blocks in, numpy out."""
-    allowed = {"npt_dask._buffers", "npt_dask.kernels"}
+    """The layer rule of :mod:`npt_dask.blocks`: arrays in, arrays out (numpy, or another
+    array API namespace through :mod:`npt_dask._namespace`); no dask, xarray or zarr."""
+    allowed = {"npt_dask._buffers", "npt_dask._namespace", "npt_dask.kernels"}
     tree = ast.parse(MODULES["npt_dask.blocks"].read_text())
     imported = set()
     for node in ast.walk(tree):
@@ -283,3 +284,152 @@ def test_benchmarks_import_only_public_names_that_exist():
                 if private or not hasattr(module, alias.name):
                     offenders.append(f"{path.name}: from {node.module} import {alias.name}")
     assert not offenders, offenders
+
+
+# --- array-API blocks (issue 27, item 5) ----------------------------------------------------
+
+_KERNEL_VALUES = {
+    "rbf": {"gamma": 0.3},
+    "laplacian": {"gamma": 0.2},
+    "polynomial": {"gamma": 0.5, "degree": 3, "coef0": 1.0},
+    "sigmoid": {"gamma": 0.1, "coef0": 0.5},
+    "linear": {},
+    "cosine": {},
+}
+
+
+def _strict(*arrays):
+    import array_api_strict
+
+    return [array_api_strict.asarray(a) for a in arrays]
+
+
+def _same(got, want, tol=1e-12):
+    """``got`` is an ``array_api_strict`` array (the namespace kept, never numpy) equal to
+    the numpy result ``want`` within ``tol`` of its largest entry."""
+    import array_api_compat
+    import numpy as np
+
+    assert array_api_compat.array_namespace(got).__name__ == "array_api_strict", type(got)
+    got = np.from_dlpack(got)
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale)
+
+
+def test_every_named_kernel_gives_the_same_blocks_on_array_api_strict():
+    """The kernels' numerics on ``array_api_strict`` (the standard and nothing more) give
+    numpy's blocks and diagonals (<= 1e-12, float64), so a CuPy or torch namespace runs
+    the same code; float32 stays float32."""
+    import numpy as np
+
+    from npt_dask.kernels import KERNELS, make_kernel
+
+    assert set(_KERNEL_VALUES) == set(KERNELS)
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(53, 7)), rng.normal(size=(41, 7))
+    a[3] = 0.0  # a zero row (cosine)
+    for name, values in _KERNEL_VALUES.items():
+        spec = make_kernel(name, **values).resolve(7)
+        sa, sb = _strict(a, b)
+        _same(spec(sa, sb), spec(a, b))
+        _same(spec(sa, sa), spec(a, a))
+        _same(spec.diag(sa), spec.diag(a))
+        single = spec(*_strict(a.astype(np.float32), b.astype(np.float32)))
+        assert "float32" in str(single.dtype), (name, single.dtype)
+
+
+def test_block_products_are_the_same_on_array_api_strict():
+    """``block_products`` (both halves, float64 and float32 blocks), ``block_times``,
+    ``pair_products`` and ``finish_parts`` on ``array_api_strict`` match numpy's fast
+    paths (scratch buffers, ``out=``), <= 1e-12."""
+    import numpy as np
+
+    from npt_dask.blocks import (
+        PANEL_ROWS,
+        block_products,
+        block_times,
+        finish_parts,
+        pair_products,
+    )
+    from npt_dask.kernels import make_kernel
+
+    rng = np.random.default_rng(1)
+    rows = PANEL_ROWS + 37  # more than one panel of the fused sweep
+    block, v_i, v_j = rng.normal(size=(rows, 90)), rng.normal(size=(rows, 5)), None
+    v_j = rng.normal(size=(90, 5))
+    for diagonal, right in ((False, v_j), (True, v_i[:90])):
+        square = block[:90] if diagonal else block
+        left = v_i[:90] if diagonal else v_i
+        for dtype in (np.float64, np.float32):
+            want = block_products(square.astype(dtype), left, right, diagonal)
+            got = block_products(*_strict(square.astype(dtype), left, right), diagonal)
+            assert len(got) == len(want) == (1 if diagonal else 2)
+            for g, w in zip(got, want, strict=True):
+                _same(g, w, 1e-12 if dtype == np.float64 else 1e-6)
+    _same(block_times(*_strict(block, v_j)), block_times(block, v_j))
+    x_i, x_j = rng.normal(size=(60, 4)), rng.normal(size=(45, 4))
+    spec = make_kernel("rbf", gamma=0.4)
+    u_i, u_j = rng.normal(size=(60, 3)), rng.normal(size=(45, 3))
+    want = pair_products(x_i, x_j, u_i, u_j, spec, False)
+    got = pair_products(*_strict(x_i, x_j, u_i, u_j), spec, False)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    p, diag = rng.normal(size=(60, 4)), 10.0 + rng.random(60)
+    terms = {"offset": rng.normal(size=3), "ones": rng.normal(size=3), "grand_mean": 0.2}
+    for center in (True, False):
+        want = finish_parts(p, diag, **terms, center=center)
+        got = finish_parts(*_strict(p, diag), **terms, center=center)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+
+
+def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
+    """:class:`npt_dask.consumers.RowBlock` takes the namespace of the rows it is handed
+    (the one decision), brings the centres there and hands host (numpy) results back: the
+    same as numpy's for every product consumer."""
+    import numpy as np
+
+    from npt_dask.blocks import projection_terms
+    from npt_dask.consumers import Apply, Cross, Gram, Normal, Projection, RowBlock
+    from npt_dask.kernels import make_kernel
+
+    rng = np.random.default_rng(2)
+    z, x, w = rng.normal(size=(50, 6)), rng.normal(size=(20, 6)), rng.normal(size=(20, 3))
+    aux = {"weights": rng.random(50), "targets": rng.normal(size=50)}
+    terms = projection_terms(rng.normal(size=(20, 2)), rng.normal(size=20), 0.3, True)
+    spec = make_kernel("laplacian", gamma=0.3)
+    consumers = {"apply": Apply(), "projection": Projection(terms), "gram": Gram(),
+                 "cross": Cross(), "normal": Normal(rng.normal(size=(20, 2)))}  # fmt: skip
+    strict_rows = RowBlock(_strict(z)[0], ([x], [w]), spec, aux)
+    assert "array_api_strict" in strict_rows.xp.__name__
+    for name, consumer in consumers.items():
+        want = consumer(RowBlock(z, ([x], [w]), spec, aux), None)
+        got = consumer(RowBlock(_strict(z)[0], ([x], [w]), spec, aux), None)
+        assert type(got) is np.ndarray, name
+        if name == "gram":  # the upper triangle is the sum's contract
+            got, want = np.triu(got), np.triu(want)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_the_plans_split_device_from_host_memory():
+    """The blocks in flight and kept are device bytes, the driver's matrices host bytes;
+    the two add up to what the budget check counts (unchanged on numpy)."""
+    from npt_dask.planning import in_flight_bytes, plan_fit
+    from npt_dask.ridge_planning import DEVICE_PARTS, plan_ridge
+
+    plan = plan_fit(n=4000, d=5, n_components=20, row_chunks=[500] * 8, itemsize=8,
+                    solver="krylov", memory_budget=2**30, threads=2)  # fmt: skip
+    assert plan.kept_bytes > 0
+    assert plan.device_bytes == in_flight_bytes(500, 2) + plan.kept_bytes
+    assert plan.device_bytes + plan.host_bytes == plan.driver_bytes + plan.worker_bytes
+    assert plan.host_bytes >= plan.driver_bytes > 0
+    assert {"device_bytes", "host_bytes"} <= set(plan.to_dict())
+    for m in (None, 300):
+        ridge = plan_ridge(n=4000, m=m, d=5, k=1, itemsize=8, memory_budget=2**30, threads=2)
+        assert ridge.device_bytes == sum(v for k, v in ridge.memory.items() if k in DEVICE_PARTS)
+        assert ridge.device_bytes > 0
+        assert ridge.host_bytes > 0
+        assert ridge.device_bytes + ridge.host_bytes == sum(ridge.memory.values())
+        assert ridge.to_dict()["device_bytes"] == ridge.device_bytes

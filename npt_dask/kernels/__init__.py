@@ -1,0 +1,48 @@
+"""Kernels: frozen, validated, serialisable specs and their blocks, in three rooms.
+
+* :mod:`~npt_dask.kernels.numerics` -- the block and diagonal functions, written once
+  against the array API (numpy keeps its fast paths);
+* :mod:`~npt_dask.kernels.specs` -- :class:`KernelSpec`, :class:`NamedKernel` (its
+  hyperparameters declared as data in :data:`npt_dask.params.KERNEL_TABLE`),
+  :class:`PrecomputedKernel`, the one constructor path (:func:`~npt_dask.kernels.specs.
+  spec_of`, behind ``KernelSpec(...)``, :meth:`KernelSpec.from_dict` and
+  :func:`make_kernel`) and the resolution of ``gamma`` (:func:`resolve_kernel`);
+* :mod:`~npt_dask.kernels.callables` -- :class:`CallableKernel`, the probing of a
+  function's convention, :func:`blockwise` and :func:`pairwise`.
+
+This package re-exports the names other modules use.
+
+Layer rule: arrays in, arrays out (numpy, scipy.sparse or any array API namespace);
+nothing here knows dask, xarray or zarr.
+"""
+
+from npt_dask.kernels.callables import KERNEL_FORM, CallableKernel, blockwise, pairwise
+from npt_dask.kernels.specs import (
+    CALLABLE,
+    GAMMA_SCALE,
+    KERNELS,
+    PRECOMPUTED,
+    KernelSpec,
+    NamedKernel,
+    PrecomputedKernel,
+    make_kernel,
+    resolve_kernel,
+    spec_of,
+)
+
+__all__ = [
+    "CALLABLE",
+    "GAMMA_SCALE",
+    "KERNELS",
+    "KERNEL_FORM",
+    "PRECOMPUTED",
+    "CallableKernel",
+    "KernelSpec",
+    "NamedKernel",
+    "PrecomputedKernel",
+    "blockwise",
+    "make_kernel",
+    "pairwise",
+    "resolve_kernel",
+    "spec_of",
+]
