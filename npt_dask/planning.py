@@ -59,6 +59,7 @@ __all__ = [
     "fit_cost",
     "in_flight_bytes",
     "kept_bytes",
+    "kept_for",
     "kept_pairs",
     "krylov_cap",
     "krylov_shape",
@@ -283,6 +284,23 @@ def kept_pairs(
     return tuple(kept)
 
 
+def kept_for(
+    cache: str, row_chunks: Sequence[int], itemsize: int, budget: int
+) -> tuple[tuple[int, int], ...]:
+    """The blocks a pass keeps for the next: every block (``cache="memory"``), none
+    (``"recompute"``), or (``"auto"``) the longest prefix within ``budget`` bytes
+    (:func:`kept_pairs`). The one rule of the fit plan and the kernel operator.
+
+    >>> kept_for("auto", [100, 100], 8, 2 * 100 * 100 * 8), kept_for("recompute", [100], 8, 0)
+    (((0, 0), (0, 1)), ())
+    """
+    if cache == "memory":
+        return tuple(upper_pairs(len(row_chunks)))
+    if cache == "recompute":
+        return ()
+    return kept_pairs(row_chunks, itemsize, budget)
+
+
 def cached_fraction(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]]) -> float:
     """Share of a pass's kernel entries that the kept blocks hold."""
     total = sum(row_chunks[i] * row_chunks[j] for i, j in upper_pairs(len(row_chunks)))
@@ -489,13 +507,8 @@ def _krylov_candidate(
         driver = dense_bytes(n)
     else:
         driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)
-    if cache == "memory":
-        kept = tuple(upper_pairs(len(chunks)))
-    elif cache == "recompute":
-        kept = ()
-    else:
-        spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
-        kept = kept_pairs(chunks, itemsize, spare)
+    spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
+    kept = kept_for(cache, chunks, itemsize, spare)
     held = kept_bytes(chunks, kept, itemsize)
     tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
     return FitPlan(
