@@ -341,8 +341,10 @@ def fit(
         exact explicit feature map.
     solver : {"auto", "dense", "krylov"}
         ``"dense"`` materialises the n x n matrix (small n only); ``"krylov"``
-        streams kernel blocks. ``"auto"``: dense for ``n <= 2000`` or
-        ``n_components=None``, else Krylov.
+        streams kernel blocks. ``"auto"``: dense for ``n_components=None``, for
+        ``n <= 2000`` (:data:`~npt_dask.planning.DENSE_MAX_SAMPLES`), or from
+        ``n_components >= 0.15 n`` (:data:`~npt_dask.planning.AUTO_DENSE_FRACTION`)
+        when the explicit n x n matrix fits ``memory_budget``; else Krylov.
     tol : float, default 1e-8
         Krylov stopping rule on ``||K u - lambda u|| / lambda_1`` for all r pairs.
     rtol : float, optional
@@ -354,7 +356,7 @@ def fit(
     cache : {"auto", "recompute", "memory"}
         Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
         keeps as many as ``memory_budget`` leaves room for and recomputes the
-        rest (see :func:`cache_budget`).
+        rest (see :func:`npt_dask.planning.kept_for`).
     memory_budget : int, optional
         Bytes the fit may hold beyond the input rows: the Krylov basis, work
         arrays, blocks in flight and kept blocks (or, for the dense solver, the
