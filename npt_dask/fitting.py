@@ -57,7 +57,6 @@ from npt_dask.params import (
     Solver,
     SolverAlias,
     fit_defaults,
-    names,
 )
 from npt_dask.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.progress import FitProgress, count
@@ -445,8 +444,32 @@ def fit(
     >>> bool(np.allclose(model.transform(X[:4]), model.train_coordinates()[:4]))
     True
     """
-    given = dict(locals())  # the signature's arguments, by name: the table's, X, labels, targets
-    params = FitParams(**{name: given[name] for name in names()})
+    params = FitParams(
+        kernel=kernel,
+        gamma=gamma,
+        degree=degree,
+        coef0=coef0,
+        kernel_params=kernel_params,
+        n_components=n_components,
+        center=center,
+        solver=solver,
+        tol=tol,
+        rtol=rtol,
+        chunk_size=chunk_size,
+        cache=cache,
+        memory_budget=memory_budget,
+        precision=precision,
+        block_size=block_size,
+        max_basis=max_basis,
+        basis=basis,
+        max_passes=max_passes,
+        on_negative=on_negative,
+        random_state=random_state,
+        landmarks=landmarks,
+        landmark_method=landmark_method,
+        start=start,
+        progress=progress,
+    )
     return fit_params(X, params, labels=labels, targets=targets)
 
 
