@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 import scipy.linalg
-from scipy.linalg import lapack
 
 from npt_dask._inputs import InputInfo
 from npt_dask._scheduler import compute
@@ -64,7 +63,7 @@ from npt_dask.eigen import dense_eigh, select_eigenpairs
 from npt_dask.errors import InputError
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
-from npt_dask.landmarks import certificate
+from npt_dask.landmarks import certificate, extended_factor, pivoted_cholesky
 from npt_dask.planning import max_rank
 
 if TYPE_CHECKING:  # the model module imports this one (NPTModel.partial_fit)
@@ -162,20 +161,6 @@ def _summary(res: np.ndarray, energy: np.ndarray) -> dict[str, float]:
     full = certificate(res, energy)
     keys = ("mean", "max", "relative_mean", "relative_max")
     return {k: full[k] for k in keys}
-
-
-def _pivoted(schur: np.ndarray, diag: np.ndarray, tol: float, room: int):
-    """Greedy pivoted Cholesky of ``schur`` scaled to ``diag``: the chosen rows (in pick
-    order) and the factor of ``schur`` restricted to them (lower, unscaled)."""
-    scale = 1.0 / np.sqrt(diag)
-    scaled = np.asfortranarray(schur * scale[:, None] * scale[None, :])
-    c, piv, rank, info = lapack.dpstrf(scaled, tol=tol, lower=1)
-    if info < 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"dpstrf failed: info={info}")
-    k = min(int(rank), room)
-    chosen = piv[:k] - 1
-    lower = np.tril(c[:k, :k]) / scale[chosen][:, None]
-    return chosen, lower
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -409,9 +394,9 @@ def grow(
     if len(candidates) and room > 0:
         xc = x[candidates]
         cross = np.asarray(kernel(x, xc), dtype=np.float64) - w @ w[candidates].T  # b x c
-        chosen, lower = _pivoted(cross[candidates], diag[candidates], tol, room)
+        chosen, lower = pivoted_cholesky(cross[candidates], tol, diag=diag[candidates], room=room)
         added = candidates[chosen]
-        new_factor = _extended(factor, w[added], lower)
+        new_factor = extended_factor(factor, w[added], lower)
         new_basis = np.concatenate([basis, x[added]])
         extra = scipy.linalg.solve_triangular(lower, cross[:, chosen].T, lower=True).T
         w_new = np.hstack([w, extra])
@@ -447,14 +432,4 @@ def _diagonal(x: np.ndarray, kernel: KernelSpec) -> np.ndarray:
     for i in range(0, len(x), step):
         block = x[i : i + step]
         out[i : i + step] = np.diagonal(kernel(block, block))
-    return out
-
-
-def _extended(factor: np.ndarray, coords: np.ndarray, lower: np.ndarray) -> np.ndarray:
-    """``[[R, 0], [W_A, S]]``: the Cholesky factor of the basis with the added rows."""
-    m, a = factor.shape[0], lower.shape[0]
-    out = np.zeros((m + a, m + a))
-    out[:m, :m] = factor
-    out[m:, :m] = coords
-    out[m:, m:] = lower
     return out
