@@ -40,10 +40,11 @@ from npt_dask.errors import (
     ScratchError,
     warn,
 )
+from npt_dask.fitted import SolverDiagnostics
 from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
-from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.model import NPTModel
 from npt_dask.panels import ChunkedPanels, scratch_root
 from npt_dask.params import (
     DEFAULT_RTOL,
@@ -605,7 +606,7 @@ def _certified(
     """The landmark model with its certificate (every row's Lemma 5 residual) and, with
     labels or targets, the ridge moments of every row: one training pass (each finished
     row chunk reported with ``progress``)."""
-    rows = balanced_rows(model.projector().rows_of(x)[0], task_threads())
+    rows = balanced_rows(model.rows_of(x)[0], task_threads())
     result = training_pass(model, rows, labels=labels, targets=targets, progress=progress)
     summary = {
         "method": method,

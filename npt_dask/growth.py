@@ -41,8 +41,10 @@ could be exact (refit with ``n_components=None``, or fit afresh with
 Layer rule: numpy maths on the driver (kernel blocks of the batch against the
 basis, triangular solves, one LAPACK call per batch); the only graph is the
 rotation's kernel matrix. Below :mod:`npt_dask.model` (whose ``partial_fit``
-calls :func:`grow`): models are built from the parent with
-``dataclasses.replace``, never imported. No I/O: saving is ``NPTModel.save``.
+calls :func:`grow`): a model is read as its record (:class:`~npt_dask.fitted.FittedModel`:
+the batch's rows by the projector's rule, :func:`npt_dask.projector.rows_rule`), and
+grown models are built from the parent with ``dataclasses.replace``; nothing calls
+back into the model. Saving is the store's (:func:`npt_dask.store.save`).
 """
 
 from __future__ import annotations
@@ -51,23 +53,23 @@ import dataclasses
 import functools
 import numbers
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask import store
 from npt_dask._inputs import InputInfo
 from npt_dask._scheduler import compute
 from npt_dask.eigen import dense_eigh, select_eigenpairs
 from npt_dask.errors import InputError
+from npt_dask.fitted import FittedModel
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
 from npt_dask.landmarks import certificate, extended_factor, pivoted_cholesky
 from npt_dask.planning import max_rank
-
-if TYPE_CHECKING:  # the model module imports this one (NPTModel.partial_fit)
-    from npt_dask.model import NPTModel
+from npt_dask.projector import rows_rule
 
 __all__ = [
     "DIRECTION_FLOOR",
@@ -92,7 +94,7 @@ def _rows(x: Any) -> np.ndarray:
     return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
 
 
-def _check_growable(model: NPTModel) -> None:
+def _check_growable(model: FittedModel) -> None:
     """Refuse models that cannot grow exactly, naming the fix."""
     if not model.kernel.evaluated:
         raise InputError(
@@ -116,7 +118,7 @@ def _check_growable(model: NPTModel) -> None:
         )
 
 
-def is_full_rank(model: NPTModel) -> bool:
+def is_full_rank(model: FittedModel) -> bool:
     """Whether ``model`` keeps every component its training rows span (``n_components=None``
     and no eigenvalue below ``rtol``): what exact growth needs."""
     return model.n_components >= max_rank(model.n_samples, model.center)
@@ -187,11 +189,11 @@ class GrowingModel:
     basis: np.ndarray
     factor: np.ndarray
     center: bool
-    parent: NPTModel
+    parent: FittedModel
     batches: tuple[dict[str, Any], ...] = ()
     seen_residuals: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     seen_energy: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
-    rotation: NPTModel | None = None  # the rotated model of this basis, once computed
+    rotation: FittedModel | None = None  # the rotated model of this basis, once computed
 
     @property
     def n_basis(self) -> int:
@@ -236,7 +238,7 @@ class GrowingModel:
         }
 
     @functools.cached_property
-    def model(self) -> NPTModel:
+    def model(self) -> FittedModel:
         """The rotated model: the full-rank fit on the basis rows (what a fresh
         ``npt.fit(basis, n_components=None)`` solves: the dense eigenproblem of their
         centred kernel matrix), with the growth record (batches, certificate,
@@ -254,7 +256,7 @@ class GrowingModel:
         """Rotate (once) and write the model, its growth record in the manifest; a model
         already at ``path`` is replaced only with ``overwrite=True``, as
         :meth:`NPTModel.save <npt_dask.model.NPTModel.save>`."""
-        return self.model.save(path, overwrite=overwrite)
+        return store.save(self.model, path, overwrite=overwrite)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in {"model", "parent", "basis", "factor"}:
@@ -268,7 +270,9 @@ class GrowingModel:
         )
 
 
-def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bool) -> NPTModel:
+def _rotated(
+    parent: FittedModel, basis: np.ndarray, kernel: KernelSpec, center: bool
+) -> FittedModel:
     """The full-rank model on ``basis``: one ``m x m`` eigenproblem (a model of the
     parent's kind, built from the parent: float64 kernel blocks, the training rows kept
     in the parent's precision -- a float32 model stays float32, its rows exactly so,
@@ -307,7 +311,7 @@ def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bo
     )
 
 
-def start_growth(model: NPTModel) -> GrowingModel:
+def start_growth(model: FittedModel) -> GrowingModel:
     """A :class:`GrowingModel` at ``model`` (checked growable; one ``kappa(L, L)`` and its
     Cholesky factor, once)."""
     if isinstance(model, GrowingModel):
@@ -333,7 +337,7 @@ def _check_options(residual_tol: float, max_landmarks: int | None) -> None:
 def _batch_rows(model: GrowingModel, X_new: Any) -> np.ndarray:
     """The batch as numpy rows: features matched by name, count and NaN checked (as
     ``transform`` checks them), in the model's precision; the kernel-scale rule applied."""
-    rows, _ = model.parent.rows_of(X_new, name="X_new")
+    rows, _ = rows_rule(model.parent).of(X_new, name="X_new")
     x = _rows(rows)
     model.parent.warn_scale(x)  # rows on another scale would all be added, or none
     return x
@@ -350,7 +354,7 @@ def _check_cap(max_landmarks: int | None, m: int) -> None:
 
 
 def grow(
-    model: NPTModel | GrowingModel,
+    model: FittedModel | GrowingModel,
     X_new: Any,
     *,
     residual_tol: float | None = None,

@@ -81,7 +81,6 @@ from npt_dask.errors import (
 from npt_dask.model import NPTModel
 from npt_dask.params import check_param
 from npt_dask.progress import ProgressBar
-from npt_dask.projector import projector_for
 
 __all__ = ["ProjectionError", "open_data", "project"]
 
@@ -676,7 +675,7 @@ def project(
 
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
     """One task per chunk: project and write it (the model's projector), or check a done one."""
-    projector = projector_for(model, fresh=fresh)
+    projector = model.projector(fresh=fresh)  # built once (again after lost data)
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
     parts = projector.chunk_inputs(x)
     projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run
