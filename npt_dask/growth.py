@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import numbers
 import time
 from typing import Any
 
@@ -68,6 +67,7 @@ from npt_dask.fitted import FittedModel
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
 from npt_dask.landmarks import certificate, extended_factor, pivoted_cholesky
+from npt_dask.params import GROW_PARAMS, check_table
 from npt_dask.planning import max_rank
 from npt_dask.projector import rows_rule
 
@@ -321,19 +321,6 @@ def start_growth(model: FittedModel) -> GrowingModel:
     return GrowingModel(model.kernel, basis, _factor(basis, model.kernel), model.center, model)
 
 
-def _check_options(residual_tol: float, max_landmarks: int | None) -> None:
-    real = isinstance(residual_tol, numbers.Real) and not isinstance(residual_tol, bool)
-    if not (real and 0 <= float(residual_tol) < np.inf):
-        raise InputError(
-            f"residual_tol must be a finite number >= 0 (a share of kappa(x, x), e.g. "
-            f"{RESIDUAL_TOL}; 0 adds every new direction); got {residual_tol!r}."
-        )
-    if max_landmarks is not None and (
-        isinstance(max_landmarks, bool) or not isinstance(max_landmarks, int | np.integer)
-    ):
-        raise InputError(f"max_landmarks must be an int or None; got {max_landmarks!r}.")
-
-
 def _batch_rows(model: GrowingModel, X_new: Any) -> np.ndarray:
     """The batch as numpy rows: features matched by name, count and NaN checked (as
     ``transform`` checks them), in the model's precision; the kernel-scale rule applied."""
@@ -379,9 +366,9 @@ def grow(
     -------
     GrowingModel
     """
+    check_table(GROW_PARAMS, {"residual_tol": residual_tol, "max_landmarks": max_landmarks})
     grown = start_growth(model)  # type: ignore[arg-type]
     residual_tol = RESIDUAL_TOL if residual_tol is None else residual_tol
-    _check_options(residual_tol, max_landmarks)
     _check_cap(max_landmarks, grown.n_basis)
     x = _batch_rows(grown, X_new)
     kernel, factor, basis = grown.kernel, grown.factor, grown.basis
