@@ -90,12 +90,7 @@ def _parser() -> _Parser:
     grow.add_argument("data", nargs="+", help="one or more data files, each a batch")
     grow.add_argument("--out", required=True, help="path of the grown model's store (zarr)")
     grow.add_argument("--overwrite", action="store_true", help="replace a model already at --out")
-    grow.add_argument(
-        "--residual-tol", type=float, default=None,
-        help="add a row when more than this share of k(x, x) is outside the model's span "
-        "(default 0.01; 0: every new direction)",
-    )  # fmt: skip
-    grow.add_argument("--max-landmarks", type=int, help="most training rows the model may reach")
+    _grow_options(grow)
     _data_options(grow)
 
     info = sub.add_parser("info", help="print a model's manifest, spectrum and diagnostics")
@@ -219,6 +214,15 @@ def _ridge_options(parser: argparse.ArgumentParser) -> None:
         )  # fmt: skip
 
 
+def _grow_options(parser: argparse.ArgumentParser) -> None:
+    """Growth's options, from its parameter table (names, defaults, help, parsing)."""
+    from npt_dask.params import GROW_PARAMS
+
+    for param in GROW_PARAMS:
+        parser.add_argument(param.flag, dest=param.name, type=_typed(param.parse),
+                            default=param.default, help=param.help)  # fmt: skip
+
+
 def _typed(parse: Any) -> Any:
     """The table's parser, its own errors shown as they are (not "invalid value")."""
 
@@ -337,9 +341,12 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
 def _grow(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.errors import InputError
+    from npt_dask.params import GROW_PARAMS, check_table
     from npt_dask.projection import open_data
     from npt_dask.store import check_target
 
+    options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
+    check_table(GROW_PARAMS, options)  # before the model is read
     if Path(args.out).resolve() == Path(args.model).resolve():
         raise InputError("--out must differ from MODEL: the parent model is kept as it was.")
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
@@ -348,9 +355,7 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
     model: Any = npt.load(args.model)
     for path in args.data:
         batch = open_data(path, key=args.key, var=args.var)
-        model = model.partial_fit(
-            batch, residual_tol=args.residual_tol, max_landmarks=args.max_landmarks
-        )
+        model = model.partial_fit(batch, **options)
     model.save(args.out, overwrite=args.overwrite)  # checked above, before the work
     record = model.model.diagnostics.landmarks
     return {

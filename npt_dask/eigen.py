@@ -44,6 +44,7 @@ from npt_dask.planning import (
     DENSE_FRACTION,
     krylov_cap,
     krylov_shape,
+    min_basis,
     takes_explicit_path,
 )
 
@@ -592,10 +593,10 @@ def _krylov_sizes(
         cap = shape_cap
     else:
         cap = krylov_cap(n, r, b)
-    if cap < min(n, r + 2 * b):
+    if cap < min(n, min_basis(r, b)):
         raise InputError(
             f"max_basis={cap} must be at least n_components + 2 * block_size = "
-            f"{r + 2 * b} (or n = {n})."
+            f"{min_basis(r, b)} (or n = {n})."
         )
     if start is not None and tuple(np.shape(start)) != (n, b):
         raise InputError(f"start must have shape ({n}, {b}); got {np.shape(start)}.")

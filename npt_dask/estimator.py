@@ -50,7 +50,15 @@ from npt_dask.fitting import fit_params
 from npt_dask.growth import GrowingModel, is_full_rank
 from npt_dask.kernels import PRECOMPUTED
 from npt_dask.model import NPTModel
-from npt_dask.params import ESTIMATOR_PARAMS, FitParams, check_param, fit_defaults, names
+from npt_dask.params import (
+    ESTIMATOR_PARAMS,
+    GROW_PARAMS,
+    FitParams,
+    check_param,
+    check_table,
+    fit_defaults,
+    names,
+)
 from npt_dask.planning import max_rank
 from npt_dask.preimage import InverseMap, fit_inverse_map
 
@@ -424,6 +432,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         grows with the rows seen. ``residual_tol`` and ``max_landmarks`` do not
         apply to it. Not with ``fit_inverse_transform``.
         """
+        check_table(GROW_PARAMS, {"residual_tol": residual_tol, "max_landmarks": max_landmarks})
         if "model_" not in self.__dict__:
             return self.fit(X, y)
         if self.model_ is None or self.fit_inverse_transform:

@@ -40,10 +40,11 @@ from npt_dask.errors import (
     ScratchError,
     warn,
 )
+from npt_dask.fitted import SolverDiagnostics
 from npt_dask.gram import KernelOperator, drop_zero_features
 from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
-from npt_dask.model import NPTModel, SolverDiagnostics
+from npt_dask.model import NPTModel
 from npt_dask.panels import ChunkedPanels, scratch_root
 from npt_dask.params import (
     DEFAULT_RTOL,
@@ -57,7 +58,6 @@ from npt_dask.params import (
     Solver,
     SolverAlias,
     fit_defaults,
-    names,
 )
 from npt_dask.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.progress import FitProgress, count
@@ -341,8 +341,10 @@ def fit(
         exact explicit feature map.
     solver : {"auto", "dense", "krylov"}
         ``"dense"`` materialises the n x n matrix (small n only); ``"krylov"``
-        streams kernel blocks. ``"auto"``: dense for ``n <= 2000`` or
-        ``n_components=None``, else Krylov.
+        streams kernel blocks. ``"auto"``: dense for ``n_components=None``, for
+        ``n <= 2000`` (:data:`~npt_dask.planning.DENSE_MAX_SAMPLES`), or from
+        ``n_components >= 0.15 n`` (:data:`~npt_dask.planning.AUTO_DENSE_FRACTION`)
+        when the explicit n x n matrix fits ``memory_budget``; else Krylov.
     tol : float, default 1e-8
         Krylov stopping rule on ``||K u - lambda u|| / lambda_1`` for all r pairs.
     rtol : float, optional
@@ -354,7 +356,7 @@ def fit(
     cache : {"auto", "recompute", "memory"}
         Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
         keeps as many as ``memory_budget`` leaves room for and recomputes the
-        rest (see :func:`cache_budget`).
+        rest (see :func:`npt_dask.planning.kept_for`).
     memory_budget : int, optional
         Bytes the fit may hold beyond the input rows: the Krylov basis, work
         arrays, blocks in flight and kept blocks (or, for the dense solver, the
@@ -443,8 +445,32 @@ def fit(
     >>> bool(np.allclose(model.transform(X[:4]), model.train_coordinates()[:4]))
     True
     """
-    given = dict(locals())  # the signature's arguments, by name: the table's, X, labels, targets
-    params = FitParams(**{name: given[name] for name in names()})
+    params = FitParams(
+        kernel=kernel,
+        gamma=gamma,
+        degree=degree,
+        coef0=coef0,
+        kernel_params=kernel_params,
+        n_components=n_components,
+        center=center,
+        solver=solver,
+        tol=tol,
+        rtol=rtol,
+        chunk_size=chunk_size,
+        cache=cache,
+        memory_budget=memory_budget,
+        precision=precision,
+        block_size=block_size,
+        max_basis=max_basis,
+        basis=basis,
+        max_passes=max_passes,
+        on_negative=on_negative,
+        random_state=random_state,
+        landmarks=landmarks,
+        landmark_method=landmark_method,
+        start=start,
+        progress=progress,
+    )
     return fit_params(X, params, labels=labels, targets=targets)
 
 
@@ -580,7 +606,7 @@ def _certified(
     """The landmark model with its certificate (every row's Lemma 5 residual) and, with
     labels or targets, the ridge moments of every row: one training pass (each finished
     row chunk reported with ``progress``)."""
-    rows = balanced_rows(model.projector().rows_of(x)[0], task_threads())
+    rows = balanced_rows(model.rows_of(x)[0], task_threads())
     result = training_pass(model, rows, labels=labels, targets=targets, progress=progress)
     summary = {
         "method": method,

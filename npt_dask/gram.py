@@ -56,10 +56,9 @@ from npt_dask.blocks import (
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.params import Cache
-from npt_dask.planning import cached_fraction, default_memory_budget, kept_pairs, upper_pairs
+from npt_dask.planning import cached_fraction, default_memory_budget, kept_for
 
 __all__ = [
-    "CacheMode",
     "KernelOperator",
     "center_columns",
     "drop_zero_features",
@@ -67,7 +66,6 @@ __all__ = [
     "kernel_matrix",
 ]
 
-CacheMode = Cache
 BlockKey = tuple[int, int]
 
 
@@ -287,7 +285,7 @@ class KernelOperator:
         *,
         center: bool = True,
         kept: Iterable[BlockKey] | None = None,
-        cache: CacheMode = "auto",
+        cache: Cache = "auto",
         cache_budget: int | None = None,
         products: Any = np.float64,
     ) -> None:
@@ -301,10 +299,10 @@ class KernelOperator:
         self.row_chunks = tuple(int(c) for c in x.chunks[0])
         self.offsets = np.concatenate([[0], np.cumsum(self.row_chunks)])
         self.n = int(self.offsets[-1])
-        self.cached_pairs = (
-            frozenset(kept) if kept is not None
-            else self._choose_cached(cache, x.dtype.itemsize, cache_budget)
-        )  # fmt: skip
+        if kept is None:  # the plan's rule, with the default budget
+            budget = default_memory_budget() if cache_budget is None else cache_budget
+            kept = kept_for(cache, self.row_chunks, x.dtype.itemsize, budget)
+        self.cached_pairs = frozenset(kept)
         self.cache = (
             "recompute" if not self.cached_pairs
             else "memory" if len(self.cached_pairs) == self.n_blocks else "partial"
@@ -316,15 +314,6 @@ class KernelOperator:
         self._blocks: dict[BlockKey, Delayed] | None = None
         self._row_sums: np.ndarray | None = None
         self._token = uuid.uuid4().hex[:12]
-
-    def _choose_cached(self, cache: str, itemsize: int, budget: int | None) -> frozenset[BlockKey]:
-        """Blocks kept between passes: all, none, or the prefix within ``budget``."""
-        if cache == "memory":
-            return frozenset(upper_pairs(len(self.row_chunks)))
-        if cache == "recompute":
-            return frozenset()
-        budget = default_memory_budget() if budget is None else budget
-        return frozenset(kept_pairs(self.row_chunks, itemsize, budget))
 
     @property
     def cached_fraction(self) -> float:

@@ -41,34 +41,35 @@ could be exact (refit with ``n_components=None``, or fit afresh with
 Layer rule: numpy maths on the driver (kernel blocks of the batch against the
 basis, triangular solves, one LAPACK call per batch); the only graph is the
 rotation's kernel matrix. Below :mod:`npt_dask.model` (whose ``partial_fit``
-calls :func:`grow`): models are built from the parent with
-``dataclasses.replace``, never imported. No I/O: saving is ``NPTModel.save``.
+calls :func:`grow`): a model is read as its record (:class:`~npt_dask.fitted.FittedModel`:
+the batch's rows by the projector's rule, :func:`npt_dask.projector.rows_rule`), and
+grown models are built from the parent with ``dataclasses.replace``; nothing calls
+back into the model. Saving is the store's (:func:`npt_dask.store.save`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import numbers
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import scipy.linalg
-from scipy.linalg import lapack
 
+from npt_dask import store
 from npt_dask._inputs import InputInfo
 from npt_dask._scheduler import compute
 from npt_dask.eigen import dense_eigh, select_eigenpairs
 from npt_dask.errors import InputError
+from npt_dask.fitted import FittedModel
 from npt_dask.gram import KernelOperator
 from npt_dask.kernels import KernelSpec
-from npt_dask.landmarks import certificate
+from npt_dask.landmarks import certificate, extended_factor, pivoted_cholesky
+from npt_dask.params import GROW_PARAMS, check_table
 from npt_dask.planning import max_rank
-
-if TYPE_CHECKING:  # the model module imports this one (NPTModel.partial_fit)
-    from npt_dask.model import NPTModel
+from npt_dask.projector import rows_rule
 
 __all__ = [
     "DIRECTION_FLOOR",
@@ -93,7 +94,7 @@ def _rows(x: Any) -> np.ndarray:
     return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
 
 
-def _check_growable(model: NPTModel) -> None:
+def _check_growable(model: FittedModel) -> None:
     """Refuse models that cannot grow exactly, naming the fix."""
     if not model.kernel.evaluated:
         raise InputError(
@@ -117,7 +118,7 @@ def _check_growable(model: NPTModel) -> None:
         )
 
 
-def is_full_rank(model: NPTModel) -> bool:
+def is_full_rank(model: FittedModel) -> bool:
     """Whether ``model`` keeps every component its training rows span (``n_components=None``
     and no eigenvalue below ``rtol``): what exact growth needs."""
     return model.n_components >= max_rank(model.n_samples, model.center)
@@ -164,20 +165,6 @@ def _summary(res: np.ndarray, energy: np.ndarray) -> dict[str, float]:
     return {k: full[k] for k in keys}
 
 
-def _pivoted(schur: np.ndarray, diag: np.ndarray, tol: float, room: int):
-    """Greedy pivoted Cholesky of ``schur`` scaled to ``diag``: the chosen rows (in pick
-    order) and the factor of ``schur`` restricted to them (lower, unscaled)."""
-    scale = 1.0 / np.sqrt(diag)
-    scaled = np.asfortranarray(schur * scale[:, None] * scale[None, :])
-    c, piv, rank, info = lapack.dpstrf(scaled, tol=tol, lower=1)
-    if info < 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"dpstrf failed: info={info}")
-    k = min(int(rank), room)
-    chosen = piv[:k] - 1
-    lower = np.tril(c[:k, :k]) / scale[chosen][:, None]
-    return chosen, lower
-
-
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class GrowingModel:
     """A full-rank model that grows with :meth:`partial_fit` (see the module docstring).
@@ -202,11 +189,11 @@ class GrowingModel:
     basis: np.ndarray
     factor: np.ndarray
     center: bool
-    parent: NPTModel
+    parent: FittedModel
     batches: tuple[dict[str, Any], ...] = ()
     seen_residuals: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     seen_energy: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
-    rotation: NPTModel | None = None  # the rotated model of this basis, once computed
+    rotation: FittedModel | None = None  # the rotated model of this basis, once computed
 
     @property
     def n_basis(self) -> int:
@@ -251,7 +238,7 @@ class GrowingModel:
         }
 
     @functools.cached_property
-    def model(self) -> NPTModel:
+    def model(self) -> FittedModel:
         """The rotated model: the full-rank fit on the basis rows (what a fresh
         ``npt.fit(basis, n_components=None)`` solves: the dense eigenproblem of their
         centred kernel matrix), with the growth record (batches, certificate,
@@ -269,7 +256,7 @@ class GrowingModel:
         """Rotate (once) and write the model, its growth record in the manifest; a model
         already at ``path`` is replaced only with ``overwrite=True``, as
         :meth:`NPTModel.save <npt_dask.model.NPTModel.save>`."""
-        return self.model.save(path, overwrite=overwrite)
+        return store.save(self.model, path, overwrite=overwrite)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in {"model", "parent", "basis", "factor"}:
@@ -283,7 +270,9 @@ class GrowingModel:
         )
 
 
-def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bool) -> NPTModel:
+def _rotated(
+    parent: FittedModel, basis: np.ndarray, kernel: KernelSpec, center: bool
+) -> FittedModel:
     """The full-rank model on ``basis``: one ``m x m`` eigenproblem (a model of the
     parent's kind, built from the parent: float64 kernel blocks, the training rows kept
     in the parent's precision -- a float32 model stays float32, its rows exactly so,
@@ -322,7 +311,7 @@ def _rotated(parent: NPTModel, basis: np.ndarray, kernel: KernelSpec, center: bo
     )
 
 
-def start_growth(model: NPTModel) -> GrowingModel:
+def start_growth(model: FittedModel) -> GrowingModel:
     """A :class:`GrowingModel` at ``model`` (checked growable; one ``kappa(L, L)`` and its
     Cholesky factor, once)."""
     if isinstance(model, GrowingModel):
@@ -332,23 +321,10 @@ def start_growth(model: NPTModel) -> GrowingModel:
     return GrowingModel(model.kernel, basis, _factor(basis, model.kernel), model.center, model)
 
 
-def _check_options(residual_tol: float, max_landmarks: int | None) -> None:
-    real = isinstance(residual_tol, numbers.Real) and not isinstance(residual_tol, bool)
-    if not (real and 0 <= float(residual_tol) < np.inf):
-        raise InputError(
-            f"residual_tol must be a finite number >= 0 (a share of kappa(x, x), e.g. "
-            f"{RESIDUAL_TOL}; 0 adds every new direction); got {residual_tol!r}."
-        )
-    if max_landmarks is not None and (
-        isinstance(max_landmarks, bool) or not isinstance(max_landmarks, int | np.integer)
-    ):
-        raise InputError(f"max_landmarks must be an int or None; got {max_landmarks!r}.")
-
-
 def _batch_rows(model: GrowingModel, X_new: Any) -> np.ndarray:
     """The batch as numpy rows: features matched by name, count and NaN checked (as
     ``transform`` checks them), in the model's precision; the kernel-scale rule applied."""
-    rows, _ = model.parent.rows_of(X_new, name="X_new")
+    rows, _ = rows_rule(model.parent).of(X_new, name="X_new")
     x = _rows(rows)
     model.parent.warn_scale(x)  # rows on another scale would all be added, or none
     return x
@@ -365,7 +341,7 @@ def _check_cap(max_landmarks: int | None, m: int) -> None:
 
 
 def grow(
-    model: NPTModel | GrowingModel,
+    model: FittedModel | GrowingModel,
     X_new: Any,
     *,
     residual_tol: float | None = None,
@@ -390,9 +366,9 @@ def grow(
     -------
     GrowingModel
     """
+    check_table(GROW_PARAMS, {"residual_tol": residual_tol, "max_landmarks": max_landmarks})
     grown = start_growth(model)  # type: ignore[arg-type]
     residual_tol = RESIDUAL_TOL if residual_tol is None else residual_tol
-    _check_options(residual_tol, max_landmarks)
     _check_cap(max_landmarks, grown.n_basis)
     x = _batch_rows(grown, X_new)
     kernel, factor, basis = grown.kernel, grown.factor, grown.basis
@@ -409,9 +385,9 @@ def grow(
     if len(candidates) and room > 0:
         xc = x[candidates]
         cross = np.asarray(kernel(x, xc), dtype=np.float64) - w @ w[candidates].T  # b x c
-        chosen, lower = _pivoted(cross[candidates], diag[candidates], tol, room)
+        chosen, lower = pivoted_cholesky(cross[candidates], tol, diag=diag[candidates], room=room)
         added = candidates[chosen]
-        new_factor = _extended(factor, w[added], lower)
+        new_factor = extended_factor(factor, w[added], lower)
         new_basis = np.concatenate([basis, x[added]])
         extra = scipy.linalg.solve_triangular(lower, cross[:, chosen].T, lower=True).T
         w_new = np.hstack([w, extra])
@@ -447,14 +423,4 @@ def _diagonal(x: np.ndarray, kernel: KernelSpec) -> np.ndarray:
     for i in range(0, len(x), step):
         block = x[i : i + step]
         out[i : i + step] = np.diagonal(kernel(block, block))
-    return out
-
-
-def _extended(factor: np.ndarray, coords: np.ndarray, lower: np.ndarray) -> np.ndarray:
-    """``[[R, 0], [W_A, S]]``: the Cholesky factor of the basis with the added rows."""
-    m, a = factor.shape[0], lower.shape[0]
-    out = np.zeros((m + a, m + a))
-    out[:m, :m] = factor
-    out[m:, :m] = coords
-    out[m:, m:] = lower
     return out

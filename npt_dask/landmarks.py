@@ -32,6 +32,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 from dask import delayed
+from scipy.linalg import lapack
 
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
@@ -44,6 +45,8 @@ __all__ = [
     "RPCHOLESKY_ROUNDS",
     "certificate",
     "check_landmarks",
+    "extended_factor",
+    "pivoted_cholesky",
     "rpcholesky_landmarks",
     "select_landmarks",
     "uniform_landmarks",
@@ -147,12 +150,15 @@ def rpcholesky_landmarks(
         )
         g = scipy.linalg.cho_solve((factor, True), cross) if k else cross
         schur = np.asarray(kernel(new_rows, new_rows), dtype=np.float64) - cross.T @ g
-        lower, keep = _pivoted_cholesky((schur + schur.T) / 2)
+        schur = (schur + schur.T) / 2
+        top = max(float(np.max(np.diag(schur), initial=0.0)), np.finfo(float).tiny)
+        keep, lower = pivoted_cholesky(schur, PIVOT_FLOOR * top)
         draws, new_rows, cross, g = draws[keep], new_rows[keep], cross[:, keep], g[:, keep]
         pivots = new_rows if pivots is None else np.concatenate([pivots, new_rows])
         d = _updated_diagonal(rows, d, pivots, k, g, lower, kernel)
         d[draws] = 0.0
-        factor = _extended_factor(factor, cross, lower)
+        coords = scipy.linalg.solve_triangular(factor, cross, lower=True).T if k else cross.T
+        factor = extended_factor(factor, coords, lower)
         chosen += [int(i) for i in draws]
         done_rounds += 1
         if report is not None:
@@ -187,41 +193,51 @@ def _updated_diagonal(
     return np.concatenate(compute(*parts, release_scratch=True))
 
 
-def _extended_factor(factor: np.ndarray, cross: np.ndarray, lower: np.ndarray) -> np.ndarray:
-    """The Cholesky factor of ``[[K_old, C], [C^T, K_new]]`` from that of ``K_old``,
-    ``C = kappa(P_old, P_new)`` and the Schur complement's factor ``lower``."""
-    k, b = factor.shape[0], lower.shape[0]
-    out = np.zeros((k + b, k + b))
-    out[:k, :k] = factor
-    if k:
-        out[k:, :k] = scipy.linalg.solve_triangular(factor, cross, lower=True).T
-    out[k:, k:] = lower
+def extended_factor(factor: np.ndarray, coords: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """``[[R, 0], [W, S]]``: the lower Cholesky factor of a kernel matrix grown by new rows,
+    from the old rows' factor ``R``, the new rows' coordinates ``W = (R^{-1} C)^T`` in its
+    frame (``C`` the kernel between old and new rows) and ``S``, the factor of their
+    Schur complement (:func:`pivoted_cholesky`). RPCholesky's rounds and ``partial_fit``
+    grow their factors by it."""
+    m, a = factor.shape[0], lower.shape[0]
+    out = np.zeros((m + a, m + a))
+    out[:m, :m] = factor
+    out[m:, :m] = coords
+    out[m:, m:] = lower
     return out
 
 
-def _pivoted_cholesky(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cholesky factor of the well-conditioned part of ``g`` and the rows kept.
+PIVOT_FLOOR = 1e-10
+"""RPCholesky keeps a drawn row while its pivot exceeds this share of the round's largest
+Schur diagonal entry (a row nearly in the span of the others adds nothing and would make
+the factor unstable)."""
 
-    Rows are accepted greedily while their pivot stays above ``1e-10`` of
-    the largest diagonal entry (a sampled row nearly in the span of the
-    others adds nothing and would make the factor unstable).
+
+def pivoted_cholesky(
+    matrix: np.ndarray, tol: float, *, diag: np.ndarray | None = None, room: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy pivoted Cholesky (LAPACK ``dpstrf``): the rows picked, largest remaining
+    pivot first, while the pivot exceeds ``tol`` (and at most ``room`` of them), in pick
+    order, and the lower factor of ``matrix`` restricted to them (in that order).
+
+    With ``diag`` the pivots are measured relative to it (the matrix scaled to
+    ``diag``'s unit diagonal: shares, as ``partial_fit`` measures a row outside the
+    span); the factor returned is of ``matrix`` itself.
+
+    >>> chosen, lower = pivoted_cholesky(np.array([[1.0, 1.0], [1.0, 1.0]]), 1e-10)
+    >>> chosen.tolist(), lower.tolist()
+    ([0], [[1.0]])
     """
-    b = g.shape[0]
-    top = max(float(np.max(np.diag(g), initial=0.0)), np.finfo(float).tiny)
-    keep: list[int] = []
-    lower = np.zeros((b, b))
-    for i in range(b):
-        row = g[i, keep]
-        partial = scipy.linalg.solve_triangular(lower[: len(keep), : len(keep)], row, lower=True)
-        pivot = g[i, i] - partial @ partial
-        if pivot <= 1e-10 * top:
-            continue
-        k = len(keep)
-        lower[k, :k] = partial
-        lower[k, k] = np.sqrt(pivot)
-        keep.append(i)
-    k = len(keep)
-    return lower[:k, :k], np.asarray(keep, dtype=np.int64)
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0))
+    scale = np.ones(matrix.shape[0]) if diag is None else 1.0 / np.sqrt(diag)
+    scaled = np.asfortranarray(matrix * scale[:, None] * scale[None, :])
+    c, piv, rank, info = lapack.dpstrf(scaled, tol=tol, lower=1)
+    if info < 0:  # pragma: no cover - LAPACK argument error
+        raise RuntimeError(f"dpstrf failed: info={info}")
+    k = int(rank) if room is None else min(int(rank), room)
+    chosen = (piv[:k] - 1).astype(np.int64)
+    return chosen, np.tril(c[:k, :k]) / scale[chosen][:, None]
 
 
 def check_landmarks(landmarks: Any, n: int) -> np.ndarray | int:

@@ -23,52 +23,25 @@ NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from npt_dask import store
-from npt_dask._inputs import InputInfo, is_data_array, match_features, pad_columns, wrap_rows
+from npt_dask._inputs import InputInfo, is_data_array, pad_columns, wrap_rows
 from npt_dask._scheduler import compute
-from npt_dask.blocks import LinearMoments, ProjectionTerms, finish_parts, projection_terms
+from npt_dask.blocks import finish_parts
 from npt_dask.errors import InputError, ResidualWarning, StoreIntegrityError, warn
+from npt_dask.fitted import FittedModel, SolverDiagnostics
 from npt_dask.gram import kernel_diagonal
-from npt_dask.kernels import KernelSpec, NamedKernel
-from npt_dask.projector import Projector, projector_for
-from npt_dask.scale import sample_rows, warn_kernel_scale
+from npt_dask.growth import GrowingModel, grow
+from npt_dask.kernels import KernelSpec
+from npt_dask.projector import Projector, build_projector, client_key, rows_rule
 
 __all__ = ["NPTModel", "SolverDiagnostics", "load"]
-
-
-@dataclass(frozen=True)
-class SolverDiagnostics:
-    """How the eigenpairs were obtained."""
-
-    solver: str
-    passes: int
-    tol: float
-    residuals: np.ndarray
-    converged: bool
-    min_eigenvalue: float
-    cache: str
-    block_size: int
-    seconds: float
-    cached_fraction: float = 0.0
-    plan: Mapping[str, Any] = field(default_factory=dict)  # the FitPlan, as its dict
-    landmarks: Mapping[str, Any] = field(default_factory=dict)  # method, m, certificate
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["residuals"] = [float(v) for v in self.residuals]
-        out["plan"] = dict(self.plan)
-        out["landmarks"] = dict(self.landmarks)
-        return out
 
 
 def _energy(both: np.ndarray, r: int) -> np.ndarray:
@@ -82,7 +55,7 @@ def _no_rows(x: da.Array) -> da.Array:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class NPTModel:
+class NPTModel(FittedModel):
     """A fitted Nonlinear Projection Trick model (see :func:`npt_dask.fit`).
 
     Attributes
@@ -119,20 +92,6 @@ class NPTModel:
         rows are taken by position.
     """
 
-    kernel: KernelSpec
-    x_train: da.Array
-    eigenvalues: np.ndarray
-    eigenvectors: np.ndarray
-    row_means: np.ndarray
-    grand_mean: float
-    center: bool
-    diagnostics: SolverDiagnostics
-    train_info: InputInfo = field(default_factory=lambda: InputInfo("numpy", False))
-    store_path: str | None = None  # set by npt.load: where the arrays can be streamed from
-    train_diagonal: np.ndarray | None = None  # precomputed kernels: diag of the training matrix
-    moments: LinearMoments | None = None  # fit(labels=/targets=): ridge moments (saved)
-    feature_names: tuple[str, ...] | None = None  # named input's features, in fitted order
-
     def __post_init__(self) -> None:
         if not self.kernel.evaluated and self.x_train.shape[1] != 0:
             # fitted on the kernel matrix: keep its diagonal (read from the diagonal
@@ -140,38 +99,6 @@ class NPTModel:
             diag = compute(kernel_diagonal(self.x_train, self.kernel))[0]
             object.__setattr__(self, "train_diagonal", np.asarray(diag, dtype=np.float64))
             object.__setattr__(self, "x_train", _no_rows(self.x_train))
-
-    @property
-    def n_samples(self) -> int:
-        """Number of training rows n."""
-        return int(self.x_train.shape[0])
-
-    @property
-    def n_features(self) -> int:
-        """Number of input features d (n for a precomputed kernel: one per training row)."""
-        if not self.kernel.evaluated:
-            return self.n_samples
-        return int(self.x_train.shape[1])
-
-    @property
-    def n_components(self) -> int:
-        """Dimension r of the NPT coordinates."""
-        return int(self.eigenvalues.shape[0])
-
-    @property
-    def precision(self) -> np.dtype:
-        """dtype of the kernel blocks (float32 or float64)."""
-        return self.x_train.dtype
-
-    @property
-    def chunk_size(self) -> int:
-        """Rows per training block."""
-        return int(max(self.x_train.chunks[0]))
-
-    @property
-    def projection_matrix(self) -> np.ndarray:
-        """``A = U Lambda^{-1/2}``, shape (n, r): coordinates are ``A^T (kappa(z) - m)``."""
-        return self.eigenvectors / np.sqrt(self.eigenvalues)
 
     def train_coordinates(self) -> Any:
         """NPT coordinates of the training rows: row i is ``sqrt(lambda) * U[i, :]``.
@@ -233,28 +160,10 @@ class NPTModel:
     def rows_of(
         self, z: Any, *, name: str = "Z", chunk_size: int | None = None
     ) -> tuple[da.Array, InputInfo]:
-        """``z`` as row chunks for this model's projector: named features put in the
-        fitted order (:attr:`feature_names`, or refused when they differ), the feature
-        count checked, NaN refused (see :func:`npt_dask.projector.projection_rows`)."""
-        evaluated = self.kernel.evaluated
-        z = match_features(
-            z, self.feature_names, n_features=self.n_features if evaluated else None, name=name
-        )
-        return self.projector().rows_of(z, chunk_size=chunk_size, name=name)
-
-    @functools.cached_property
-    def scale_sample(self) -> np.ndarray | None:
-        """The training rows the kernel-scale rule compares rows with (the first
-        :data:`npt_dask.scale.SCALE_SAMPLE`, float64; read once); None when the rule
-        does not apply (a precomputed or callable kernel)."""
-        if not isinstance(self.kernel, NamedKernel):
-            return None
-        return sample_rows(self.x_train)
-
-    def warn_scale(self, rows: Any) -> None:
-        """Warn when ``rows`` are on another scale than the training rows (the one rule,
-        :func:`npt_dask.scale.warn_kernel_scale`, as the fit and ``npt project`` apply it)."""
-        warn_kernel_scale(rows, self.scale_sample, self.kernel, fitting=False)
+        """``z`` as row chunks to project: named features put in the fitted order
+        (:attr:`feature_names`, or refused when they differ), the feature count checked,
+        NaN refused (:class:`npt_dask.projector.ProjectionRows`; no projector is built)."""
+        return rows_rule(self).of(z, chunk_size=chunk_size, name=name)
 
     def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
         """Rows to project, scale-checked when they are in memory (lazy rows are not read
@@ -265,15 +174,16 @@ class NPTModel:
             self.warn_scale(x)
         return x, info
 
-    def projector(self) -> Projector:
-        """The model's :class:`~npt_dask.projector.Projector` under the current scheduler."""
-        return projector_for(self)
-
-    def projection_terms(self) -> ProjectionTerms:
-        """The constants that finish a projection (:func:`npt_dask.blocks.finish_parts`)."""
-        return projection_terms(
-            self.projection_matrix, self.row_means, self.grand_mean, self.center
-        )
+    def projector(self, *, fresh: bool = False) -> Projector:
+        """The model's :class:`~npt_dask.projector.Projector` under the current scheduler,
+        built from its arrays once per client (:func:`npt_dask.projector.build_projector`);
+        ``fresh`` builds it again, shipping the training blocks again (after a worker took
+        them along: see :func:`npt_dask._scheduler.retry_on_lost_data`)."""
+        built: dict[str | None, Projector] = self.__dict__.setdefault("_projectors", {})
+        key = client_key()
+        if fresh or key not in built:
+            built[key] = build_projector(self)
+        return built[key]
 
     def _project(self, z: da.Array) -> da.Array:
         """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
@@ -442,7 +352,7 @@ class NPTModel:
 
     def partial_fit(
         self, X_new: Any, *, residual_tol: float | None = None, max_landmarks: int | None = None
-    ) -> Any:
+    ) -> GrowingModel:
         """The model grown by a batch of new rows: a :class:`~npt_dask.growth.GrowingModel`.
 
         Rows of ``X_new`` with more than ``residual_tol`` of ``kappa(x, x)``
@@ -454,23 +364,12 @@ class NPTModel:
         the lineage. Full-rank models only (``n_components=None``); see
         :mod:`npt_dask.growth`.
         """
-        from npt_dask.growth import grow  # growth builds on this module
-
         return grow(self, X_new, residual_tol=residual_tol, max_landmarks=max_landmarks)
 
     def save(self, path: Any, *, overwrite: bool = False) -> Any:
         """Write the model to a zarr v3 store at ``path`` (see :func:`npt_dask.store.save`);
         a model already there is replaced only with ``overwrite=True``."""
         return store.save(self, path, overwrite=overwrite)
-
-    @functools.cached_property
-    def identity(self) -> str:
-        """The model's one identity: the checksum of its manifest (see
-        :func:`npt_dask.store.manifest_checksum`); read from the store for a loaded
-        model, else computed once (every array hashed once)."""
-        if self.store_path is not None:
-            return store.manifest_checksum(store.read_manifest(self.store_path))
-        return store.model_identity(self)
 
     def __repr__(self) -> str:
         from npt_dask._display import model_text

@@ -24,28 +24,36 @@ import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NoReturn, get_args
 
 import numpy as np
 
 from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
 
 __all__ = [
+    "COORDINATE_CHUNK",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_RTOL",
     "DEFAULT_TOL",
     "ESTIMATOR_PARAMS",
+    "FISHER_PARAMS",
+    "GROW_PARAMS",
     "HELD_OUT",
     "KERNEL_ALIASES",
     "KERNEL_FIT_ARGUMENTS",
     "KERNEL_HYPERPARAMETERS",
     "KERNEL_NAMES",
+    "KERNEL_SVM_PARAMS",
     "KERNEL_TABLE",
+    "LINEAR_RIDGE_PARAMS",
     "PARAMS",
+    "PCAL1_PARAMS",
+    "PROJECT_PARAMS",
     "RIDGE_PARAMS",
     "SEARCH_PARAMS",
     "SEARCH_ROWS",
     "SOLVER_ALIASES",
+    "SVM_PARAMS",
     "Basis",
     "Cache",
     "FitParams",
@@ -58,11 +66,13 @@ __all__ = [
     "RidgeSolver",
     "Solver",
     "SolverAlias",
+    "check_estimator",
     "check_param",
     "check_table",
     "fit_defaults",
     "format_bytes",
     "parse_bytes",
+    "table_defaults",
 ]
 
 DEFAULT_CHUNK_SIZE = 4096
@@ -267,12 +277,22 @@ class Param:
         found.append("invalid")
         return tuple(v for v in found if not any(c.accepts(v) for c in self.constraints))
 
+    def within(self, high: float, hint: str = "") -> Param:
+        """This entry with its ranges' upper bound at ``high``: a bound only the data give
+        (at most r directions), checked once they are known, in the same words."""
+        constraints = tuple(
+            dataclasses.replace(c, high=high) if isinstance(c, Interval) else c
+            for c in self.constraints
+        )
+        return dataclasses.replace(self, constraints=constraints, hint=hint or self.hint)
+
     def describe(self) -> str:
         parts = [c.describe() for c in self.constraints]
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
 
-    def check(self, value: Any) -> Any:
-        """``value`` if the constraints accept it, else one clear error."""
+    def check(self, value: Any, owner: str | None = None) -> Any:
+        """``value`` if the constraints accept it, else one clear error (naming ``owner``,
+        the estimator or function, when given)."""
         if any(c.accepts(value) for c in self.constraints):
             return value
         typed = any(
@@ -280,12 +300,20 @@ class Param:
         )  # right type, wrong range: a value error; otherwise a type error
         options = all(isinstance(c, Options) for c in self.constraints)
         error = self.error if typed or options or isinstance(value, str) else InputTypeError
+        self.refuse(value, owner, error=error)
+
+    def refuse(
+        self, value: Any, owner: str | None = None, *, error: type[NPTError] | None = None
+    ) -> NoReturn:
+        """Raise the one error of a value outside the constraints: also for what a caller
+        checks beyond them (the entries of an array of alphas), in the same words."""
+        error = self.error if error is None else error
         if self.message is not None:
             choices = self.describe().removeprefix("one of ")
             raise error(self.message.format(value=value, choices=choices), param=self.name)
         hint = self.hint_for(value)
         raise error(
-            f"{subject(self.name)} must be {self.describe()}. Got {value!r} instead."
+            f"{subject(self.name, owner)} must be {self.describe()}. Got {value!r} instead."
             + (f" {hint}" if hint else ""),
             param=self.name,
         )
@@ -296,10 +324,11 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def subject(name: str) -> str:
-    """How an error names the parameter ``name``: ``"The 'tol' parameter"`` (the command
-    line says ``"The --tol option"`` instead)."""
-    return f"The '{name}' parameter"
+def subject(name: str, owner: str | None = None) -> str:
+    """How an error names the parameter ``name``: ``"The 'tol' parameter"``, or ``"The
+    'C' parameter of ChunkedLinearSVM"`` with an ``owner`` (the command line says ``"The
+    --tol option"`` instead)."""
+    return f"The '{name}' parameter" + (f" of {owner}" if owner else "")
 
 
 def _optional(text: str) -> Any:
@@ -813,10 +842,26 @@ RIDGE_PARAMS: tuple[Param, ...] = (
 first, with its defaults)."""
 
 
-def check_table(table: Iterable[Param], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Every value of ``values`` checked by its entry of ``table`` (one wording)."""
+def check_table(
+    table: Iterable[Param], values: Mapping[str, Any], *, owner: str | None = None
+) -> dict[str, Any]:
+    """Every value of ``values`` checked by its entry of ``table`` (one wording; ``owner``
+    names the estimator or function in it). scikit-learn's ``validate_params``: an
+    estimator checks its ``get_params()`` when it fits, a function its arguments."""
     by_name = {p.name: p for p in table}
-    return {name: by_name[name].check(value) for name, value in values.items()}
+    return {name: by_name[name].check(value, owner) for name, value in values.items()}
+
+
+def check_estimator(table: Iterable[Param], estimator: Any) -> None:
+    """An estimator's parameters (its attributes of the table's names) checked by
+    ``table``, the error naming its class: what its ``fit`` does before any work."""
+    values = {p.name: getattr(estimator, p.name) for p in table}
+    check_table(table, values, owner=type(estimator).__name__)
+
+
+def table_defaults(table: Iterable[Param]) -> dict[str, Any]:
+    """``{name: default}`` of a table: the signature defaults of its estimator or function."""
+    return {p.name: p.default for p in table}
 
 
 SEARCH_ROWS = 10_000
@@ -854,3 +899,151 @@ SEARCH_PARAMS: tuple[Param, ...] = (
     ),
 )
 """``KernelRidgeCV``'s search parameters (the rest are :data:`RIDGE_PARAMS`)."""
+
+
+# --- methods on coordinates, npt.project, growth (issue 27 item 7) ------------------------
+
+COORDINATE_CHUNK = 8192
+"""Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""
+
+_FLAG = Options((True, False))
+_ARRAY = (list, tuple, np.ndarray)
+
+
+_COORDINATE_ROWS = Param(
+    "chunk_size",
+    (Interval(_INT, 1, None),),
+    COORDINATE_CHUNK,
+    "rows per chunk for numpy input (dask and xarray input keep their chunks)",
+)
+_PERSIST = Param(
+    "persist",
+    (_FLAG, _NONE),
+    None,
+    "keep Y in (cluster) memory across passes, or re-read it each pass (None: persist up "
+    "to 512 MiB)",
+)
+_C = Param("C", (Interval(_REAL, 0, None, "neither"),), 1.0, "the SVM's C (> 0)")
+
+LINEAR_RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (
+            Interval(_REAL, 0, None, "neither"),
+            InstanceOf(_ARRAY, "a 1-D array of candidate alphas > 0"),
+        ),
+        1.0,
+        "the ridge (> 0), or candidates scored by the criterion",
+    ),
+    Param("fit_intercept", (_FLAG,), True, "fit an unpenalised intercept"),
+    Param("criterion", (Options(("gcv", "loo")),), "gcv", "how candidate alphas are scored"),
+    _COORDINATE_ROWS,
+)
+"""``npt_dask.methods.Ridge`` and ``RidgeClassifier`` (ridge on coordinates)."""
+
+SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param("epochs", (Interval(_INT, 1, None),), 10, "passes over the data"),
+    Param("average", (_FLAG,), True, "averaged SGD"),
+    _COORDINATE_ROWS,
+    _PERSIST,
+    Param(
+        "random_state",
+        (Interval(_INT, 0, None), _NONE),
+        None,
+        "seed of the chunk order, the row shuffles and SGD",
+    ),
+)
+"""``npt_dask.methods.ChunkedLinearSVM``."""
+
+KERNEL_SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param(
+        "solver",
+        (Options(("svc", "liblinear")),),
+        "svc",
+        "SVC(kernel='linear'), the kernel SVM exactly, or LinearSVC's hinge loss (large n)",
+    ),
+    Param("svm_params", (InstanceOf((dict,), "a dict"), _NONE), None, "more arguments of the SVM"),
+)
+"""``npt_dask.methods.kernel_svm`` and ``linear_svm`` (functions: checked on each call)."""
+
+FISHER_PARAMS: tuple[Param, ...] = (
+    Param(
+        "n_components",
+        (Interval(_INT, 1, None), _NONE),
+        None,
+        "discriminant directions kept, at most n_classes - 1 (None: that many)",
+    ),
+    Param(
+        "reg",
+        (Interval(_REAL, 0, None, "left"),),
+        1e-8,
+        "ridge on the within scatter, relative to its mean eigenvalue",
+    ),
+    _COORDINATE_ROWS,
+)
+"""``npt_dask.methods.FisherDiscriminant`` (the upper bound of ``n_components`` comes
+from the data: checked by the same entry once the classes are known)."""
+
+PCAL1_PARAMS: tuple[Param, ...] = (
+    Param("n_components", (Interval(_INT, 1, None),), 1, "directions, at most r"),
+    Param("n_init", (Interval(_INT, 1, None),), 4, "starts per direction"),
+    Param("max_iter", (Interval(_INT, 1, None),), 100, "iterations per start"),
+    Param("center", (_FLAG,), True, "subtract the mean of Y first"),
+    Param(
+        "perturbation",
+        (Interval(_REAL, 0, None, "neither"),),
+        1e-6,
+        "size of the random nudge off zero projections",
+    ),
+    _COORDINATE_ROWS,
+    _PERSIST,
+    Param(
+        "random_state",
+        (Interval(_INT, 0, None), InstanceOf((np.random.Generator,), "a numpy Generator"), _NONE),
+        None,
+        "seed of the random starts and nudges",
+    ),
+)
+"""``npt_dask.methods.PCAL1`` (the upper bound of ``n_components``, r, comes from the
+data: checked by the same entry once r is known)."""
+
+PROJECT_PARAMS: tuple[Param, ...] = (
+    Param(
+        "client",
+        (HasMethod("as_current", "a distributed.Client"), _NONE),
+        None,
+        "run on this client (None: the current scheduler)",
+    ),
+    dataclasses.replace(
+        _BY_NAME["chunk_size"],
+        default=None,
+        help="rows per task and per stored chunk (None: the model's chunk size)",
+    ),
+    Param("resume", (_FLAG,), True, "continue an interrupted projection (False overwrites)"),
+    Param("progress", (_FLAG,), True, "show a progress bar on stderr"),
+    Param("key", (InstanceOf((str,), "a string"), _NONE), None, "array name in a .npz file"),
+    Param("var", (InstanceOf((str,), "a string"), _NONE), None, "variable of an xarray zarr store"),
+)
+"""``npt_dask.project``'s keyword parameters (``chunk_size``: the fit's rule)."""
+
+GROW_PARAMS: tuple[Param, ...] = (
+    Param(
+        "residual_tol",
+        (Interval(_REAL, 0, None, "left"), _NONE),
+        None,
+        "add a row when more than this share of k(x, x) is outside the model's span "
+        "(None: 0.01; 0: every new direction)",
+        parse=_number_or(float),
+    ),
+    Param(
+        "max_landmarks",
+        (Interval(_INT, 2, None), _NONE),
+        None,
+        "most training rows the model may reach",
+        parse=_number_or(int),
+    ),
+)
+"""``partial_fit`` and ``npt grow``: growth's parameters (``max_landmarks`` below the
+model's rows is refused once the model is known)."""

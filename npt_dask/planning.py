@@ -66,10 +66,12 @@ __all__ = [
     "fit_cost",
     "in_flight_bytes",
     "kept_bytes",
+    "kept_for",
     "kept_pairs",
     "krylov_cap",
     "krylov_shape",
     "max_rank",
+    "min_basis",
     "pass_bytes",
     "plan_fit",
     "small_bytes",
@@ -112,6 +114,18 @@ LARGE_R = 200
 """From this many wanted pairs on, :func:`krylov_shape` picks blocks narrower than r."""
 
 
+def min_basis(n_components: int, b: int) -> int:
+    """The fewest Krylov basis columns for ``n_components`` pairs with ``b``-wide blocks:
+    ``r + 2 b``, what a thick restart needs (the one rule of the plan's checks and the
+    solver's); a basis is never wider than ``n``, so callers take
+    ``min(n, min_basis(r, b))``.
+
+    >>> min_basis(10, 20)
+    50
+    """
+    return n_components + 2 * b
+
+
 def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
     """Block width ``b`` and basis cap the Krylov solver wants for ``n_components`` of ``n``.
 
@@ -126,7 +140,7 @@ def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
       so the basis rarely restarts. A restart (thick, Krylov-Schur style,
       with locking) stays correct when memory planning caps the basis lower.
 
-    Both are capped by ``n`` and ``cap >= r + 2 b`` (what a thick restart needs).
+    Both are capped by ``n`` and ``cap >= r + 2 b`` (:func:`min_basis`).
     Memory: the basis and its image take ``16 n cap`` bytes on the driver.
     """
     r = int(n_components)
@@ -134,7 +148,7 @@ def krylov_shape(n: int, n_components: int) -> tuple[int, int]:
         b = min(n, r + max(10, r // 5))
         return b, krylov_cap(n, r, b)
     b = min(n, max(LARGE_R // 2, r // 10))
-    return b, min(n, max(4 * r + 2 * b, r + 2 * b))
+    return b, min(n, max(4 * r + 2 * b, min_basis(r, b)))
 
 
 def krylov_cap(n: int, n_components: int, b: int) -> int:
@@ -277,6 +291,23 @@ def kept_pairs(
     return tuple(kept)
 
 
+def kept_for(
+    cache: str, row_chunks: Sequence[int], itemsize: int, budget: int
+) -> tuple[tuple[int, int], ...]:
+    """The blocks a pass keeps for the next: every block (``cache="memory"``), none
+    (``"recompute"``), or (``"auto"``) the longest prefix within ``budget`` bytes
+    (:func:`kept_pairs`). The one rule of the fit plan and the kernel operator.
+
+    >>> kept_for("auto", [100, 100], 8, 2 * 100 * 100 * 8), kept_for("recompute", [100], 8, 0)
+    (((0, 0), (0, 1)), ())
+    """
+    if cache == "memory":
+        return tuple(upper_pairs(len(row_chunks)))
+    if cache == "recompute":
+        return ()
+    return kept_pairs(row_chunks, itemsize, budget)
+
+
 def cached_fraction(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]]) -> float:
     """Share of a pass's kernel entries that the kept blocks hold."""
     total = sum(row_chunks[i] * row_chunks[j] for i, j in upper_pairs(len(row_chunks)))
@@ -304,7 +335,7 @@ def basis_columns(n: int, n_components: int, b: int, memory_budget: int) -> int:
     that fits is :func:`plan_fit`'s check).
     """
     affordable = memory_budget // (2 * basis_bytes(n, 1))
-    least = n_components + 2 * b
+    least = min_basis(n_components, b)
     wanted = math.ceil(1.25 * estimated_passes(b, n_components) * b)
     return int(min(n, max(wanted, least), max(affordable, least)))
 
@@ -491,7 +522,7 @@ def _krylov_candidate(
     elif r >= LARGE_R:  # the solver's own cap, or what the budget affords (it restarts)
         cap = krylov_shape(n, r)[1]
         spare = budget - work_bytes(n, b, r) - small_bytes(cap) - in_flight
-        columns = min(cap, max(spare // basis_bytes(n, 1), min(n, r + 2 * b)))
+        columns = min(cap, max(spare // basis_bytes(n, 1), min(n, min_basis(r, b))))
     else:
         columns = basis_columns(n, r, b, budget)
     explicit = not chunked and takes_explicit_path(n, r, columns)
@@ -501,13 +532,8 @@ def _krylov_candidate(
         driver = dense_bytes(n)
     else:
         driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)
-    if cache == "memory":
-        kept = tuple(upper_pairs(len(chunks)))
-    elif cache == "recompute":
-        kept = ()
-    else:
-        spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
-        kept = kept_pairs(chunks, itemsize, spare)
+    spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
+    kept = kept_for(cache, chunks, itemsize, spare)
     held = kept_bytes(chunks, kept, itemsize)
     tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
     return FitPlan(
@@ -532,7 +558,7 @@ def _leanest(plans: list[FitPlan]) -> FitPlan | None:
 
 
 def _fits(plan: FitPlan) -> bool:
-    least = min(plan.n, (plan.n_components or 0) + 2 * plan.block_size)
+    least = min(plan.n, min_basis(plan.n_components or 0, plan.block_size))
     held = plan.driver_bytes + plan.worker_bytes
     kept_all = len(plan.kept) == plan.n_pairs and plan.n_pairs > 0
     if kept_all and held > plan.memory_budget:  # cache="memory": the blocks are the user's call
@@ -548,7 +574,7 @@ def _refuse(plan: FitPlan, max_basis: int | None, chunked: FitPlan | None = None
         f"{format_bytes(chunked.driver_bytes)} and the tasks "
         f"{format_bytes(chunked.worker_bytes)}."
     )  # fmt: skip
-    least = (plan.n_components or 0) + 2 * b
+    least = min_basis(plan.n_components or 0, b)
     in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
     raise InputError(
         f"The Krylov basis for n={n} needs {plan.max_basis} columns "

@@ -79,9 +79,8 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.model import NPTModel
-from npt_dask.params import check_param
+from npt_dask.params import PROJECT_PARAMS, check_table, table_defaults
 from npt_dask.progress import ProgressBar
-from npt_dask.projector import projector_for
 
 __all__ = ["ProjectionError", "open_data", "project"]
 
@@ -89,6 +88,8 @@ _CLI = {"resume=False": "--overwrite"}
 """This module's Python spellings in error messages, as ``npt project`` spells them."""
 
 FORMAT_VERSION = 1
+
+_D = table_defaults(PROJECT_PARAMS)  # the signature's defaults: the parameter table's
 
 
 def _digest(block: np.ndarray) -> np.uint64:
@@ -574,12 +575,12 @@ def project(
     data: Any,
     out: str | os.PathLike,
     *,
-    client: Any | None = None,
-    chunk_size: int | None = None,
-    resume: bool = True,
-    progress: bool = True,
-    key: str | None = None,
-    var: str | None = None,
+    client: Any | None = _D["client"],
+    chunk_size: int | None = _D["chunk_size"],
+    resume: bool = _D["resume"],
+    progress: bool = _D["progress"],
+    key: str | None = _D["key"],
+    var: str | None = _D["var"],
 ) -> Any:
     """Project ``data`` chunk by chunk into the zarr store ``out``; return it as a Dataset.
 
@@ -611,6 +612,8 @@ def project(
     dies, its tasks run elsewhere; chunks it had finished stay done, and
     weights shipped to it are shipped again.
     """
+    given = {"client": client, "chunk_size": chunk_size, "resume": resume}
+    check_table(PROJECT_PARAMS, given | {"progress": progress, "key": key, "var": var})
     if client is not None:
         with client.as_current():
             return project(
@@ -630,7 +633,6 @@ def project(
             f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
             f"{type(model).__name__}."
         )
-    chunk_size = check_param("chunk_size", chunk_size)  # the fit's rule, from the table
     rows = model.chunk_size if chunk_size is None else int(chunk_size)
     x, info = model.rows_of(  # features matched by name, as transform's
         open_data(data, key=key, var=var), chunk_size=rows, name="data"
@@ -676,7 +678,7 @@ def project(
 
 def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
     """One task per chunk: project and write it (the model's projector), or check a done one."""
-    projector = projector_for(model, fresh=fresh)
+    projector = model.projector(fresh=fresh)  # built once (again after lost data)
     starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
     parts = projector.chunk_inputs(x)
     projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run

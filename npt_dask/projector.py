@@ -11,7 +11,11 @@ streams over the training blocks -- kernel block ``kappa(z, x_j)`` times
 ``[A_j, 1/n]``, accumulated in float64 -- and finishes ``[y | residual]``
 (:class:`npt_dask.consumers.Projection`).
 
-* **One chunking rule** (:func:`projection_rows`): numpy input is cut into
+* **Built from arrays** (:func:`build_projector`): the projector reads the fields of
+  the model's record (:class:`npt_dask.fitted.FittedModel`) and never calls back
+  into the model; the model keeps one per scheduler
+  (:meth:`npt_dask.model.NPTModel.projector`).
+* **One chunking rule** (:func:`projection_rows`, :class:`ProjectionRows`): numpy input is cut into
   the model's ``chunk_size`` rows; dask and xarray input keep their row
   chunks (the caller chose them).
 * **Training blocks** reach the tasks once per projector: under a
@@ -33,53 +37,43 @@ Layer rule: graph code over numpy blocks; the numbers come from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
-from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked
+from npt_dask._inputs import InputInfo, as_kernel_matrix, as_row_chunked, match_features
 from npt_dask._scheduler import current_client, keep_blocks, persist_blocks, task_threads
 from npt_dask.blocks import ProjectionTerms, projection_weights
 from npt_dask.consumers import Projection
 from npt_dask.errors import InputError
+from npt_dask.fitted import FittedModel
 from npt_dask.kernels import KernelSpec
 from npt_dask.operator import Centres, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.progress import count
 from npt_dask.store import StoredTraining
 
-if TYPE_CHECKING:
-    from npt_dask.model import NPTModel
-
-__all__ = ["Projector", "balanced_rows", "projection_rows", "projector_for"]
+__all__ = [
+    "ProjectionRows",
+    "Projector",
+    "balanced_rows",
+    "build_projector",
+    "client_key",
+    "projection_rows",
+    "rows_rule",
+]
 
 
 @dataclass(frozen=True)
 class Projector:
-    """What a projection task needs of a model (build it with :func:`projector_for`): the
-    kernel operator's centres (the training rows with their weights ``[A_j, 1/n]``) and
-    the terms that finish ``[y | residual]``."""
+    """What a projection task needs of a model (built from the model's arrays by
+    :func:`build_projector`): the kernel operator's centres (the training rows with their
+    weights ``[A_j, 1/n]``) and the terms that finish ``[y | residual]``."""
 
     kernel: KernelSpec
     centres: Centres  # shipped training blocks, or a store streaming them
     terms: ProjectionTerms
     n_components: int
-    precision: np.dtype
-    train_chunks: tuple[int, ...]
-    kind: FeatureRows | KernelRows  # what a row to project is (chosen once: rows_kind)
-
-    def rows_of(
-        self, data: Any, *, chunk_size: int | None = None, name: str = "Z"
-    ) -> tuple[da.Array, InputInfo]:
-        """``data`` as row chunks by the one chunking rule (:func:`projection_rows`)."""
-        return projection_rows(
-            data,
-            kind=self.kind,
-            precision=self.precision,
-            train_chunks=self.train_chunks,
-            chunk_size=chunk_size,
-            name=name,
-        )
 
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
@@ -94,6 +88,44 @@ class Projector:
         """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like x's rows."""
         return map_rows(x, self.centres, self.kernel, Projection(self.terms),
                         width=self.n_components + 1)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProjectionRows:
+    """What a row to project is for a model, and the one chunking rule
+    (:func:`projection_rows`): made from the model's fields by :func:`rows_rule`, with
+    no projector built (nothing is shipped to check rows)."""
+
+    kind: FeatureRows | KernelRows  # chosen once: rows_kind
+    precision: np.dtype
+    train_chunks: tuple[int, ...]
+    feature_names: tuple[str, ...] | None  # the fitted order of named features
+
+    def of(
+        self, data: Any, *, chunk_size: int | None = None, name: str = "Z"
+    ) -> tuple[da.Array, InputInfo]:
+        """``data`` as row chunks to project: named features put in the fitted order (or
+        refused when they differ), the feature count checked, NaN refused."""
+        n_features = self.kind.n_features if isinstance(self.kind, FeatureRows) else None
+        data = match_features(data, self.feature_names, n_features=n_features, name=name)
+        return projection_rows(
+            data,
+            kind=self.kind,
+            precision=self.precision,
+            train_chunks=self.train_chunks,
+            chunk_size=chunk_size,
+            name=name,
+        )
+
+
+def rows_rule(fitted: FittedModel) -> ProjectionRows:
+    """The rows ``fitted`` projects (:class:`ProjectionRows`), from its fields."""
+    return ProjectionRows(
+        kind=rows_kind(fitted.kernel, fitted.n_features),
+        precision=np.dtype(fitted.precision),
+        train_chunks=fitted.train_chunks,
+        feature_names=fitted.feature_names,
+    )
 
 
 @dataclass(frozen=True)
@@ -183,59 +215,51 @@ def balanced_rows(x: da.Array, threads: int) -> da.Array:
     return x.rechunk({0: size})
 
 
-def _gemm_weights(model: NPTModel) -> np.ndarray:
-    w = projection_weights(model.eigenvectors, model.eigenvalues, model.n_samples)
-    return w.astype(model.precision, copy=False)
+def _gemm_weights(fitted: FittedModel) -> np.ndarray:
+    w = projection_weights(fitted.eigenvectors, fitted.eigenvalues, fitted.n_samples)
+    return w.astype(fitted.precision, copy=False)
 
 
-def _ship(model: NPTModel) -> Centres:
+def _ship(fitted: FittedModel) -> Centres:
     """The training blocks (persisted where the tasks run, with lineage) and their weights
     (kept: sent once, never lost) as the operator's centres."""
-    sizes = tuple(int(c) for c in model.x_train.chunks[0])
+    sizes = fitted.train_chunks
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    w = _gemm_weights(model)
+    w = _gemm_weights(fitted)
     blocks = [w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)]
-    if not model.kernel.evaluated:  # no training rows: the test x train blocks carry them
+    if not fitted.kernel.evaluated:  # no training rows: the test x train blocks carry them
         x_blocks: list[Any] = [None] * len(blocks)
     else:
-        x_blocks = persist_blocks(model.x_train.to_delayed(optimize_graph=False).ravel())
+        x_blocks = persist_blocks(fitted.x_train.to_delayed(optimize_graph=False).ravel())
     return Centres(sizes, x_blocks, keep_blocks(blocks))
 
 
-def _build(model: NPTModel) -> Projector:
-    if model.store_path is not None and model.kernel.evaluated:
-        sizes = tuple(int(c) for c in model.x_train.chunks[0])
+def build_projector(fitted: FittedModel) -> Projector:
+    """A projector of ``fitted``'s arrays under the current scheduler: its training
+    blocks shipped where the tasks run, or (a model read from a store) streamed from
+    the store inside each task (:class:`npt_dask.store.StoredTraining`, which refuses a
+    store no longer holding this model). Each call ships the blocks again: the model
+    keeps one per client (:meth:`npt_dask.model.NPTModel.projector`)."""
+    if fitted.store_path is not None and fitted.kernel.evaluated:
+        sizes = fitted.train_chunks
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)]))
         stored = StoredTraining(
-            model.store_path, offsets, model.eigenvalues, str(model.precision), model.identity
-        )
+            fitted.store_path, offsets, fitted.eigenvalues, str(fitted.precision),
+            fitted.identity,
+        )  # fmt: skip
         centres = Centres(sizes, store=stored)
     else:
-        centres = _ship(model)
+        centres = _ship(fitted)
     return Projector(
-        kernel=model.kernel,
+        kernel=fitted.kernel,
         centres=centres,
-        terms=model.projection_terms(),
-        n_components=model.n_components,
-        precision=np.dtype(model.precision),
-        train_chunks=tuple(int(c) for c in model.x_train.chunks[0]),
-        kind=rows_kind(model.kernel, model.n_features),
+        terms=fitted.projection_terms(),
+        n_components=fitted.n_components,
     )
 
 
-def _client_key() -> str | None:
+def client_key() -> str | None:
+    """Which scheduler projections run on now (None: local threads): a projector is built
+    once for each."""
     client = current_client()
     return None if client is None else str(getattr(client, "id", id(client)))
-
-
-def projector_for(model: NPTModel, *, fresh: bool = False) -> Projector:
-    """The model's projector under the current scheduler (built once per client).
-
-    ``fresh`` ships the training blocks again (after a worker took them along:
-    see :func:`npt_dask._scheduler.retry_on_lost_data`).
-    """
-    cache: dict[str | None, Projector] = model.__dict__.setdefault("_projectors", {})
-    key = _client_key()
-    if fresh or key not in cache:
-        cache[key] = _build(model)
-    return cache[key]

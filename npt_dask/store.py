@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import dask.array as da
 import numpy as np
@@ -69,13 +69,12 @@ from npt_dask.errors import (
     StoreWarning,
     warn,
 )
-
-if TYPE_CHECKING:  # the model imports this module; this one never imports the model
-    from npt_dask.model import NPTModel
+from npt_dask.kernels import KernelSpec
 
 __all__ = [
     "FORMAT_VERSION",
     "ModelManifest",
+    "SavedModel",
     "StoreError",
     "StoredModel",
     "StoredTraining",
@@ -101,6 +100,51 @@ NO_ROWS = (
     "none: a precomputed kernel; the model projects test x train kernel rows "
     "and keeps only the diagonal of the training kernel matrix (train_diagonal)"
 )
+
+
+class _Diagnostics(Protocol):
+    @property
+    def residuals(self) -> np.ndarray: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class SavedModel(Protocol):
+    """What :func:`save` and :func:`model_identity` read of a model: the record's fields
+    (:class:`npt_dask.fitted.FittedModel` is one). The store names no model class:
+    the model modules are above it, and it reads a model as data."""
+
+    @property
+    def kernel(self) -> KernelSpec: ...
+    @property
+    def x_train(self) -> da.Array: ...
+    @property
+    def eigenvalues(self) -> np.ndarray: ...
+    @property
+    def eigenvectors(self) -> np.ndarray: ...
+    @property
+    def row_means(self) -> np.ndarray: ...
+    @property
+    def grand_mean(self) -> float: ...
+    @property
+    def center(self) -> bool: ...
+    @property
+    def diagnostics(self) -> _Diagnostics: ...
+    @property
+    def train_diagonal(self) -> np.ndarray | None: ...
+    @property
+    def moments(self) -> LinearMoments | None: ...
+    @property
+    def feature_names(self) -> tuple[str, ...] | None: ...
+    @property
+    def n_samples(self) -> int: ...
+    @property
+    def n_features(self) -> int: ...
+    @property
+    def n_components(self) -> int: ...
+    @property
+    def precision(self) -> np.dtype: ...
+    @property
+    def chunk_size(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -255,7 +299,7 @@ def checksum_of(manifest: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def model_identity(model: NPTModel) -> str:
+def model_identity(model: SavedModel) -> str:
     """:func:`manifest_checksum` of the manifest ``model`` would be saved with.
 
     Hashes every array once (the training rows chunk by chunk).
@@ -286,7 +330,7 @@ def _dense_block(block: Any) -> np.ndarray:
     return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
 
 
-def _arrays_of(model: NPTModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
+def _arrays_of(model: SavedModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
     out: dict[str, tuple[Any, tuple[str, ...]]] = {
         "eigenvalues": (model.eigenvalues, ("component",)),
         "eigenvectors": (model.eigenvectors, ("sample", "component")),
@@ -365,7 +409,7 @@ def _moments_from(small: Mapping[str, np.ndarray]) -> LinearMoments | None:
     return LinearMoments.from_tuple([float(parts[0]), *parts[1:]], classes)
 
 
-def _check_storable(model: NPTModel) -> None:
+def _check_storable(model: SavedModel) -> None:
     if not model.kernel.storable:
         raise StoreError(
             f"This model's kernel is the Python function {model.kernel.function_name}; a "
@@ -376,7 +420,7 @@ def _check_storable(model: NPTModel) -> None:
         )
 
 
-def _manifest(model: NPTModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelManifest:
+def _manifest(model: SavedModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelManifest:
     from npt_dask import __version__
 
     diagnostics = model.diagnostics.to_dict()
@@ -417,7 +461,7 @@ def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows
         target[...] = values
 
 
-def save(model: NPTModel, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+def save(model: SavedModel, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``model`` to a zarr v3 group at ``path``, atomically.
 
     A model already at ``path`` is replaced only with ``overwrite=True``

@@ -7,7 +7,9 @@ all name the same type, so a new choice is added in one place.
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 import typing
 
 import numpy as np
@@ -68,12 +70,30 @@ def test_float32_fit_drops_eigenvalues_below_the_float32_rtol():
     assert model.eigenvalues[-1] > params.DEFAULT_RTOL["float32"] * model.eigenvalues[0]
 
 
+def _fit_params_keywords(function: typing.Callable[..., object]) -> list[tuple[str, str]]:
+    """``(keyword, value)`` of the ``FitParams(...)`` call in ``function``'s source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    calls = [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "FitParams"
+    ]  # fmt: skip
+    assert len(calls) == 1, "fit builds one FitParams"
+    return [(str(k.arg), ast.unparse(k.value)) for k in calls[0].keywords]
+
+
 def test_fit_signature_is_the_table_and_passes_every_parameter_on():
-    """``npt.fit`` builds its FitParams from its own arguments by the table's names, so
-    its signature must hold exactly those (a parameter added to the table and not to the
-    signature, or the reverse, fails here)."""
+    """``npt.fit`` builds its FitParams explicitly from its own arguments (issue 27 item
+    11: a reader can follow each one), so its signature must hold exactly the table's
+    names and the call must pass each, under its own name (a parameter added to the table
+    and not to the signature or the call, or the reverse, fails here)."""
     signature = list(inspect.signature(npt.fit).parameters)
     assert set(signature) == {"X", "labels", "targets", *params.names()}
+    assert _fit_params_keywords(npt.fit) == [(n, n) for n in params.names()]
+
+    def forgetful(kernel: str = "rbf", gamma: float | None = None) -> FitParams:
+        return FitParams(kernel=kernel, degree=gamma)  # gamma not passed on: caught
+
+    assert _fit_params_keywords(forgetful) == [("kernel", "kernel"), ("degree", "gamma")]
     x = np.random.default_rng(0).normal(size=(40, 3))
     model = npt.fit(x, gamma=0.3, n_components=4, tol=1e-9, random_state=0, center=False)
     assert (model.kernel.gamma, model.n_components, model.center) == (0.3, 4, False)

@@ -428,11 +428,16 @@ def test_ridge_moments_match_numpy(rng):
 @pytest.mark.parametrize(
     ("alpha", "error", "match"),
     [
-        (0.0, InputError, "'alpha' parameter of Ridge must be a float > 0"),
+        (
+            0.0,
+            InputError,
+            r"'alpha' parameter of Ridge must be a finite real number in the "
+            r"range \(0, inf\) or a 1-D array of candidate alphas > 0",
+        ),
         (-1.0, InputError, "'alpha' parameter"),
         ([0.1, -1.0], InputError, "Got \\[0.1, -1.0\\] instead"),
         (np.nan, InputError, "'alpha' parameter"),
-        ("1.0", InputTypeError, "'alpha' parameter"),
+        ("1.0", InputError, "'alpha' parameter"),  # a word: the table's value error
         ([], InputTypeError, "'alpha' parameter"),
         ([[0.1, 1.0]], InputTypeError, "1-D array"),
         (True, InputTypeError, "'alpha' parameter"),
@@ -445,7 +450,7 @@ def test_bad_alpha(alpha, error, match):
 
 def test_bad_parameters():
     y, t = np.eye(5), np.arange(5.0)
-    with pytest.raises(InputTypeError, match="'fit_intercept' parameter of Ridge"):
+    with pytest.raises(InputError, match="'fit_intercept' parameter of Ridge"):  # a word
         Ridge(fit_intercept="yes").fit(y, t)
     with pytest.raises(InputError, match="'criterion' parameter of RidgeClassifier"):
         RidgeClassifier(criterion="kfold").fit(y, t > 2)

@@ -15,6 +15,7 @@ import numpy as np
 from npt_dask._inputs import InputInfo, as_row_chunked, check_known_chunks, is_data_array
 from npt_dask.errors import InputError
 from npt_dask.graph import chunk_sums
+from npt_dask.params import COORDINATE_CHUNK
 
 __all__ = [
     "COORDINATE_CHUNK",
@@ -24,9 +25,6 @@ __all__ = [
     "chunk_sums",
     "maybe_persist",
 ]
-
-COORDINATE_CHUNK = 8192
-"""Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""
 
 PERSIST_AUTO_BYTES = 512 * 2**20
 """``persist=None`` keeps iterated data in (cluster) memory up to this size."""

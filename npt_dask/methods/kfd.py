@@ -25,9 +25,13 @@ from sklearn.utils.validation import check_is_fitted
 from npt_dask._inputs import align_rows, wrap_rows
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
+from npt_dask.params import FISHER_PARAMS, check_estimator, table_defaults
 from npt_dask.training import class_labels
 
 __all__ = ["FisherDiscriminant", "class_scatter"]
+
+_D = table_defaults(FISHER_PARAMS)  # the signature's defaults: the parameter table's
+_BY_NAME = {p.name: p for p in FISHER_PARAMS}
 
 
 def _class_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
@@ -104,10 +108,10 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_components: int | None = None,
+        n_components: int | None = _D["n_components"],
         *,
-        reg: float = 1e-8,
-        chunk_size: int = COORDINATE_CHUNK,
+        reg: float = _D["reg"],
+        chunk_size: int = _D["chunk_size"],
     ) -> None:
         self.n_components = n_components
         self.reg = reg
@@ -115,8 +119,7 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def fit(self, Y: Any, y: Any) -> FisherDiscriminant:
         """Accumulate the scatters in one pass and solve the r x r eigenproblem."""
-        if not float(self.reg) >= 0:  # before any data are read
-            raise InputError(f"reg must be >= 0; got {self.reg!r}.")
+        check_estimator(FISHER_PARAMS, self)  # before any data are read
         s = class_scatter(Y, y, chunk_size=self.chunk_size)
         k = self._n_directions(len(s["classes"]), s["within"].shape[0])
         r = s["within"].shape[0]
@@ -137,13 +140,9 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
         if n_classes < 2:
             raise InputError(f"FisherDiscriminant needs at least 2 classes; got {n_classes}.")
         limit = min(n_classes - 1, r)
-        k = limit if self.n_components is None else self.n_components
-        if not isinstance(k, int | np.integer) or isinstance(k, bool) or not 1 <= k <= limit:
-            raise InputError(
-                f"The 'n_components' parameter of FisherDiscriminant must be an int in "
-                f"[1, {limit}] (n_classes - 1 = {n_classes - 1}, r = {r}) or None; got {k!r}."
-            )
-        return int(k)
+        why = f"At most n_classes - 1 = {n_classes - 1} directions exist (and r = {r})."
+        _BY_NAME["n_components"].within(limit, why).check(self.n_components, "FisherDiscriminant")
+        return limit if self.n_components is None else int(self.n_components)
 
     def _rows(self, Y: Any) -> tuple[Any, Any]:
         check_is_fitted(self, "scalings_")

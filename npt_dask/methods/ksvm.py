@@ -29,17 +29,27 @@ from sklearn.utils.validation import check_is_fitted
 from npt_dask._inputs import align_rows, wrap_rows
 from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, maybe_persist
+from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
+from npt_dask.params import (
+    KERNEL_SVM_PARAMS,
+    SVM_PARAMS,
+    check_estimator,
+    check_table,
+    table_defaults,
+)
 from npt_dask.training import class_labels
 
 __all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
 
+_K = table_defaults(KERNEL_SVM_PARAMS)  # the signatures' defaults: the parameter tables'
+_S = table_defaults(SVM_PARAMS)
+
 
 def kernel_svm(
-    C: float = 1.0,
+    C: float = _K["C"],
     *,
-    solver: Literal["svc", "liblinear"] = "svc",
-    svm_params: dict[str, Any] | None = None,
+    solver: Literal["svc", "liblinear"] = _K["solver"],
+    svm_params: dict[str, Any] | None = _K["svm_params"],
     **npt_params: Any,
 ) -> Pipeline:
     """A kernel SVM built the NPT way: ``NonlinearProjection`` then a linear SVM.
@@ -69,6 +79,8 @@ def kernel_svm(
     """
     from npt_dask.estimator import NonlinearProjection
 
+    values = {"C": C, "solver": solver, "svm_params": svm_params}
+    check_table(KERNEL_SVM_PARAMS, values, owner="kernel_svm")
     svm = linear_svm(solver, C, **dict(svm_params or {}))
     return Pipeline([("npt", NonlinearProjection(**npt_params)), ("svm", svm)])
 
@@ -81,11 +93,10 @@ def linear_svm(solver: str, C: float, **params: Any) -> Any:
     solved in the dual (scikit-learn's default squared hinge is another
     objective), faster for large n.
     """
+    check_table(KERNEL_SVM_PARAMS, {"solver": solver, "C": C}, owner="linear_svm")
     if solver == "svc":
         return SVC(kernel="linear", C=C, **params)
-    if solver == "liblinear":
-        return LinearSVC(C=C, loss="hinge", dual=True, **{"max_iter": 10000, **params})
-    raise InputError(f"solver must be 'svc' or 'liblinear'; got {solver!r}.")
+    return LinearSVC(C=C, loss="hinge", dual=True, **{"max_iter": 10000, **params})
 
 
 class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
@@ -133,13 +144,13 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        C: float = 1.0,
+        C: float = _S["C"],
         *,
-        epochs: int = 10,
-        average: bool = True,
-        chunk_size: int = COORDINATE_CHUNK,
-        persist: bool | None = None,
-        random_state: int | None = None,
+        epochs: int = _S["epochs"],
+        average: bool = _S["average"],
+        chunk_size: int = _S["chunk_size"],
+        persist: bool | None = _S["persist"],
+        random_state: int | None = _S["random_state"],
     ) -> None:
         self.C = C
         self.epochs = epochs
@@ -150,10 +161,7 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
 
     def fit(self, Y: Any, y: Any) -> ChunkedLinearSVM:
         """Train over the chunks of Y (numpy, dask or DataArray) for ``epochs`` passes."""
-        if not float(self.C) > 0:
-            raise InputError(f"C must be > 0; got {self.C!r}.")
-        if not isinstance(self.epochs, int) or self.epochs < 1:
-            raise InputError(f"epochs must be an int >= 1; got {self.epochs!r}.")
+        check_estimator(SVM_PARAMS, self)  # before any data are read
         y = align_rows(y, Y, name="y", rows_name="Y")
         data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
         labels = as_labels(y, data)

@@ -20,10 +20,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from npt_dask._inputs import wrap_rows
 from npt_dask.errors import ConvergenceWarning, InputError, warn
-from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, chunk_sums, maybe_persist
+from npt_dask.methods._passes import as_coordinates, chunk_sums, maybe_persist
+from npt_dask.params import PCAL1_PARAMS, check_estimator, table_defaults
 
 __all__ = ["PCAL1", "l1_dispersion"]
 
+_D = table_defaults(PCAL1_PARAMS)  # the signature's defaults: the parameter table's
+_N_COMPONENTS = next(p for p in PCAL1_PARAMS if p.name == "n_components")
 _ZERO = 1e-12  # |w^T y| <= _ZERO * ||y|| counts as a zero projection (step 4b)
 
 
@@ -133,15 +136,15 @@ class PCAL1(TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_components: int = 1,
+        n_components: int = _D["n_components"],
         *,
-        n_init: int = 4,
-        max_iter: int = 100,
-        center: bool = True,
-        perturbation: float = 1e-6,
-        chunk_size: int = COORDINATE_CHUNK,
-        persist: bool | None = None,
-        random_state: int | np.random.Generator | None = None,
+        n_init: int = _D["n_init"],
+        max_iter: int = _D["max_iter"],
+        center: bool = _D["center"],
+        perturbation: float = _D["perturbation"],
+        chunk_size: int = _D["chunk_size"],
+        persist: bool | None = _D["persist"],
+        random_state: int | np.random.Generator | None = _D["random_state"],
     ) -> None:
         self.n_components = n_components
         self.n_init = n_init
@@ -152,30 +155,14 @@ class PCAL1(TransformerMixin, BaseEstimator):
         self.persist = persist
         self.random_state = random_state
 
-    def _validate(self, r: int) -> None:
-        checks = {
-            "n_components": (self.n_components, 1, r),
-            "n_init": (self.n_init, 1, None),
-            "max_iter": (self.max_iter, 1, None),
-        }
-        for name, (value, low, high) in checks.items():
-            ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
-            if not ok or value < low or (high is not None and value > high):
-                bound = f"[{low}, {high}]" if high is not None else f"[{low}, inf)"
-                raise InputError(
-                    f"The '{name}' parameter of PCAL1 must be an int in the range {bound}; "
-                    f"got {value!r}."
-                )
-        if not float(self.perturbation) > 0:
-            raise InputError(f"perturbation must be > 0; got {self.perturbation!r}.")
-
     def fit(self, Y: Any, y: Any = None) -> PCAL1:
         """Find the directions; ``Y`` is numpy, dask or a DataArray of shape (n, r)."""
+        check_estimator(PCAL1_PARAMS, self)  # before any data are read
         data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
-        self._validate(data.shape[1])
+        r = int(data.shape[1])  # the most directions there are
+        _N_COMPONENTS.within(r, f"Y has r = {r} columns.").check(self.n_components, "PCAL1")
         data = maybe_persist(data, self.persist)
         rng = np.random.default_rng(self.random_state)
-        r = data.shape[1]
         self.mean_ = np.zeros(r)
         if self.center:
             total, n = chunk_sums(_moments, [data])

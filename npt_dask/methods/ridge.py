@@ -45,11 +45,12 @@ from npt_dask.methods._passes import (
     as_labels,
     chunk_sums,
 )
+from npt_dask.params import LINEAR_RIDGE_PARAMS, check_estimator, table_defaults
 from npt_dask.training import class_labels
 
 __all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
 
-_CRITERIA = ("gcv", "loo")
+_D = table_defaults(LINEAR_RIDGE_PARAMS)  # the signature's defaults: the parameter table's
 
 
 # ------------------------------------------------------------------ chunk maths
@@ -287,40 +288,23 @@ def ridge_moments(Y: Any, T: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict
 # ------------------------------------------------------------------ validation
 
 
-def _fail(owner: str, name: str, expected: str, value: Any, error: type = InputError) -> None:
-    raise error(f"The '{name}' parameter of {owner} must be {expected}. Got {value!r} instead.")
-
-
-def _check_alphas(owner: str, alpha: Any) -> np.ndarray:
-    expected = "a float > 0 or a 1-D array of candidate floats > 0"
-    if isinstance(alpha, bool | str | bytes) or alpha is None:
-        _fail(owner, "alpha", expected, alpha, InputTypeError)
-    if isinstance(alpha, numbers.Real):
-        values = np.array([float(alpha)])
-    else:
-        try:
-            values = np.asarray(alpha)
-        except Exception:  # pragma: no cover - exotic objects
-            values = np.array([object()])
-        if values.dtype.kind not in "iuf" or values.ndim != 1 or values.size == 0:
-            _fail(owner, "alpha", expected, alpha, InputTypeError)
-        values = values.astype(np.float64)
-    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
-        _fail(owner, "alpha", expected, alpha)
-    return values
+_ALPHA = next(p for p in LINEAR_RIDGE_PARAMS if p.name == "alpha")
 
 
 def _check_params(est: Any) -> np.ndarray:
+    """The estimator's parameters by the table (before any work), and its candidate
+    alphas as a float64 array: each finite and > 0, in the table's words."""
+    check_estimator(LINEAR_RIDGE_PARAMS, est)
     owner = type(est).__name__
-    alphas = _check_alphas(owner, est.alpha)
-    if est.fit_intercept not in (True, False):
-        _fail(owner, "fit_intercept", "True or False", est.fit_intercept, InputTypeError)
-    if est.criterion not in _CRITERIA:
-        _fail(owner, "criterion", f"one of {_CRITERIA}", est.criterion)
-    size = est.chunk_size
-    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
-        _fail(owner, "chunk_size", "an int >= 1", size)
-    return alphas
+    if isinstance(est.alpha, numbers.Real):
+        return np.array([float(est.alpha)])
+    values = np.asarray(est.alpha)
+    if values.dtype.kind not in "iuf" or values.ndim != 1 or values.size == 0:
+        _ALPHA.refuse(est.alpha, owner, error=InputTypeError)
+    values = values.astype(np.float64)
+    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
+        _ALPHA.refuse(est.alpha, owner)
+    return values
 
 
 def _check_moments(moments: Any) -> LinearMoments:
@@ -425,11 +409,11 @@ _SHARED_NOTES = """
 class _RidgeBase(BaseEstimator):
     def __init__(
         self,
-        alpha: Any = 1.0,
+        alpha: Any = _D["alpha"],
         *,
-        fit_intercept: bool = True,
-        criterion: str = "gcv",
-        chunk_size: int = COORDINATE_CHUNK,
+        fit_intercept: bool = _D["fit_intercept"],
+        criterion: str = _D["criterion"],
+        chunk_size: int = _D["chunk_size"],
     ) -> None:
         self.alpha = alpha
         self.fit_intercept = fit_intercept
