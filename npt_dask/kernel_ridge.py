@@ -490,7 +490,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         ``checkpoint``: a file path; the iterative route writes its state there after
         every iteration and resumes from it (see Notes).
         """
-        check_table(RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False))
+        check_table(
+            RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False), owner=type(self).__name__
+        )
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
@@ -551,7 +553,9 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
-        check_table(RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False))
+        check_table(
+            RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False), owner=type(self).__name__
+        )
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
