@@ -586,7 +586,7 @@ def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, 
     assert out["route"] == "cg"
     assert (tmp_path / "cg.npz").exists()
     assert main([*args[:-1], "--alpha", "-1"]) == 2
-    assert "The --alpha option must be" in capsys.readouterr().err
+    assert "The --alpha option of KernelRidgeClassifier must be" in capsys.readouterr().err
 
 
 def test_the_certificate_is_lemma_5_against_the_landmarks_span():
