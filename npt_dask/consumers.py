@@ -63,7 +63,7 @@ from npt_dask.blocks import (
 )
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.linalg import syrk_update
+from npt_dask.tiles import TiledUpper
 
 __all__ = [
     "Apply",
@@ -303,18 +303,18 @@ def add_into(total: Any, part: Any) -> Any:
 
 @dataclass(frozen=True)
 class Gram(Consumer):
-    """``B^T diag(w) B`` summed over rows: the upper triangle of an ``m x m`` float64
-    matrix in Fortran order (``c m^2`` flops a chunk, symmetric rank-k updates)."""
+    """``B^T diag(w) B`` summed over rows, float64, as the upper tiles of the ``m x m``
+    matrix (:class:`~npt_dask.tiles.TiledUpper`: every BLAS call in place; ``c m^2``
+    flops a chunk, symmetric rank-k updates)."""
 
     kind: ClassVar[str] = "sum"
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
+    def __call__(self, rows: RowBlock, before: Any) -> TiledUpper:
         b = rows.weighted64()
-        acc = before if before is not None else np.zeros((b.shape[1], b.shape[1]), order="F")
-        if not rows.numpy:  # the whole product there (the upper triangle is what is read)
-            acc += rows.host(b.T @ b)
-            return acc
-        return syrk_update(acc, b)
+        acc = before if before is not None else TiledUpper(b.shape[1])
+        if not rows.numpy:  # the whole product there (the upper tiles are what is read)
+            return acc.add_full(rows.host(b.T @ b))
+        return acc.add_gram(b)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import Any
 from npt_dask.errors import InputError
 from npt_dask.params import format_bytes
 from npt_dask.planning import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
+from npt_dask.tiles import tiled_bytes
 
 __all__ = [
     "BLOCK_BYTES",
@@ -187,14 +188,15 @@ class _Problem:
 
 def _direct_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int, int]:
     """Work, memory by part, rows per task and running sums (0: none fits) of the
-    moments route: ``chains`` m x m float64 sums while the pass runs (the first becomes
-    the normal matrix, factored in place), ``K_mm`` in the kernel precision, a copy of
-    the normal matrix for each extra distinct alpha."""
+    moments route: ``chains`` float64 sums of ``G``'s upper tiles while the pass runs
+    (:func:`npt_dask.tiles.tiled_bytes`, about ``4 m^2``; the first becomes ``G``),
+    ``K_mm`` in the kernel precision, and the factored copy of ``G + alpha K_mm``
+    (one at a time, whatever the distinct alphas)."""
     rows = ridge_rows(p.m, p.itemsize, float64_copy=True)
-    square = 8 * p.m * p.m
+    square = tiled_bytes(p.m)
     fixed = {
         "kmm": p.m * p.m * p.itemsize,
-        "alpha_copies": square if p.alphas > 1 else 0,
+        "factor": square,
         "blocks": p.threads * _task_bytes(rows, p.m, p.d, p.itemsize, p.k, True),
         "vectors": 8 * 4 * p.m * p.k,
     }

@@ -46,11 +46,12 @@ from npt_dask.checkpoint import fingerprint, load_state, save_state
 from npt_dask.consumers import Apply, CentreRows, Cross, Digest, Gram, Normal
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
-from npt_dask.linalg import cholesky_upper, symmetric_from_upper, upper_from_lower
+from npt_dask.linalg import cholesky_upper, upper_from_lower
 from npt_dask.operator import Centres, map_rows, row_pass
 from npt_dask.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.progress import FitProgress, ProgressBar
 from npt_dask.ridge_planning import RidgePlan
+from npt_dask.tiles import TiledUpper
 
 __all__ = [
     "RIDGE_JITTER",
@@ -155,13 +156,6 @@ def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
 # --- direct ----------------------------------------------------------------------------
 
 
-def _add_scaled(acc: np.ndarray, kmm: np.ndarray, alpha: float) -> None:
-    """``acc += alpha * kmm`` column panel by column panel (no m x m temporary)."""
-    step = 2048
-    for j0 in range(0, acc.shape[1], step):
-        acc[:, j0 : j0 + step] += alpha * np.asarray(kmm[:, j0 : j0 + step], dtype=acc.dtype)
-
-
 RIDGE_JITTER = 1e-8
 """Largest jitter (relative to the mean of the diagonal) the Nyström direct solve adds when
 ``K_nm^T W K_nm + alpha K_mm`` is singular to rounding (nearly repeated centres: its null
@@ -203,23 +197,46 @@ def solve_symmetric(
     return scipy.linalg.lstsq(system, rhs)[0], float("nan")
 
 
+def _solve_tiled(
+    gram: TiledUpper, kmm: np.ndarray, alpha: float, rhs: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """``(G + alpha K_mm) c = rhs`` on a copy of ``G``'s tiles: a tile Cholesky
+    factorisation; when it fails (singular to rounding: nearly repeated centres, alpha 0)
+    again with a jitter up to :data:`RIDGE_JITTER` of the mean diagonal, tenfold a try;
+    then least squares with scikit-learn's warning. Returns ``c`` and the jitter (NaN:
+    least squares)."""
+    scale = float(np.mean(np.abs(gram.diagonal() + alpha * np.diag(kmm))))
+    jitter, top = 0.0, RIDGE_JITTER * scale
+    while True:
+        system = gram.copy().add_full(kmm, alpha)
+        if jitter:
+            system.add_diagonal(jitter)
+        if system.cholesky():
+            return system.solve(rhs), jitter
+        jitter = 10.0 * jitter if jitter else np.finfo(np.float64).eps * gram.m * scale
+        if not 0.0 < jitter <= top:
+            break
+    warn(
+        f"Singular matrix in solving dual problem (alpha={alpha:g}). Using least-squares "
+        "solution instead (as scikit-learn's KernelRidge does); raise alpha for a unique "
+        "solution.",
+        RidgeWarning,
+    )
+    full = gram.copy().add_full(kmm, alpha).to_full()
+    return scipy.linalg.lstsq(full, rhs)[0], float("nan")
+
+
 def solve_moments(
-    gram: np.ndarray, kmm: np.ndarray, cross: np.ndarray, alphas: np.ndarray
+    gram: TiledUpper, kmm: np.ndarray, cross: np.ndarray, alphas: np.ndarray
 ) -> tuple[np.ndarray, float]:
     """``(G + alpha_j K_mm) c_j = B_j`` for each column j (one factorisation per distinct
-    alpha; ``gram``'s upper triangle, Fortran order, is used up by the last) and the
-    largest jitter a factorisation needed (:data:`RIDGE_JITTER`)."""
+    alpha, on a copy of ``gram``'s tiles) and the largest jitter one needed
+    (:data:`RIDGE_JITTER`)."""
     coef = np.empty(cross.shape)
-    distinct = np.unique(alphas)
-    symmetric_from_upper(gram)
     jitters = []
-    for i, alpha in enumerate(distinct):
+    for alpha in np.unique(alphas):
         cols = np.flatnonzero(alphas == alpha)
-        system = gram if i == len(distinct) - 1 else gram.copy(order="F")
-        _add_scaled(system, kmm, float(alpha))
-        coef[:, cols], jitter = solve_symmetric(
-            system, cross[:, cols], f"alpha={alpha:g}", jitter_up_to=RIDGE_JITTER
-        )
+        coef[:, cols], jitter = _solve_tiled(gram, kmm, float(alpha), cross[:, cols])
         jitters.append(jitter)
     return coef, max(jitters)
 
