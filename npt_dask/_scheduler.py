@@ -32,6 +32,7 @@ __all__ = [
     "retry_on_lost_data",
     "ship_blocks",
     "task_threads",
+    "worker_processes",
 ]
 
 LOST_DATA_ATTEMPTS = 4
@@ -63,6 +64,16 @@ def task_threads() -> int:
     from dask.system import CPU_COUNT
 
     return max(1, int(dask.config.get("num_workers", None) or CPU_COUNT))
+
+
+def worker_processes() -> int:
+    """How many processes run tasks: the cluster's workers, else 1 (local threads)."""
+    client = current_client()
+    if client is None:
+        return 1
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else (
+        client.scheduler_info())  # fmt: skip
+    return max(1, len(info["workers"]))
 
 
 def _takes_n_workers(client: Any) -> bool:

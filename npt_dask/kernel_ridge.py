@@ -46,7 +46,7 @@ from npt_dask._inputs import (
     is_lazy,
     wrap_rows,
 )
-from npt_dask._scheduler import compute, persist_blocks, task_threads
+from npt_dask._scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.consumers import Apply
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
@@ -274,7 +274,7 @@ class _KernelRidgeBase(BaseEstimator):
             itemsize=rows.dtype.itemsize, alphas=len(np.unique(alphas)), solver=self.solver,
             memory_budget=budget, threads=task_threads(), max_iter=self.max_iter,
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
-            positive_alpha=bool((alphas > 0).all()),
+            positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
         )  # fmt: skip
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,

@@ -133,8 +133,16 @@ def _chunk(
     centres: Any,
     kernel: KernelSpec,
     consumers: Mapping[str, Consumer],
+    blas_threads: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Task body: the chunk's kernel block, fed to every consumer (evaluated once)."""
+    """Task body: the chunk's kernel block, fed to every consumer (evaluated once), with
+    ``blas_threads`` BLAS threads (a worker process's all, for a pass of one running sum
+    per process)."""
+    if blas_threads > 1:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=blas_threads, user_api="blas"):
+            return _chunk(z, aux, running, centres, kernel, consumers)
     rows = RowBlock(dense_rows(z), centres, kernel, aux)
     outputs, sums = {}, {}
     for name, consumer in consumers.items():
@@ -205,8 +213,9 @@ def row_pass(
     running: list[Any] = [None] * chains
     for i, z in enumerate(inputs):
         task = delayed(_chunk, pure=False, nout=2)(
-            z, extras[i], running[i % chains], task_centres, kernel, dict(consumers)
-        )
+            z, extras[i], running[i % chains], task_centres, kernel, dict(consumers),
+            blas_threads,
+        )  # fmt: skip
         per_chunk.append(task[0])
         running[i % chains] = task[1]
     total = delayed(_add_chains, pure=False)(running) if has_sums else None

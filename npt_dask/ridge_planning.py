@@ -176,6 +176,7 @@ class _Problem:
     max_iter: int
     tol: float
     chunk: int
+    workers: int = 1
 
     @property
     def single(self) -> float:
@@ -194,6 +195,9 @@ def _direct_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int,
     (one at a time, whatever the distinct alphas)."""
     rows = ridge_rows(p.m, p.itemsize, float64_copy=True)
     square = tiled_bytes(p.m)
+    # one running sum per worker process, its threads all in its BLAS calls: two tasks
+    # of one thread each ran the tile products at 22 GFLOP/s apiece, one task of two
+    # threads at 89 (m = 10,000, c = 2,176, 2 cores, GEMM 104 GFLOP/s)
     fixed = {
         "kmm": p.m * p.m * p.itemsize,
         "factor": square,
@@ -201,7 +205,7 @@ def _direct_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int,
         "vectors": 8 * 4 * p.m * p.k,
     }
     spare = p.budget - sum(fixed.values())
-    chains = int(min(p.threads, spare // square)) if spare > 0 else 0
+    chains = int(min(p.workers, spare // square)) if spare > 0 else 0
     flops = {
         "kernel_p": 2.0 * p.n * p.m * p.d,
         "moments": float(p.n) * p.m * p.m + 2.0 * p.n * p.m * p.k,
@@ -310,9 +314,12 @@ def plan_ridge(
     tol: float = 1e-3,
     chunk_size: int = 4096,
     positive_alpha: bool = True,
+    workers: int = 1,
 ) -> RidgePlan:
     """The plan of a kernel ridge fit: n rows, ``m`` centres (None: every row), d features,
-    k targets, ``alphas`` distinct ridge values, kernel blocks of ``itemsize`` bytes.
+    k targets, ``alphas`` distinct ridge values, kernel blocks of ``itemsize`` bytes,
+    ``threads`` task threads in ``workers`` processes (the direct route keeps one running
+    sum per process, its threads in each task's BLAS calls).
 
     ``solver`` is ``"direct"``, ``"cg"`` or ``"auto"`` (least counted work among the
     routes that fit ``memory_budget``). ``positive_alpha=False`` (alpha = 0) leaves only
@@ -321,15 +328,16 @@ def plan_ridge(
 
     >>> plan = plan_ridge(n=60_000, m=20_000, d=784, k=10, itemsize=4,
     ...                   memory_budget=12 * 2**30, threads=2)
-    >>> plan.route, plan.chains
-    ('direct', 2)
+    >>> plan.route, plan.chains, plan.blas_threads
+    ('direct', 1, 2)
     >>> plan_ridge(n=60_000, m=20_000, d=784, k=10, itemsize=4,
     ...            memory_budget=4 * 2**30, threads=2).route
     'cg'
     """
     exact = m is None
     p = _Problem(n, n if m is None else int(m), d, k, itemsize, max(1, alphas), max(1, threads),
-                 int(memory_budget), int(max_iter), float(tol), int(chunk_size))  # fmt: skip
+                 int(memory_budget), int(max_iter), float(tol), int(chunk_size),
+                 max(1, workers))  # fmt: skip
     base = RidgePlan(
         "", exact, n, p.m, d, k, "float32" if itemsize == 4 else "float64", p.chunk, 1,
         p.threads, p.budget, p.max_iter, p.tol,

@@ -87,9 +87,14 @@ class TiledUpper:
         return self
 
     def add_full(self, a: Any, alpha: float = 1.0) -> TiledUpper:
-        """``G += alpha A`` for a symmetric ``A`` given as an ``m x m`` array (any dtype)."""
+        """``G += alpha A`` for a symmetric ``A`` given as an ``m x m`` array (any dtype;
+        the product in this dtype, through one tile-sized buffer)."""
+        buffer = np.empty(self.tiles[(0, 0)].shape, dtype=self.dtype, order="F")
+        scale = self.dtype.type(alpha)
         for (i, j), t in self.tiles.items():
-            t += alpha * np.asarray(a[self.spans[i], self.spans[j]], dtype=self.dtype)
+            out = buffer[: t.shape[0], : t.shape[1]]
+            np.multiply(a[self.spans[i], self.spans[j]], scale, out=out)
+            t += out
         return self
 
     def add_diagonal(self, values: Any) -> TiledUpper:
