@@ -25,7 +25,7 @@ from npt_dask._inputs import (
     data_variance,
     feature_names,
 )
-from npt_dask._scheduler import compute, current_client, task_threads
+from npt_dask._scheduler import compute, current_client, numpy_rows, task_threads
 from npt_dask.eigen import (
     DriverPanels,
     EigenResult,
@@ -526,7 +526,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     coords = {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()}
     index = None if info.index is None else info.index[idx]
     sub = dataclasses.replace(info, sample_coords=coords, index=index)
-    model = _solve(_persisted(rows), spec, params, plan, sub, names)
+    model = _solve(_landmark_rows(rows), spec, params, plan, sub, names)
     method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
     return _certified(model, x, method, idx, labels, targets, params.progress)
 
@@ -591,7 +591,21 @@ def _warn_start_kernel(params: FitParams, spec: KernelSpec) -> None:
 
 
 def _persisted(x: da.Array) -> da.Array:
-    return x.persist() if current_client() is not None else x
+    """X held on a cluster's workers for the fit's passes, persisted unfused: its keys
+    keep the run specs every other graph on X gives them (a fused persist made the
+    scheduler warn "different run_spec" when the next graph read X)."""
+    return x.persist(optimize_graph=False) if current_client() is not None else x
+
+
+def _landmark_rows(rows: da.Array) -> da.Array:
+    """The m landmark rows on a cluster: gathered once and kept as their own blocks
+    (:func:`~npt_dask._scheduler.numpy_rows`: the scheduler's copy is their lineage), not
+    as a persisted slice of X -- a model kept alive would otherwise pin X's tasks in the
+    scheduler, and the next graph on the same X (another fit, a kernel ridge) would meet
+    them with other run specs. ``m x d`` values pass through the driver once."""
+    if current_client() is None or not isinstance(rows._meta, np.ndarray):
+        return _persisted(rows)
+    return numpy_rows(np.asarray(rows.compute(optimize_graph=False)), rows.chunks[0])
 
 
 def _certified(

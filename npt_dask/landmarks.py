@@ -170,7 +170,7 @@ def rpcholesky_landmarks(
 def _gathered(x: da.Array, idx: np.ndarray) -> da.Array:
     """Rows ``idx`` of X (one pass), row-chunked like X, in memory where tasks run."""
     rows = x[idx].rechunk({0: max(x.chunks[0])})
-    return rows.persist()
+    return rows.persist(optimize_graph=False)
 
 
 def _rows_at(rows: da.Array, idx: np.ndarray) -> np.ndarray:

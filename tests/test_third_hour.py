@@ -273,3 +273,35 @@ def test_readmes_say_what_there_is():
     main_readme = (root / "README.md").read_text()
     assert all(name in main_readme for name in notebooks), notebooks
     assert "about ten minutes" in main_readme
+
+
+# --- item 12: one run spec per key under a distributed scheduler ---------------------------
+
+
+def test_landmark_fit_then_other_graphs_on_the_same_rows_send_one_run_spec(caplog):
+    """A landmark model kept alive, then a second fit and a kernel ridge on the same
+    chunked dask input: the scheduler never meets a key of X with another run spec (it
+    logged "Detected different `run_spec`" when the model held a fused, persisted slice
+    of X). Fails on the persisted-slice landmark rows."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(6000, 10))
+    y = (x[:, 0] > 0).astype(int)
+    xd = da.from_array(x, chunks=(2500, 10))  # rechunked to the fit's own rows
+    kw = {"gamma": 0.05, "n_components": 4, "landmarks": 60, "random_state": 0}
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                     dashboard_address=None) as cluster,  # fmt: skip
+        Client(cluster),
+        caplog.at_level(logging.WARNING, logger="distributed.scheduler"),
+    ):
+        model = npt.fit(xd, chunk_size=1000, labels=y, **kw)
+        again = npt.fit(xd, chunk_size=1000, **kw)
+        clf = npt.KernelRidgeClassifier(kernel="rbf", gamma=0.05, landmarks=80, alpha=1e-2)
+        clf.fit(xd, y)
+        assert model.n_components == again.n_components == 4
+        assert clf.score(x, y) > 0.8
+    assert not [r for r in caplog.records if "run_spec" in r.getMessage()]
