@@ -293,8 +293,9 @@ def test_landmark_fit_then_other_graphs_on_the_same_rows_send_one_run_spec(caplo
     xd = da.from_array(x, chunks=(2500, 10))  # rechunked to the fit's own rows
     kw = {"gamma": 0.05, "n_components": 4, "landmarks": 60, "random_state": 0}
     with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                     dashboard_address=None) as cluster,  # fmt: skip
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,  # fmt: skip
         Client(cluster),
         caplog.at_level(logging.WARNING, logger="distributed.scheduler"),
     ):
