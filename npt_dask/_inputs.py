@@ -26,7 +26,13 @@ import pandas as pd
 import scipy.sparse
 
 from npt_dask._scheduler import compute, numpy_rows
-from npt_dask.errors import InputError, InputTypeError, KernelScaleWarning, warn
+from npt_dask.errors import (
+    InputError,
+    InputTypeError,
+    KernelScaleWarning,
+    NegativeDefiniteKernelError,
+    warn,
+)
 from npt_dask.params import DEFAULT_CHUNK_SIZE
 
 __all__ = [
@@ -266,16 +272,25 @@ def as_kernel_matrix(
 
 
 def check_symmetric(k: da.Array, name: str) -> None:
-    """Warn when a training kernel matrix is not symmetric beyond rounding.
+    """Warn when a training kernel matrix is not symmetric beyond rounding; refuse one
+    with no positive diagonal entry (``-K``: never positive semi-definite).
 
     One read pass (each block beside its transposed partner). The solvers use
     the symmetric part ``(K + K^T) / 2`` (as scikit-learn's ``KernelPCA`` does,
     whose own tests fit a non-symmetric matrix); beyond ``sqrt(eps)`` of
     ``max |K|`` that is said, with the fix, since it is rarely what was meant.
     """
-    gap, top = compute(abs(k - k.T).max(), abs(k).max())
-    gap, top = float(gap), float(top)
+    diagonal = da.diagonal(k)
+    gap, top, high, low = (float(v) for v in compute(
+        abs(k - k.T).max(), abs(k).max(), diagonal.max(), diagonal.min()))  # fmt: skip
     tol = math.sqrt(float(np.finfo(float_dtype(k.dtype)).eps))
+    if high <= 0.0 and low < -tol * top:
+        raise NegativeDefiniteKernelError(
+            f"With kernel='precomputed', {name} has no positive diagonal entry (largest "
+            f"{high:.3g}, smallest {low:.3g}); a kernel matrix's diagonal k(x, x) is never "
+            f"negative, so {name} is not positive semi-definite (a kernel passed with the "
+            f"wrong sign, e.g. -K?). Pass the kernel matrix itself."
+        )
     if gap > tol * top:
         warn(
             f"With kernel='precomputed', {name} should be symmetric (a kernel matrix is); "

@@ -187,7 +187,10 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
         names = [param.flag] + (["--seed"] if param.name == "random_state" else [])
         if param.name == "landmarks":
             extra["help"] += " (an int here)"
-        parser.add_argument(*names, default=param.default, **extra)
+        # no --kernel: the table's default object itself (argparse would re-parse a string
+        # default into an equal string, and "rbf" named is not "no kernel named")
+        default = argparse.SUPPRESS if param.name == "kernel" else param.default
+        parser.add_argument(*names, default=default, **extra)
 
     parser.add_argument(
         "--start", metavar="MODEL", help="warm start from this saved model (e.g. a landmark model)"
@@ -333,7 +336,7 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
     from npt_dask.fitting import fit_params
     from npt_dask.params import PARAMS, FitParams
 
-    values = {p.name: getattr(args, p.name) for p in PARAMS if p.name not in _CLI_OWN}
+    values = {p.name: getattr(args, p.name, p.default) for p in PARAMS if p.name not in _CLI_OWN}
     start = npt.load(args.start) if args.start else None
     return fit_params(data, FitParams(**values, start=start, progress=not args.quiet))
 

@@ -58,6 +58,7 @@ from npt_dask.params import (
     Solver,
     SolverAlias,
     fit_defaults,
+    kernel_named,
 )
 from npt_dask.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.progress import FitProgress, count
@@ -541,8 +542,13 @@ def _start_kernel(params: FitParams) -> KernelSpec | None:
     fits with ``lm``'s kernel, not ``gamma = 1/d``).
     """
     kernel = getattr(params.start, "kernel", None)
-    defaults = all(getattr(params, a) == _D[a] for a in _KERNEL_ARGS)
-    return kernel if isinstance(kernel, KernelSpec) and defaults else None
+    return kernel if isinstance(kernel, KernelSpec) and _kernel_left_default(params) else None
+
+
+def _kernel_left_default(params: FitParams) -> bool:
+    """No kernel named and every kernel argument at its default."""
+    rest = _KERNEL_ARGS[1:]
+    return not kernel_named(params.kernel) and all(getattr(params, a) == _D[a] for a in rest)
 
 
 def with_start_kernel(params: FitParams) -> FitParams:
@@ -554,9 +560,9 @@ def with_start_kernel(params: FitParams) -> FitParams:
     other parameters (a polynomial's degree and coef0) are kept unless given.
     """
     kernel = getattr(params.start, "kernel", None)
-    if not isinstance(kernel, NamedKernel) or params.kernel != _D["kernel"]:
+    if not isinstance(kernel, NamedKernel) or kernel_named(params.kernel):
         return params
-    if all(getattr(params, a) == _D[a] for a in _KERNEL_ARGS):
+    if _kernel_left_default(params):
         return params  # the start's kernel as it is (_start_kernel)
     given = dict(params.kernel_params or {})
     kept = {

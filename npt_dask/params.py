@@ -173,7 +173,7 @@ class Options:
     values: tuple[Any, ...]
 
     def accepts(self, value: Any) -> bool:
-        return any(value is v or (type(value) is type(v) and value == v) for v in self.values)
+        return any(value is v or (_same_kind(value, v) and value == v) for v in self.values)
 
     def type_ok(self, value: Any) -> bool:
         return self.accepts(value)
@@ -182,6 +182,11 @@ class Options:
         if len(self.values) == 1:
             return repr(self.values[0])
         return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Same type (True is not 1), strings of any str subclass alike (DEFAULT_KERNEL)."""
+    return type(a) is type(b) or (isinstance(a, str) and isinstance(b, str))
 
 
 @dataclass(frozen=True)
@@ -477,13 +482,37 @@ given in ``kernel_params``)."""
 
 _HYPERPARAMETER = {p.name: p for p in KERNEL_HYPERPARAMETERS}
 
+
+class _UnnamedKernel(str):
+    """A ``str`` equal to ``"rbf"`` whose identity says the caller named no kernel."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> str:  # the one object, also through scikit-learn's clone
+        return self
+
+    def __deepcopy__(self, memo: Any) -> str:
+        return self
+
+
+DEFAULT_KERNEL: str = _UnnamedKernel("rbf")
+"""The kernel argument's default: ``"rbf"`` (stored, printed and compared as ``"rbf"``),
+unless a warm start brings its own kernel. Only this object means "no kernel named":
+``kernel="rbf"`` passed by the caller names rbf (:func:`kernel_named`)."""
+
+
+def kernel_named(kernel: Any) -> bool:
+    """Whether the caller named a kernel (anything but :data:`DEFAULT_KERNEL` itself)."""
+    return kernel is not DEFAULT_KERNEL
+
+
 _KERNEL_PARAM = Param(
     "kernel",
     (
         Options((*KERNEL_NAMES, *KERNEL_ALIASES, "precomputed")),
         IsCallable("a function f(A, B, **kernel_params)"),
     ),
-    "rbf",
+    DEFAULT_KERNEL,
     "kernel name (scikit-learn's definitions) or 'precomputed' (X is the kernel matrix)",
     KernelParameterError,
     str,
@@ -697,7 +726,7 @@ class FitParams:
     npt_dask.errors.InputError: The 'tol' parameter must be a finite real number in the ...
     """
 
-    kernel: Any = "rbf"
+    kernel: Any = DEFAULT_KERNEL
     gamma: float | str | None = None
     degree: float | None = None
     coef0: float | None = None

@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -563,11 +564,30 @@ def _settle(futures: list[Any]) -> None:
         wait(futures, timeout=SETTLE_SECONDS)
 
 
-def _scheduler_lost(client: Any, exc: BaseException) -> bool:
+LOST_SCHEDULER_WAIT = 5.0
+"""Seconds a connection error waits for the client to notice a lost scheduler."""
+
+
+def _scheduler_lost(client: Any, exc: BaseException, wait: float = LOST_SCHEDULER_WAIT) -> bool:
     """Whether ``exc`` ended a run because the client lost its scheduler (killed, or the
-    network gone), not because a task failed."""
-    lost = getattr(client, "status", "running") not in ("running", "newly-created")
-    return lost or "scheduler-connection-lost" in str(exc)
+    network gone), not because a task failed. A connection error (``OSError``: distributed's
+    ``CommClosedError``, ``ConnectionResetError``) can reach the caller a moment before the
+    client marks itself disconnected: then the client's status is watched for ``wait``
+    seconds (seen: 2 in 6 killed schedulers gave a bare "Connection reset by peer")."""
+
+    def lost() -> bool:
+        return getattr(client, "status", "running") not in ("running", "newly-created")
+
+    if lost() or "scheduler-connection-lost" in str(exc):
+        return True
+    if not isinstance(exc, OSError):
+        return False
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if lost():
+            return True
+    return False
 
 
 def project(

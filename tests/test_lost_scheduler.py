@@ -68,3 +68,27 @@ def test_killed_scheduler_ends_npt_project_with_one_line_saying_how_to_resume(tm
 
     assert zarr.open_group(str(out), mode="r")["npt_done"][:].sum() >= 1  # what the line says
     assert "npt_incomplete" in xr.open_zarr(out).attrs  # kept, and not read as a result
+
+
+class _Client:
+    """A client that notices its lost scheduler ``after`` seconds late (or never)."""
+
+    def __init__(self, after: float | None) -> None:
+        self.start, self.after = time.monotonic(), after
+
+    @property
+    def status(self) -> str:
+        late = self.after is not None and time.monotonic() - self.start >= self.after
+        return "closed" if late else "running"
+
+
+def test_a_connection_error_before_the_client_notices_is_a_lost_scheduler():
+    """The race the probe saw in 2 of 6 kills: ``ConnectionResetError`` reaches ``npt
+    project`` while the client still says "running"; it is the lost scheduler (one line,
+    re-run to resume), not a task's error. A task's own error stays one."""
+    from npt_dask.projection import _scheduler_lost  # the rule itself, without a cluster
+
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    assert _scheduler_lost(_Client(after=0.3), reset, wait=3.0)
+    assert not _scheduler_lost(_Client(after=None), reset, wait=0.3)  # a live scheduler
+    assert not _scheduler_lost(_Client(after=0.0 + 1e9), ValueError("a task's"), wait=3.0)

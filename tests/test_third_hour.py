@@ -130,12 +130,18 @@ def test_decision_written_once(pattern, home):
 # --- item 7: -K -------------------------------------------------------------------------------
 
 
-def test_estimator_refuses_a_negative_kernel_matrix_as_kernel_pca_does():
-    k = rbf_kernel(PIXELS[:50], gamma=GAMMA)
-    with pytest.raises(ValueError, match="negative eigenvalues"):
+@pytest.mark.parametrize("seed", range(8))
+def test_estimator_refuses_a_negative_kernel_matrix_as_kernel_pca_does(seed):
+    """Whatever sign rounding gives the centred -K's top eigenvalue (about 1e-15; half of
+    these seeds round it below 0, and those gave all-zero coordinates)."""
+    rows = np.random.default_rng(seed).uniform(0, 1, size=(50, 16))
+    k = rbf_kernel(rows, gamma=GAMMA)
+    with pytest.raises(ValueError, match="negative"):
         KernelPCA(3, kernel="precomputed").fit(-k)  # the reference refuses
     with pytest.raises(npt.NegativeDefiniteKernelError, match=r"wrong sign, e.g. -K"):
         npt.NonlinearProjection(kernel="precomputed", n_components=3).fit(-k)
+    with pytest.raises(npt.NegativeDefiniteKernelError, match=r"wrong sign, e.g. -K"):
+        npt.fit(-k, "precomputed", n_components=3)
     with pytest.warns(npt.RankWarning):  # constant data: still KernelPCA's zeros
         out = npt.NonlinearProjection(n_components=2).fit_transform(np.ones((10, 3)))
     assert not out.any()
@@ -195,6 +201,32 @@ def test_start_kernel_wins_over_a_default_kernel(tmp_path, capsys):
     with pytest.warns(KernelScaleWarning, match=r"uses the kernel named \(kernel={'name': 'rbf'"):
         named = npt.fit(x, {"name": "rbf", "gamma": 0.1}, n_components=6, start=lap)
     assert named.kernel.name == "rbf"
+
+
+@pytest.mark.parametrize("how", ["positional", "keyword", "cli"])
+def test_rbf_named_is_rbf_even_with_a_laplacian_start(tmp_path, capsys, how):
+    """``kernel="rbf"`` is a kernel named, though it equals the default: the start's
+    kernel no longer replaces it (it did: a laplacian model, or no warning at all)."""
+    from npt_dask.cli import main
+
+    x = PIXELS
+    lap = npt.fit(x, "laplacian", gamma=0.05, n_components=6, landmarks=60, random_state=0)
+    match = r"uses the kernel named \(kernel='rbf'\)"
+    if how == "cli":
+        lap.save(tmp_path / "m_lap.zarr")
+        np.save(tmp_path / "x.npy", x)
+        with pytest.warns(KernelScaleWarning, match=match):
+            code = main(["fit", str(tmp_path / "x.npy"), "--kernel", "rbf", "--gamma", "scale",
+                         "--n-components", "6", "--start", str(tmp_path / "m_lap.zarr"),
+                         "--out", str(tmp_path / "m.zarr"), "--quiet"])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        model = npt.load(tmp_path / "m.zarr")
+    else:
+        args = (("rbf",), {}) if how == "positional" else ((), {"kernel": "rbf"})
+        with pytest.warns(KernelScaleWarning, match=match):
+            model = npt.fit(x, *args[0], **args[1], gamma="scale", n_components=6, start=lap)
+    assert model.kernel.name == "rbf"
+    assert model.kernel.gamma == pytest.approx(1.0 / (x.shape[1] * x.var()))
 
 
 # --- item 16: progress over the landmark pass -------------------------------------------------
