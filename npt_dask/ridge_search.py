@@ -7,9 +7,11 @@ full fit:
    :data:`npt_dask.params.SEARCH_ROWS` by default)
    -- one gather of s rows -- and hold out a share ``held_out`` of them;
 2. for each gamma, evaluate the subproblem's kernel once: the ``s_fit`` rows
-   kept for fitting against their centres (all of them without landmarks: exact
-   kernel ridge; else ``min(m, s_fit)`` of them: Nyström), and the held-out rows
-   against the same centres;
+   kept for fitting against their centres (all of them without landmarks, or with
+   ``m >= s_fit`` landmarks: exact kernel ridge, whose solution Nyström with every
+   row a centre equals -- ``(K^2 + alpha K) c = K t`` has ``(K + alpha I) c = t``'s
+   -- at a third of its flops: no ``K^T K``; else m of them: Nyström), and the
+   held-out rows against the same centres;
 3. for each alpha, one Cholesky factorisation, and the held-out score (accuracy
    for a classifier, R^2 for a regressor);
 4. the pair with the best score (the first on ties) is the full fit's.
@@ -168,8 +170,8 @@ def search(
     w = _gather(weights, idx)
     wf = None if w is None else np.asarray(w, dtype=np.float64)[fit_at]
     m = None if landmarks is None else (landmarks if isinstance(landmarks, int) else len(landmarks))
-    centres = fit_at if m is None or m >= len(fit_at) else np.sort(rng.choice(fit_at, m, False))
-    exact = m is None
+    exact = m is None or m >= len(fit_at)  # every fit row a centre: Nyström is exact ridge
+    centres = fit_at if exact else np.sort(rng.choice(fit_at, m, False))
     given = _given_block(rows, idx) if spec_for is None else None
     sample = None if given is not None else _float64(compute(rows[idx])[0])
     scale = (len(fit_at) / n) if n else 1.0

@@ -425,6 +425,25 @@ def test_the_search_scores_every_pair_as_an_independent_refit_does():
     np.testing.assert_allclose(est.predict(z), twin.predict(z), rtol=1e-12)
 
 
+def test_a_search_with_as_many_landmarks_as_rows_scores_exact_ridge():
+    """m >= the subproblem's fit rows: every row is a centre, and the search solves exact
+    kernel ridge (as scikit-learn's KernelRidge on those rows scores), not Nyström's
+    normal equations at three times the flops."""
+    x, t, _ = _data(n=400)
+    est = npt.KernelRidgeCV(alphas=[1e-3, 1e-1], gammas=[0.3], landmarks=350, search_rows=300,
+                            random_state=0).fit(x, t)  # fmt: skip
+    res = est.cv_results_
+    fit_rows, held = np.array(res["fit_rows"]), np.array(res["held_out_rows"])
+    assert res["centres"] == len(fit_rows)
+    from sklearn.metrics import r2_score
+
+    for a, alpha in enumerate(res["alphas"]):
+        ref = SkKernelRidge(alpha=alpha * len(fit_rows) / 400, kernel="rbf", gamma=0.3)
+        ref.fit(x[fit_rows], t[fit_rows])
+        assert res["scores"][0][a] == pytest.approx(r2_score(t[held], ref.predict(x[held])),
+                                                    abs=1e-9)  # fmt: skip
+
+
 def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmarks():
     x, _, _ = _data(n=500)
     y = (np.sin(2 * x[:, 0]) > 0).astype(int)
