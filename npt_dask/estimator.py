@@ -56,7 +56,7 @@ from npt_dask.params import (
     FitParams,
     check_param,
     check_table,
-    fit_defaults,
+    estimator_defaults,
     names,
 )
 from npt_dask.planning import max_rank
@@ -64,7 +64,7 @@ from npt_dask.preimage import InverseMap, fit_inverse_map
 
 __all__ = ["NonlinearProjection"]
 
-_D = fit_defaults()  # defaults from the one parameter table, as npt.fit's
+_D = estimator_defaults()  # the one parameter table's defaults, as plain values
 
 
 def _lazy_features(X: Any) -> int:

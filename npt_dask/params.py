@@ -69,6 +69,7 @@ __all__ = [
     "check_estimator",
     "check_param",
     "check_table",
+    "estimator_defaults",
     "fit_defaults",
     "format_bytes",
     "parse_bytes",
@@ -701,6 +702,14 @@ _BY_NAME_ALL = _BY_NAME | {p.name: p for p in ESTIMATOR_PARAMS}
 def fit_defaults() -> dict[str, Any]:
     """``{name: default}`` of every fit parameter."""
     return {p.name: p.default for p in PARAMS}
+
+
+def estimator_defaults() -> dict[str, Any]:
+    """:func:`fit_defaults` as an estimator's signature takes them: plain values
+    (scikit-learn's ``check_parameters_default_constructible`` refuses a ``str``
+    subclass), so :data:`DEFAULT_KERNEL` is the plain ``"rbf"`` (an estimator has no
+    ``start`` whose kernel could win over it)."""
+    return {**fit_defaults(), "kernel": str(DEFAULT_KERNEL)}
 
 
 def check_param(name: str, value: Any) -> Any:
