@@ -83,6 +83,13 @@ def _training_rows(landmarks: Any, n: int) -> int:
     return len(np.asarray(landmarks))
 
 
+def _refit_landmarks(landmarks: Any, start: Any) -> int | None:
+    """The landmarks of a truncated model's refit on its rows and new ones: as many as the
+    model has when the estimator fits on landmarks (indices given refer to the first X, so
+    their count is kept), None for an exact model (every row seen is a training row)."""
+    return None if landmarks is None else int(start.n_samples)
+
+
 def _check_y_rows(X: Any, y: Any) -> None:
     """``y`` must be in X's row order when both label their rows: a pipeline hands ``y``
     on unchanged to its next step, which must not match rows by position wrongly."""
@@ -353,9 +360,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     def _fit(self, X: Any, *, start: NPTModel | None) -> NonlinearProjection:
         params = self._fit_params()
         if start is not None:  # partial_fit of a truncated model: a warm-started refit
-            params = params.replace(  # on every row seen, with the model's own kernel
+            params = params.replace(  # on the model's rows and X, with the model's own kernel
                 start=start, kernel=start.kernel, gamma=None, degree=None, coef0=None,
-                kernel_params=None, landmarks=None,
+                kernel_params=None, landmarks=_refit_landmarks(self.landmarks, start),
             )  # fmt: skip
         if self.fit_inverse_transform and self.kernel == PRECOMPUTED:
             raise InputError(
@@ -429,8 +436,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         far -- the model's training rows and ``X`` -- warm-started from the
         current model and with its kernel (``gamma`` is not resolved again), and
         says so with a :class:`~npt_dask.errors.RefitWarning`, since its cost
-        grows with the rows seen. ``residual_tol`` and ``max_landmarks`` do not
-        apply to it. Not with ``fit_inverse_transform``.
+        grows with the rows seen. With ``landmarks`` set, the model's training
+        rows are its m landmarks only (the other rows it saw are not kept): the
+        refit is a landmark fit on those m rows and ``X``, choosing m landmarks
+        among them, so its cost stays bounded. ``residual_tol`` and
+        ``max_landmarks`` do not apply to it. Not with ``fit_inverse_transform``.
         """
         check_table(GROW_PARAMS, {"residual_tol": residual_tol, "max_landmarks": max_landmarks})
         if "model_" not in self.__dict__:
@@ -458,12 +468,19 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         old = model.x_train
         new = da.from_array(X) if not isinstance(X, da.Array) else X
         union = da.concatenate([old, new.astype(old.dtype).rechunk({1: -1})])
+        b, total = int(new.shape[0]), int(union.shape[0])
+        rows = (
+            f"every row seen so far ({model.n_samples} training rows and {b} new, {total} in all)"
+            if self.landmarks is None
+            else f"the model's {model.n_samples} landmark rows and the {b} new rows ({total} "
+            "in all; a landmark model keeps only its landmark rows, not every row it has "
+            f"seen), choosing {model.n_samples} landmarks among them"
+        )
         warn(
             f"partial_fit of a truncated model (n_components={self.n_components}) cannot "
-            f"grow it exactly: it refits on every row seen so far ({model.n_samples} "
-            f"training rows and {int(new.shape[0])} new, {int(union.shape[0])} in all), "
-            f"warm-started from the current model, with its kernel ({model.kernel.describe()})."
-            " Only a full-rank model (n_components=None) grows without a refit.",
+            f"grow it exactly: it refits on {rows}, warm-started from the current model, "
+            f"with its kernel ({model.kernel.describe()}). Only a full-rank model "
+            "(n_components=None) grows without a refit.",
             RefitWarning,
         )
         self._fit(union, start=model)
