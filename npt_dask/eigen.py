@@ -826,22 +826,36 @@ def select_eigenpairs(
     *,
     rtol: float = DEFAULT_RTOL["float64"],
     on_negative: OnNegative = "warn",
+    kernel_scale: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keep eigenpairs with ``lambda > rtol * lambda_1``, fix signs, report negatives.
 
     Returns eigenvalues, eigenvectors (signs fixed so the largest-magnitude
     entry of each is positive) and residuals of the kept pairs.
+
+    ``kernel_scale`` (the largest magnitude of the uncentred kernel's row means and grand
+    mean, when the caller has them) tells a matrix that is zero up to rounding (constant
+    data: :class:`~npt_dask.errors.DegenerateKernelError`) from a negative semi-definite
+    one whose top eigenvalue rounding put at or below zero (``-K + c``:
+    :class:`~npt_dask.errors.NegativeDefiniteKernelError`): its smallest eigenvalue is below
+    ``-sqrt(eps) n kernel_scale``, far past the rounding of a zero matrix.
     """
     values = result.eigenvalues
     lam1 = float(values[0]) if values.size else 0.0
-    scale = max(abs(lam1), abs(float(result.min_eigenvalue)))
+    low = float(result.min_eigenvalue)
+    scale = max(abs(lam1), abs(low))
+    if kernel_scale is not None and lam1 <= 0.0:
+        rounding = np.sqrt(np.finfo(np.float64).eps) * len(result.eigenvectors) * kernel_scale
+        negative = low < -rounding
+    else:
+        negative = 0.0 < lam1 <= rtol * scale
     if not np.isfinite(scale):
         raise NegativeEigenvalueError(
             f"The eigensolver returned non-finite eigenvalues (largest {lam1:.3g}, smallest "
             f"{result.min_eigenvalue:.3g}); the kernel matrix holds NaN or inf. Check the "
             "kernel and its parameters against the data's scale."
         )
-    if 0.0 < lam1 <= rtol * scale:
+    if negative:
         raise NegativeDefiniteKernelError(
             f"The kernel matrix has no positive eigenvalue above rounding: the largest is "
             f"{lam1:.3g}, below rtol * |{result.min_eigenvalue:.3g}|, so it is negative "

@@ -668,6 +668,7 @@ def _solve(
         params.n_components,
         rtol=rtol,
         on_negative=params.on_negative,
+        kernel_scale=max(abs(float(g)), float(np.max(np.abs(m), initial=0.0))),
     )
     if params.center:  # eigenvectors of lambda > 0 are orthogonal to 1; remove rounding
         vectors -= vectors.mean(axis=0)  # in place: an n x r copy fewer (flip_signs made it)

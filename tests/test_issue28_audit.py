@@ -52,3 +52,27 @@ def test_exact_estimator_partial_fit_still_refits_on_every_row_seen():
     with pytest.warns(npt.RefitWarning, match=r"every row seen so far \(100 training rows"):
         est.partial_fit(ROWS[100:150])
     assert est.model_.n_samples == 150
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_shifted_negative_kernel_matrix_is_refused_whatever_rounding_gives(seed):
+    """Item 7's variant ``-K + c``: centred it is ``-K`` centred, its diagonal positive, and
+    rounding may put its top eigenvalue just below zero; it is refused as negative
+    semi-definite (as scikit-learn's KernelPCA refuses it), never fitted to all-zero
+    coordinates, while constant data (a zero matrix up to rounding) still gives zeros."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    import npt_dask as npt
+    from npt_dask import NonlinearProjection
+    from npt_dask.errors import NegativeDefiniteKernelError, RankWarning
+
+    x = np.random.default_rng(seed).normal(size=(60, 4))
+    k = -rbf_kernel(x, gamma=0.3) + 1.5
+    with pytest.raises(NegativeDefiniteKernelError, match="negative semi-definite"):
+        NonlinearProjection(kernel="precomputed", n_components=3).fit(k)
+    with pytest.raises(NegativeDefiniteKernelError, match="negative semi-definite"):
+        npt.fit(k, kernel="precomputed", n_components=3)
+    for kernel in ("rbf", "linear"):
+        with pytest.warns(RankWarning):
+            y = NonlinearProjection(kernel=kernel, n_components=2).fit_transform(np.ones((50, 3)))
+        assert np.abs(y).max() == 0.0
