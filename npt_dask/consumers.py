@@ -58,6 +58,7 @@ from npt_dask.blocks import (
     block_times,
     chunk_moments,
     finish_parts,
+    normal_products,
     one_hot,
     scratch_block,
 )
@@ -188,6 +189,16 @@ class RowBlock:
             product = block_times(b, xp.astype(self.local(np.asarray(p)), b.dtype, copy=False))
             self._memo[name] = xp.astype(product, xp.float64, copy=False)
         return self._memo[name]
+
+    def normal(self, p: np.ndarray) -> Any:
+        """``B^T diag(w) B P`` (float64), its ``B P`` memoised as :meth:`times`'s ``"p"``
+        (:func:`~npt_dask.blocks.normal_products`: one sweep over the block; the products in
+        the block's precision)."""
+        b, xp = self.block(), self.xp
+        bp, total = normal_products(b, xp.astype(self.local(np.asarray(p)), b.dtype, copy=False),
+                                    self.weights())  # fmt: skip
+        self._memo.setdefault("p", bp)
+        return total
 
     def projected(self, terms: ProjectionTerms) -> tuple[Any, Any, Any]:
         """``(y, residual, ||y||^2)`` of the rows onto a model whose centres carry the
@@ -356,13 +367,7 @@ class Normal(Consumer):
     kind: ClassVar[str] = "sum"
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        u, xp = rows.times("p", self.p), rows.xp
-        w = rows.weights()
-        if w is not None:
-            u = u * w[:, None]
-        b = rows.block()
-        product = block_times(b.T, xp.astype(u, b.dtype, copy=False))
-        part = rows.host(xp.astype(product, xp.float64, copy=False))
+        part = rows.host(rows.normal(self.p))
         if before is None:
             return part
         before += part

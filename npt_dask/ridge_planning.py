@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from npt_dask.blocks import PREPARED_BYTES
 from npt_dask.errors import InputError
 from npt_dask.params import format_bytes
 from npt_dask.planning import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
@@ -81,7 +82,7 @@ kept near this size: the plan picks the rows per task from it (:func:`ridge_rows
 _MIN_ROWS, _MAX_ROWS = 256, 8192
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
-DEVICE_PARTS = frozenset({"blocks", "kept_blocks"})
+DEVICE_PARTS = frozenset({"blocks", "kept_blocks", "prepared"})
 """The parts of :attr:`RidgePlan.memory` held where the kernel blocks' array namespace
 lives (the tasks' rows, blocks and products; the kept blocks): device memory for a GPU
 namespace. The others (matrices, sums, preconditioner, vectors) are the driver's, host
@@ -187,6 +188,12 @@ class _Problem:
         return min(self.max_iter, CG_ITERATIONS)
 
 
+def _centre_bytes(p: _Problem) -> int:
+    """The centres' rows and their prepared copy (:data:`npt_dask.blocks.PREPARED_BYTES`:
+    shifted rows and norms, once per process), ``2 m d`` values."""
+    return 2 * p.m * p.d * p.itemsize + 8 * p.m
+
+
 def _direct_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int, int]:
     """Work, memory by part, rows per task and running sums (0: none fits) of the
     moments route: ``chains`` float64 sums of ``G``'s upper tiles while the pass runs
@@ -199,6 +206,7 @@ def _direct_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int,
     # of one thread each ran the tile products at 22 GFLOP/s apiece, one task of two
     # threads at 89 (m = 10,000, c = 2,176, 2 cores, GEMM 104 GFLOP/s)
     fixed = {
+        "centres": _centre_bytes(p),
         "kmm": p.m * p.m * p.itemsize,
         "factor": square,
         "blocks": p.threads * _task_bytes(rows, p.m, p.d, p.itemsize, p.k, True),
@@ -225,6 +233,7 @@ def _cg_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int]:
         "iteration_p": 2.0 * p.n * p.m * p.d + 4.0 * p.n * p.m * p.k + 4.0 * p.m * p.m * p.k,
     }
     memory = {
+        "centres": _centre_bytes(p),
         "preconditioner": p.m * p.m * p.itemsize,
         "blocks": p.threads * _task_bytes(rows, p.m, p.d, p.itemsize, p.k, False),
         "sums": p.threads * 8 * p.m * p.k,
@@ -266,6 +275,7 @@ def _cg_exact(
     chunks = _row_chunks(p.n, p.chunk)
     memory = {
         "preconditioner": p.n * rank * (p.itemsize + 8),
+        "prepared": min(PREPARED_BYTES, p.n * p.d * p.itemsize),
         "blocks": in_flight_bytes(max(chunks), p.threads),
         "vectors": 8 * 8 * p.n * p.k,
     }

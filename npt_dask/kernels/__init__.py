@@ -17,6 +17,7 @@ nothing here knows dask, xarray or zarr.
 """
 
 from npt_dask.kernels.callables import KERNEL_FORM, CallableKernel, blockwise, pairwise
+from npt_dask.kernels.numerics import Prepared
 from npt_dask.kernels.specs import (
     CALLABLE,
     GAMMA_SCALE,
@@ -40,6 +41,7 @@ __all__ = [
     "KernelSpec",
     "NamedKernel",
     "PrecomputedKernel",
+    "Prepared",
     "blockwise",
     "make_kernel",
     "pairwise",

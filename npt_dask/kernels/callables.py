@@ -27,7 +27,7 @@ import numpy as np
 
 from npt_dask._namespace import device_of, is_numpy, namespace_of, to_numpy
 from npt_dask.errors import KernelParameterError, KernelValueError
-from npt_dask.kernels.numerics import block_dtype, dense, is_sparse
+from npt_dask.kernels.numerics import block_dtype, dense, is_sparse, source_of
 from npt_dask.kernels.specs import CALLABLE, KernelSpec
 
 __all__ = ["KERNEL_FORM", "CallableKernel", "blockwise", "pairwise"]
@@ -92,6 +92,7 @@ class CallableKernel(KernelSpec):
 
     def _block(self, a: Any, b: Any, out: Any) -> Any:
         assert self.function is not None
+        b = source_of(b)  # a function takes the rows as given
         xp = namespace_of(a, b)
         dtype = block_dtype(a, b)
         params = dict(self.params)

@@ -56,11 +56,13 @@ __all__ = [
     "BlockFunction",
     "DiagFunction",
     "KernelMath",
+    "Prepared",
     "all_finite",
     "block_dtype",
     "dense",
     "is_sparse",
     "max_abs",
+    "source_of",
     "sq_norms",
 ]
 
@@ -79,6 +81,51 @@ class BlockFunction(Protocol):
 
 DiagFunction = Callable[[Any, Values], Any]
 """``kappa(a_i, a_i)``, float64."""
+
+
+# --- prepared rows -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """Rows on the right of many blocks (a pass's centres), with what a kernel's block
+    function would otherwise compute of them on every call, computed once.
+
+    ``kind`` the kernel whose block function takes it (another kernel uses ``source``);
+    ``source`` the rows as given; ``rows`` as the block function uses them (for ``rbf``:
+    shifted by ``origin``, their float64 mean, so distances lose nothing to cancellation);
+    ``norms`` their squared norms (float64). A block against a :class:`Prepared` equals
+    the block against ``source`` bit for bit: the same arithmetic, done once.
+    """
+
+    kind: str
+    source: Any
+    rows: Any
+    norms: Any = None
+    origin: Any = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.source.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self.source.dtype
+
+    @property
+    def ndim(self) -> int:
+        return int(self.source.ndim)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this preparation adds to its source (the prepared rows and norms)."""
+        extra = (self.rows, self.norms, self.origin)
+        return int(sum(getattr(a, "nbytes", 0) for a in extra if a is not self.source))
+
+
+def source_of(b: Any) -> Any:
+    """The rows as given: ``b`` itself, or a :class:`Prepared`'s source."""
+    return b.source if isinstance(b, Prepared) else b
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -181,6 +228,19 @@ def _tanh(xp: Any, g: Any) -> Any:
     return np.tanh(g, out=g) if is_numpy(xp) else xp.tanh(g)
 
 
+def _clip_positive(xp: Any, g: Any) -> Any:
+    """``min(g, 0)``, in place on numpy."""
+    return np.minimum(g, 0.0, out=g) if is_numpy(xp) else xp.clip(g, max=0.0)
+
+
+def _times(xp: Any, a: Any, scale: float) -> Any:
+    """``scale * a`` in ``a``'s dtype (the small operand of a block's product: its ``rows
+    x d`` entries scaled, not the block's ``rows x m``)."""
+    if is_sparse(a):
+        return (a * scale).astype(a.dtype)
+    return _as(xp, a * scale, a.dtype)
+
+
 def _clip_negative(xp: Any, g: Any) -> Any:
     """``max(g, 0)``, in place on numpy."""
     return np.maximum(g, 0.0, out=g) if is_numpy(xp) else xp.clip(g, min=0.0)
@@ -230,23 +290,39 @@ def _shift_to_common_origin(a: Any, b: Any) -> tuple[Any, Any]:
     return a_s, b_s
 
 
-def rbf_block(a: Any, b: Any, values: Values, out: Any = None) -> Any:
-    """``exp(-gamma ||a_i - b_j||^2)``."""
-    xp = namespace_of(a, b)
-    dtype = block_dtype(a, b)
-    a, b = _shift_to_common_origin(a, b)
-    block = _cross_product(a, b, dtype, out)
-    aa = _as(xp, sq_norms(a), dtype)
-    bb = _as(xp, sq_norms(b), dtype)
-    neg_gamma = -float(values["gamma"])
+def rbf_prepare(b: Any) -> Prepared | None:
+    """``b`` shifted to its own float64 mean and its squared norms: what every
+    :func:`rbf_block` against ``b`` computes of it (None for sparse rows: no shift)."""
+    if is_sparse(b):
+        return None
+    xp = namespace_of(b)
+    origin = xp.mean(_as(xp, b, xp.float64), axis=0)
+    rows = _as(xp, _as(xp, b, xp.float64) - origin, b.dtype)
+    return Prepared("rbf", b, rows, sq_norms(rows), origin)
 
-    def step(g: Any, rows: slice) -> Any:
-        g *= -2.0
+
+def rbf_block(a: Any, b: Any, values: Values, out: Any = None) -> Any:
+    """``exp(-gamma ||a_i - b_j||^2)``; ``b`` may be :func:`rbf_prepare`'s (the same block,
+    the shift and norms of ``b`` not recomputed)."""
+    if isinstance(b, Prepared) and (is_sparse(a) or b.kind != "rbf"):
+        b = b.source  # a sparse block is not shifted (dense rows are)
+    xp = namespace_of(a, source_of(b))
+    dtype = block_dtype(a, source_of(b))
+    if isinstance(b, Prepared):
+        a = _as(xp, _as(xp, a, xp.float64) - b.origin, a.dtype)
+        b, bb64 = b.rows, b.norms
+    else:
+        a, b = _shift_to_common_origin(a, b)
+        bb64 = sq_norms(b)
+    gamma = float(values["gamma"])
+    aa = _as(xp, -gamma * sq_norms(a), dtype)  # -gamma ||a_i||^2
+    bb = _as(xp, -gamma * bb64, dtype)
+    block = _cross_product(_times(xp, a, 2.0 * gamma), b, dtype, out)  # 2 gamma <a_i, b_j>
+
+    def step(g: Any, rows: slice) -> Any:  # -gamma ||a_i - b_j||^2, at most 0; its exp
         g += aa[rows, None]
         g += bb[None, :]
-        g = _clip_negative(xp, g)
-        g *= neg_gamma
-        return _exp(xp, g)
+        return _exp(xp, _clip_positive(xp, g))
 
     return _elementwise(block, step)
 
@@ -395,15 +471,18 @@ def _polynomial_psd(values: Values) -> bool:
 class KernelMath:
     """A named kernel's functions: its block, its diagonal, and ``psd(values)``, whether
     it is positive semi-definite for those values (a polynomial with a non-integer degree
-    or a negative ``coef0`` may not be; sigmoid is not in general)."""
+    or a negative ``coef0`` may not be; sigmoid is not in general); ``prepare(b)``, when
+    the block function can take right-hand rows prepared once (:class:`Prepared`) for
+    many blocks against them."""
 
     block: BlockFunction
     diag: DiagFunction
     psd: Callable[[Values], bool]
+    prepare: Callable[[Any], Prepared | None] | None = None
 
 
 MATH: Mapping[str, KernelMath] = {
-    "rbf": KernelMath(rbf_block, ones_diag, _always),
+    "rbf": KernelMath(rbf_block, ones_diag, _always, rbf_prepare),
     "laplacian": KernelMath(laplacian_block, ones_diag, _always),
     "polynomial": KernelMath(polynomial_block, polynomial_diag, _polynomial_psd),
     "sigmoid": KernelMath(sigmoid_block, sigmoid_diag, _never),

@@ -43,9 +43,11 @@ from npt_dask.kernels.numerics import (
     MATH,
     BlockFunction,
     DiagFunction,
+    Prepared,
     all_finite,
     block_dtype,
     max_abs,
+    source_of,
 )
 from npt_dask.params import (
     KERNEL_ALIASES,
@@ -91,10 +93,11 @@ class KernelDef:
     block: BlockFunction
     diag: DiagFunction
     psd: Callable[[Mapping[str, Any]], bool]
+    prepare: Callable[[Any], Prepared | None] | None = None
 
 
 KERNELS: Mapping[str, KernelDef] = {
-    name: KernelDef(defaults, MATH[name].block, MATH[name].diag, MATH[name].psd)
+    name: KernelDef(defaults, MATH[name].block, MATH[name].diag, MATH[name].psd, MATH[name].prepare)
     for name, defaults in KERNEL_TABLE.items()
 }
 """Registry of kernel names to their hyperparameter defaults, block function, diagonal
@@ -243,24 +246,33 @@ class KernelSpec(metaclass=_ByKind):
             if block.ndim != 2:
                 raise InputError(f"Kernel blocks must be 2-D; got shape {block.shape}.")
 
+    def prepare(self, b: Any) -> Any:
+        """``b`` prepared for many blocks against it (:class:`~npt_dask.kernels.numerics.
+        Prepared`: what the block function computes of ``b`` on every call, done once), or
+        ``b`` itself when this kernel has nothing to prepare. ``self(a, prepared)`` equals
+        ``self(a, b)``."""
+        return b
+
     def __call__(self, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
         """Kernel block ``kappa(a_i, b_j)``, shape ``(len(a), len(b))``, in the namespace of
         ``a`` and ``b`` (numpy, scipy.sparse, or any array API library).
 
         The block is float32 when both inputs are float32, float64 otherwise.
         ``out``, a C-contiguous numpy array of that shape and dtype, receives it
-        when given (a reused buffer saves the page faults of a fresh one).
+        when given (a reused buffer saves the page faults of a fresh one). ``b`` may be
+        :meth:`prepare`'s.
         """
-        self._check_ready(a, b)
-        if a.shape[1] != b.shape[1]:
+        given = source_of(b)
+        self._check_ready(a, given)
+        if a.shape[1] != given.shape[1]:
             raise InputError(
                 f"Kernel blocks need the same number of features; got {a.shape[1]} and "
-                f"{b.shape[1]}."
+                f"{given.shape[1]}."
             )
         if out is not None:
-            _check_out(out, a, b)
-        block = self._block(a, b, out)
-        self._check_finite(block, a, b)
+            _check_out(out, a, given)
+        block = self._block(a, b if isinstance(b, Prepared) else given, out)
+        self._check_finite(block, a, given)
         return block
 
     def diag(self, a: Any) -> Any:
@@ -418,7 +430,14 @@ class NamedKernel(KernelSpec):
             )
         super()._check_ready(*blocks)
 
+    def prepare(self, b: Any) -> Any:
+        prepare = KERNELS[self.name].prepare
+        done = None if prepare is None or isinstance(b, Prepared) else prepare(b)
+        return b if done is None else done
+
     def _block(self, a: Any, b: Any, out: Any) -> Any:
+        if isinstance(b, Prepared) and b.kind != self.name:
+            b = b.source  # prepared for another kernel
         return KERNELS[self.name].block(a, b, dict(self.values), out)
 
     def _diag(self, a: Any) -> Any:
