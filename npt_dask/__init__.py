@@ -10,9 +10,8 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+from npt_dask._version import __version__
 from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
     CheckpointError,
@@ -49,11 +48,6 @@ from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics, load
 from npt_dask.projection import project
 from npt_dask.store import ModelManifest
-
-try:
-    __version__ = version("npt-dask")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "KERNELS",

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
+    from npt_dask._version import __version__
+
     parser = _Parser(
         prog="npt",
         description="Nonlinear Projection Trick on Dask: fit a kernel model, persist it to "
         "zarr, and project data chunk by chunk.",
     )
-    parser.add_argument("--version", action="version", version=f"npt-dask {_version()}")
+    parser.add_argument("--version", action="version", version=f"npt-dask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     fit = sub.add_parser("fit", help="fit a model to DATA and save it to --out")
@@ -248,15 +251,6 @@ def _check_parent(out: str) -> None:
         raise InputError(
             f"--out {out}: the folder {parent} does not exist; create it first or fix the path."
         )
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("npt-dask")
-    except PackageNotFoundError:  # pragma: no cover - a source tree
-        return "unknown"
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -452,9 +446,9 @@ def _open_labels(path: str, key: str, var: str, rows: slice | None) -> Any:
     if source.suffix in (".npy", ".npz"):
 
         def load() -> Any:
+            if source.suffix == ".npy":  # an array (np.load opens a .npz as a closable file)
+                return np.asarray(np.load(source, allow_pickle=False))
             with np.load(source, allow_pickle=False) as data:
-                if source.suffix == ".npy":
-                    return np.asarray(data)
                 if key not in data.files:
                     raise InputError(f"{source} has no array {key!r}; it has {data.files}.")
                 return np.asarray(data[key])
@@ -481,6 +475,8 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     if search:
         table -= {"alpha"} | ({"gamma"} if args.gammas is not None else set())
     values = {name: getattr(args, name) for name in table}
+    if search and args.alphas is None:  # --gammas alone: the search's default alphas
+        del values["alphas"]
     if search and args.gammas is None and values.get("gamma") is not None:
         values["gammas"] = [float(values.pop("gamma"))]
     values.pop("gamma", None) if search else None
@@ -567,6 +563,35 @@ def for_the_command_line(exc: BaseException) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Print each warning as one line, ``npt fit: warning: KernelScaleWarning: ...``
+    (Python's default names the console script's line, ``.../bin/npt:8:``, then prints
+    its source line, ``sys.exit(main())``).
+
+    Only the format changes (:func:`warnings.formatwarning`, which Python lets a program
+    replace): which warnings are raised, which the filters show, and a caller recording
+    them (``warnings.catch_warnings(record=True)``) see what they did before.
+    """
+
+    def one_line(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+        return f"npt {command}: warning: {category.__name__}: {text}\n"
+
+    before = warnings.formatwarning
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
@@ -581,7 +606,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }  # fmt: skip
     command = commands[args.command]
     try:
-        result = command(args)
+        with _one_line_warnings(args.command):
+            result = command(args)
     except KeyboardInterrupt:
         print(file=sys.stderr)  # end a progress line rewritten in place
         out = getattr(args, "out", None)

@@ -254,9 +254,9 @@ class GrowingModel:
 
     def save(self, path: Any, *, overwrite: bool = False) -> Any:
         """Rotate (once) and write the model, its growth record in the manifest; a model
-        already at ``path`` is replaced only with ``overwrite=True``, as
-        :meth:`NPTModel.save <npt_dask.model.NPTModel.save>`."""
-        return store.save(self.model, path, overwrite=overwrite)
+        already at ``path`` is replaced only with ``overwrite=True`` (``npt grow
+        --overwrite``), as :meth:`NPTModel.save <npt_dask.model.NPTModel.save>`."""
+        return store.save(self.model, path, overwrite=overwrite, command="npt grow")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in {"model", "parent", "basis", "factor"}:

@@ -52,7 +52,14 @@ from npt_dask.errors import InputError, InputTypeError
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.operator import Centres, map_rows
-from npt_dask.params import DEFAULT_CHUNK_SIZE, RIDGE_PARAMS, SEARCH_PARAMS, check_table
+from npt_dask.params import (
+    DEFAULT_CHUNK_SIZE,
+    RIDGE_CV_PARAMS,
+    RIDGE_PARAMS,
+    Param,
+    check_estimator,
+    table_defaults,
+)
 from npt_dask.planning import default_memory_budget
 from npt_dask.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.ridge_planning import plan_ridge
@@ -69,22 +76,25 @@ __all__ = [
     "KernelRidgeClassifierCV",
 ]
 
-_D = {p.name: p.default for p in RIDGE_PARAMS}
+_D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
+_S = table_defaults(RIDGE_CV_PARAMS)
 _PANEL = DEFAULT_CHUNK_SIZE  # centres per panel of a prediction (its blocks chunk x panel)
 
 CERTIFICATE_ROWS = 4096
 """Rows :meth:`KernelRidge.certificate` samples (all rows when there are fewer)."""
 
 
-def _alphas(alpha: Any, k: int) -> np.ndarray:
-    """``alpha`` as one value per target column (scikit-learn: a scalar, or one per target)."""
+def _alphas(alpha: Any, k: int, owner: str) -> np.ndarray:
+    """``alpha`` (checked by its table entry: each value finite and >= 0) as one value per
+    target column (scikit-learn: a scalar, or one per target); ``owner`` names the
+    estimator when their count is not the targets'."""
     values = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
-    if values.ndim != 1 or values.size not in (1, k):
+    if values.size not in (1, k):
+        columns = "1 target column" if k == 1 else f"{k} target columns"
         raise InputError(
-            f"alpha must be a number or one value per target ({k}); got shape {values.shape}."
+            f"The 'alpha' parameter of {owner} has {values.size} values, but y has "
+            f"{columns}: pass one alpha, or one per target ({k})."
         )
-    if not (np.isfinite(values).all() and (values >= 0).all()):
-        raise InputError(f"alpha must be finite and >= 0; got {values.tolist()}.")
     return np.broadcast_to(values, (k,)).copy()
 
 
@@ -114,6 +124,8 @@ def _weights(sample_weight: Any, n: int) -> Any:
 
 class _KernelRidgeBase(BaseEstimator):
     """Parameters, fit and decision values shared by the two estimators."""
+
+    _param_table: tuple[Param, ...] = RIDGE_PARAMS  # what fit checks the parameters by
 
     def __init__(
         self,
@@ -264,7 +276,7 @@ class _KernelRidgeBase(BaseEstimator):
         n, k = int(rows.shape[0]), int(t.shape[1])
         weights = _weights(sample_weight, n)
         alpha, gamma = self._hyper(rows, t, weights)
-        alphas = _alphas(alpha, k)
+        alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
         warn_kernel_scale(rows, rows, spec, fitting=True)
         centres = self._centres(rows, spec)
@@ -490,9 +502,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         ``checkpoint``: a file path; the iterative route writes its state there after
         every iteration and resumes from it (see Notes).
         """
-        check_table(
-            RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False), owner=type(self).__name__
-        )
+        check_estimator(self._param_table, self)  # before any work, in the table's words
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
@@ -553,9 +563,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
-        check_table(
-            RIDGE_PARAMS + SEARCH_PARAMS, self.get_params(deep=False), owner=type(self).__name__
-        )
+        check_estimator(self._param_table, self)  # before any work, in the table's words
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
@@ -605,8 +613,6 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
 
 
 # --- hyperparameters chosen for the user ----------------------------------------------------
-
-_S = {p.name: p.default for p in SEARCH_PARAMS}
 
 _SEARCH_DOC = """
     The search (:mod:`npt_dask.ridge_search`): before the full fit, ``search_rows``
@@ -668,6 +674,7 @@ class _Search:
     random_state: Any
     _precomputed: bool
     _score: Any = None
+    _param_table: tuple[Param, ...] = RIDGE_CV_PARAMS
 
     def _spec_of(self, gamma: Any, sample: Any) -> KernelSpec:
         """The kernel of ``gamma``, resolved on the sampled rows (dense or sparse)."""
@@ -681,7 +688,7 @@ class _Search:
         (``[None]`` for a kernel without gamma, or a precomputed one)."""
         if self._precomputed:
             return [None]
-        if self.gammas is not None:
+        if self.gammas is not None:  # each finite and > 0: checked by the table
             return [float(g) for g in np.asarray(self.gammas, dtype=np.float64).ravel()]
         if "gamma" not in self._spec_of(1.0, sample[:1]).to_dict():
             return [None]
@@ -689,11 +696,7 @@ class _Search:
         return [factor * scale for factor in GAMMA_FACTORS]
 
     def _hyper(self, rows: da.Array, t: Any, weights: Any) -> tuple[Any, Any]:
-        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
-        if alphas.size == 0 or not (np.isfinite(alphas).all() and (alphas >= 0).all()):
-            raise InputError(
-                f"alphas must be a non-empty sequence of finite values >= 0; got {alphas}."
-            )
+        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()  # checked by the table
         result = search(
             rows, t, weights, spec_for=None if self._precomputed else self._spec_of,
             gammas=self._grid, alphas=alphas.tolist(), landmarks=self.landmarks,
@@ -734,20 +737,20 @@ class KernelRidgeCV(_Search, KernelRidge):
         gammas: Any = _S["gammas"],
         search_rows: int = _S["search_rows"],
         held_out: float = _S["held_out"],
-        kernel: Any = "rbf",
-        degree: float = _D["degree"],
-        coef0: float = _D["coef0"],
-        kernel_params: dict | None = _D["kernel_params"],
-        landmarks: Any = _D["landmarks"],
-        landmark_method: str = _D["landmark_method"],
-        solver: str = _D["solver"],
-        tol: float = _D["tol"],
-        max_iter: int = _D["max_iter"],
-        precision: str | None = _D["precision"],
-        random_state: Any = _D["random_state"],
-        memory_budget: int | None = _D["memory_budget"],
-        chunk_size: int | None = _D["chunk_size"],
-        progress: bool = _D["progress"],
+        kernel: Any = _S["kernel"],
+        degree: float = _S["degree"],
+        coef0: float = _S["coef0"],
+        kernel_params: dict | None = _S["kernel_params"],
+        landmarks: Any = _S["landmarks"],
+        landmark_method: str = _S["landmark_method"],
+        solver: str = _S["solver"],
+        tol: float = _S["tol"],
+        max_iter: int = _S["max_iter"],
+        precision: str | None = _S["precision"],
+        random_state: Any = _S["random_state"],
+        memory_budget: int | None = _S["memory_budget"],
+        chunk_size: int | None = _S["chunk_size"],
+        progress: bool = _S["progress"],
     ) -> None:
         self.alphas = alphas
         self.gammas = gammas

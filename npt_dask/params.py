@@ -49,11 +49,13 @@ __all__ = [
     "PARAMS",
     "PCAL1_PARAMS",
     "PROJECT_PARAMS",
+    "RIDGE_CV_PARAMS",
     "RIDGE_PARAMS",
     "SEARCH_PARAMS",
     "SEARCH_ROWS",
     "SOLVER_ALIASES",
     "SVM_PARAMS",
+    "ArrayOf",
     "Basis",
     "Cache",
     "FitParams",
@@ -158,8 +160,14 @@ class Interval:
                 out.append(float(value) if real else int(value))
         return tuple(out)
 
-    def describe(self) -> str:
-        name = "an int" if self.kind is numbers.Integral else "a finite real number"
+    def describe(self, *, plural: bool = False) -> str:
+        """``"a finite real number in the range (0, inf)"`` (``plural``: ``"finite real
+        numbers in ..."``, the entries of an :class:`ArrayOf`)."""
+        integral = self.kind is numbers.Integral
+        if plural:
+            name = "ints" if integral else "finite real numbers"
+        else:
+            name = "an int" if integral else "a finite real number"
         left = "[" if self.closed in ("both", "left") and self.low is not None else "("
         right = "]" if self.closed in ("both", "right") and self.high is not None else ")"
         low = "-inf" if self.low is None else f"{self.low:g}"
@@ -188,6 +196,57 @@ class Options:
 def _same_kind(a: Any, b: Any) -> bool:
     """Same type (True is not 1), strings of any str subclass alike (DEFAULT_KERNEL)."""
     return type(a) is type(b) or (isinstance(a, str) and isinstance(b, str))
+
+
+_ARRAY = (list, tuple, np.ndarray)
+
+
+@dataclass(frozen=True)
+class ArrayOf:
+    """A non-empty 1-D array (a list, tuple or numpy array; a 0-d array is one value) of
+    real numbers that ``element`` accepts, each: candidate alphas, one alpha per target.
+
+    The entries are checked by the same range as one value and refused in the same words;
+    an array of anything but real numbers (strings, ragged lists) is of the wrong type.
+    """
+
+    element: Interval
+
+    @staticmethod
+    def _numbers(value: Any) -> np.ndarray | None:
+        """``value`` as a numeric numpy array, or None if it is not an array of numbers."""
+        if not isinstance(value, _ARRAY):
+            return None
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError):  # ragged: [[1], [2, 3]]
+            return None
+        return array if array.dtype.kind in "iuf" else None
+
+    def accepts(self, value: Any) -> bool:
+        array = self._numbers(value)
+        if array is None or array.ndim > 1 or array.size == 0:
+            return False
+        return all(self.element.accepts(v) for v in array.ravel().tolist())
+
+    def type_ok(self, value: Any) -> bool:
+        return self._numbers(value) is not None
+
+    def outside(self) -> tuple[Any, ...]:
+        """Arrays this refuses: empty, 2-D, of strings, and with each value the element
+        refuses (its range's edges)."""
+        low, high = self.element.low, self.element.high
+        candidates: list[Any] = [1, 0.5, low, high]
+        if low is not None and high is not None:
+            candidates += [(low + high) / 2, (low + high) // 2]
+        inside = next((v for v in candidates if v is not None and self.element.accepts(v)), None)
+        cases: list[Any] = [[], ["x"], *([v] for v in self.element.outside())]
+        if inside is not None:
+            cases.insert(1, [[inside]])  # 2-D: one good value, as a row
+        return tuple(cases)
+
+    def describe(self) -> str:
+        return f"a non-empty 1-D array of {self.element.describe(plural=True)}"
 
 
 @dataclass(frozen=True)
@@ -240,7 +299,7 @@ class InstanceOf:
         return self.label
 
 
-Constraint = Interval | Options | InstanceOf | HasMethod | IsCallable
+Constraint = Interval | ArrayOf | Options | InstanceOf | HasMethod | IsCallable
 
 
 @dataclass(frozen=True)
@@ -277,9 +336,12 @@ class Param:
         return flag_of(self.name)
 
     def invalid_values(self) -> tuple[Any, ...]:
-        """Values the constraints refuse: each range's edges, and a string of no option
-        (scikit-learn's ``generate_invalid_param_val``, for tests of every entry point)."""
-        found = [v for c in self.constraints if isinstance(c, Interval) for v in c.outside()]
+        """Values the constraints refuse: each range's edges (an array's: also empty, 2-D
+        and of strings), and a string of no option (scikit-learn's
+        ``generate_invalid_param_val``, for tests of every entry point)."""
+        found = [
+            v for c in self.constraints if isinstance(c, Interval | ArrayOf) for v in c.outside()
+        ]
         found.append("invalid")
         return tuple(v for v in found if not any(c.accepts(v) for c in self.constraints))
 
@@ -302,7 +364,7 @@ class Param:
         if any(c.accepts(value) for c in self.constraints):
             return value
         typed = any(
-            isinstance(c, Interval) and c.type_ok(value) for c in self.constraints
+            isinstance(c, Interval | ArrayOf) and c.type_ok(value) for c in self.constraints
         )  # right type, wrong range: a value error; otherwise a type error
         options = all(isinstance(c, Options) for c in self.constraints)
         error = self.error if typed or options or isinstance(value, str) else InputTypeError
@@ -542,8 +604,10 @@ PARAMS: tuple[Param, ...] = (
         "solver",
         (Options((*get_args(Solver), *get_args(SolverAlias))),),
         "auto",
-        "eigensolver: dense (small n), krylov (streamed blocks) or auto; "
-        "scikit-learn's 'arpack' and 'randomized' mean krylov",
+        "eigensolver: dense (the explicit n x n matrix), krylov (streamed blocks) or auto: "
+        "dense for n_components=None or n <= 2,000 rows, and for n_components >= 0.15 n "
+        "when the n x n matrix fits memory_budget, krylov otherwise; scikit-learn's "
+        "'arpack' and 'randomized' mean krylov",
         parse=str,
     ),
     Param(
@@ -830,7 +894,7 @@ gradient, or (auto) the plan's choice (:func:`npt_dask.ridge_planning.plan_ridge
 RIDGE_PARAMS: tuple[Param, ...] = (
     Param(
         "alpha",
-        (Interval(_REAL, 0, None, "left"), InstanceOf((list, tuple, np.ndarray), "an array")),
+        (Interval(_REAL, 0, None, "left"), ArrayOf(Interval(_REAL, 0, None, "left"))),
         1.0,
         "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
         parse=_number_or(float),
@@ -911,15 +975,16 @@ HELD_OUT = 0.2
 SEARCH_PARAMS: tuple[Param, ...] = (
     Param(
         "alphas",
-        (InstanceOf((list, tuple, np.ndarray), "a sequence of alphas >= 0"),),
+        (ArrayOf(Interval(_REAL, 0, None, "left")),),
         tuple(float(a) for a in np.logspace(-6, 1, 8)),
         "candidate alphas (the full problem's), scored on held-out rows of a subproblem",
     ),
     Param(
         "gammas",
-        (InstanceOf((list, tuple, np.ndarray), "a sequence of gammas > 0"), _NONE),
+        (ArrayOf(Interval(_REAL, 0, None, "neither")), _NONE),
         None,
         "candidate gammas (None: multiples of gamma='scale' for kernels that take one)",
+        KernelParameterError,
     ),
     Param(
         "search_rows",
@@ -938,6 +1003,19 @@ SEARCH_PARAMS: tuple[Param, ...] = (
 )
 """``KernelRidgeCV``'s search parameters (the rest are :data:`RIDGE_PARAMS`)."""
 
+RIDGE_CV_PARAMS: tuple[Param, ...] = (
+    *SEARCH_PARAMS,
+    *(
+        dataclasses.replace(p, default="rbf") if p.name == "kernel" else p
+        for p in RIDGE_PARAMS
+        if p.name not in ("alpha", "gamma")
+    ),
+)
+"""``KernelRidgeCV``'s and ``KernelRidgeClassifierCV``'s parameters, in signature order:
+the search's, then :data:`RIDGE_PARAMS` but the ``alpha`` and ``gamma`` the search
+chooses, ``kernel`` defaulting to ``"rbf"`` (a search over gammas needs a kernel that
+takes one)."""
+
 
 # --- methods on coordinates, npt.project, growth (issue 27 item 7) ------------------------
 
@@ -945,7 +1023,6 @@ COORDINATE_CHUNK = 8192
 """Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""
 
 _FLAG = Options((True, False))
-_ARRAY = (list, tuple, np.ndarray)
 
 
 _COORDINATE_ROWS = Param(

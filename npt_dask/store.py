@@ -59,6 +59,7 @@ import dask.array as da
 import numpy as np
 
 from npt_dask import _atomic
+from npt_dask._version import __version__
 from npt_dask.blocks import LinearMoments, projection_weights
 from npt_dask.errors import (
     StoreError,
@@ -183,11 +184,12 @@ class ModelManifest:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, note: bool = True) -> ModelManifest:
-        """Validate and build; a newer format or another kind is a StoreError.
+        """Validate and build: another kind is a StoreError, a newer format a
+        StoreVersionError.
 
         Fields this version does not know (from a newer minor version) are kept
         in ``extra`` (so the manifest's checksum is unchanged) with a note; a
-        field of the wrong type is a StoreError.
+        missing field or one of the wrong type is a StoreIntegrityError.
         """
         if not isinstance(data, Mapping) or data.get("kind") != KIND:
             raise StoreError("The store's 'npt' attribute does not describe an npt model.")
@@ -223,7 +225,7 @@ def _check_feature_names(names: Any, n_features: int) -> None:
         and len(names) == n_features
         and all(isinstance(v, str) for v in names)
     ):
-        raise StoreError(
+        raise StoreIntegrityError(
             f"The model manifest's feature_names is not a list of {n_features} strings; the "
             "store is damaged (or was edited by hand). Save the model again."
         )
@@ -421,8 +423,6 @@ def _check_storable(model: SavedModel) -> None:
 
 
 def _manifest(model: SavedModel, arrays: Mapping[str, tuple[Any, Any]]) -> ModelManifest:
-    from npt_dask import __version__
-
     diagnostics = model.diagnostics.to_dict()
     diagnostics.pop("residuals")  # stored as an array
     return ModelManifest(
@@ -461,11 +461,14 @@ def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows
         target[...] = values
 
 
-def save(model: SavedModel, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+def save(
+    model: SavedModel, path: str | os.PathLike, *, overwrite: bool = False, command: str = "npt fit"
+) -> Path:
     """Write ``model`` to a zarr v3 group at ``path``, atomically.
 
     A model already at ``path`` is replaced only with ``overwrite=True``
-    (``npt fit --overwrite``).
+    (``npt fit --overwrite``; the refusal names ``command``, the command line's
+    command that writes such a model: ``"npt grow"`` for a grown one).
 
     The training rows are copied in the model's precision, chunk by chunk
     (they never pass through one process whole when they are a dask array).
@@ -482,7 +485,7 @@ def save(model: SavedModel, path: str | os.PathLike, *, overwrite: bool = False)
     if (path / "zarr.json").is_file() and not overwrite:
         raise StoreError(
             f"{path} already holds a model; pass overwrite=True to replace it "
-            "(npt fit: --overwrite), or choose another path."
+            f"({command} --overwrite), or choose another path."
         )
     if model.moments is not None and not moment_arrays(model.moments):
         classes = np.asarray(model.moments.classes)

@@ -56,7 +56,10 @@ def _imports_in(tree: ast.AST, package: str, *, every: bool) -> list[tuple[str, 
             names = [a.name for a in node.names]
             subs = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
             out += [(s, []) for s in subs]
-            out.append((base, [n for n in names if f"{base}.{n}" not in MODULES]))
+            if attributes := [n for n in names if f"{base}.{n}" not in MODULES]:
+                # ``from package import submodule`` loads the submodule, not the package's
+                # __init__ (its facade): an edge to the package only for names it defines
+                out.append((base, attributes))
     return out
 
 
@@ -73,7 +76,11 @@ def _graph(*, every: bool = False) -> dict[str, set[str]]:
     return graph
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def _cycle(graph: dict[str, set[str]], *, every_edge: bool = False) -> list[str] | None:
+    """A cycle of ``graph`` (a list of modules, the first repeated last), or None.
+
+    Unless ``every_edge``, a module's edge up to its own package's ``__init__`` is not
+    followed (the package re-exports it)."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -82,7 +89,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             # a package's __init__ importing its own submodules is not a cycle of logic
-            if node.startswith(nxt + ".") and (MODULES[nxt].name == "__init__.py"):
+            up = node.startswith(nxt + ".") and MODULES.get(nxt, Path()).name == "__init__.py"
+            if up and not every_edge:
                 continue
             if state.get(nxt) == 1:
                 return [*stack[stack.index(nxt) :], nxt]
@@ -117,21 +125,20 @@ def test_the_cycle_check_can_fail():
 
 def _graph_of_any_kind() -> dict[str, set[str]]:
     """Every import edge between npt_dask modules: at module level, inside functions and
-    under ``if TYPE_CHECKING:`` alike (a package's edges to its own children dropped)."""
-    graph = _graph(every=True)
-    for name in graph:
-        if MODULES[name].name == "__init__.py":
-            graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
-    return graph
+    under ``if TYPE_CHECKING:`` alike. A package's edges to its own children are kept: a
+    child that reaches its package's ``__init__`` back (``from npt_dask import
+    __version__`` in a module the facade imports) closes a loop like any other."""
+    return _graph(every=True)
 
 
 def test_no_import_cycle_of_any_kind():
     """No module imports one that imports it, however it imports it: an import for
     annotations or inside a function is a loop of the design too (the model is built on
     by the projector, the store and growth, which read it as a record and never import
-    it back)."""
+    it back), and so is a module's import of the package facade that imports it."""
     graph = _graph_of_any_kind()
-    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+    found = _cycle(graph, every_edge=True)
+    assert found is None, " -> ".join(found or [])
 
 
 def test_the_any_kind_cycle_check_can_fail():
@@ -148,7 +155,26 @@ def test_the_any_kind_cycle_check_can_fail():
     graph = _graph_of_any_kind()
     assert "npt_dask.store" in graph["npt_dask.model"]
     graph["npt_dask.store"].add("npt_dask.model")  # the store naming the model it saves
-    assert _cycle(graph) is not None
+    assert _cycle(graph, every_edge=True) is not None
+
+
+def test_the_any_kind_cycle_check_sees_a_child_importing_its_facade():
+    """Issue 27 audit, item 10: ``store`` reading ``__version__`` from the facade that
+    imports ``store`` is a loop; ``from npt_dask import errors`` (a submodule) is not."""
+    facade = "def _manifest():\n    from npt_dask import __version__\n"
+    submodule = "from npt_dask import _atomic, errors\n"
+    assert _imports_in(ast.parse(facade), "npt_dask", every=True) == [("npt_dask", ["__version__"])]
+    assert {t for t, _ in _imports_in(ast.parse(submodule), "npt_dask", every=True)} == {
+        "npt_dask._atomic", "npt_dask.errors",
+    }  # fmt: skip
+    graph = _graph_of_any_kind()
+    assert "npt_dask.store" in graph["npt_dask"]  # the facade imports the store
+    assert _cycle(graph, every_edge=True) is None
+    graph["npt_dask.store"].add("npt_dask")  # the store's old version import
+    found = _cycle(graph, every_edge=True)
+    assert found is not None
+    assert found[0] == found[-1] == "npt_dask", found
+    assert found[-2] == "npt_dask.store", found
 
 
 def test_no_private_name_imported_across_modules():
@@ -226,7 +252,9 @@ def test_the_rename_check_can_fail():
 
 def test_block_engine_is_numpy_only():
     """The layer rule of :mod:`npt_dask.blocks`: arrays in, arrays out (numpy, or another
-    array API namespace through :mod:`npt_dask._namespace`); no dask, xarray or zarr."""
+    array API namespace through :mod:`npt_dask._namespace`); no dask, xarray or zarr (the
+    standard library's threading, weakref and functools serve its per-process memo of
+    prepared centres, ``blocks._PREPARED``)."""
     allowed = {"npt_dask._buffers", "npt_dask._namespace", "npt_dask.kernels"}
     tree = ast.parse(MODULES["npt_dask.blocks"].read_text())
     imported = set()
@@ -236,9 +264,9 @@ def test_block_engine_is_numpy_only():
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     third_party = {m.split(".")[0] for m in imported if not m.startswith("npt_dask")}
-    assert third_party <= {"numpy", "__future__", "collections", "dataclasses", "typing"}, (
-        third_party
-    )
+    stdlib = {"__future__", "collections", "dataclasses", "functools", "threading", "typing",
+              "weakref"}  # fmt: skip
+    assert third_party <= {"numpy", *stdlib}, third_party
     assert {m for m in imported if m.startswith("npt_dask")} <= allowed
 
 

@@ -1,7 +1,7 @@
 """Checks from the table everywhere (issue 27 item 7): the methods on coordinates,
-``npt.project``, ``partial_fit`` and ``npt grow`` declare their parameters as data in
-:mod:`npt_dask.params`, and refuse each bad value the table generates with the table's
-one error, before any work.
+the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
+their parameters as data in :mod:`npt_dask.params`, and refuse each bad value the table
+generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
 (tests/test_params.py); each is refused with exactly the class and message that the
@@ -19,7 +19,7 @@ import pytest
 
 import npt_dask as npt
 from npt_dask import cli
-from npt_dask.errors import NPTError
+from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
 from npt_dask.methods import (
     PCAL1,
     ChunkedLinearSVM,
@@ -36,7 +36,11 @@ from npt_dask.params import (
     LINEAR_RIDGE_PARAMS,
     PCAL1_PARAMS,
     PROJECT_PARAMS,
+    RIDGE_CV_PARAMS,
+    RIDGE_PARAMS,
+    SEARCH_PARAMS,
     SVM_PARAMS,
+    ArrayOf,
     Param,
     table_defaults,
 )
@@ -126,6 +130,74 @@ def test_the_data_bounds_are_checked_in_the_tables_words():
     _, message = _refused(lambda: FisherDiscriminant(n_components=2).fit(y, LABELS))
     assert "parameter of FisherDiscriminant must be an int in the range [1, 1]" in message
     assert "n_classes - 1 = 1" in message
+
+
+# --- the kernel ridge estimators (RIDGE_PARAMS, SEARCH_PARAMS) ---------------------------
+
+KERNEL_RIDGE: dict[type, tuple[Param, ...]] = {
+    npt.KernelRidge: RIDGE_PARAMS,
+    npt.KernelRidgeClassifier: RIDGE_PARAMS,
+    npt.KernelRidgeCV: RIDGE_CV_PARAMS,
+    npt.KernelRidgeClassifierCV: RIDGE_CV_PARAMS,
+}
+BAD_KERNEL_RIDGE_VALUES = _bad(KERNEL_RIDGE)
+
+
+def test_the_kernel_ridge_tables_yield_bad_arrays():
+    """The array parameters' entries are declared (finite, in range), so the table yields
+    bad arrays as it yields bad numbers; the search's table is the CV estimators'."""
+    assert set(SEARCH_PARAMS) <= set(RIDGE_CV_PARAMS)
+    bad = {(cls, p.name, repr(v)) for cls, p, v in BAD_KERNEL_RIDGE_VALUES}
+    for cls, name in [(npt.KernelRidge, "alpha"), (npt.KernelRidgeCV, "alphas"),
+                      (npt.KernelRidgeClassifierCV, "gammas")]:  # fmt: skip
+        for value in ([], [[1]], ["x"], [float("nan")], [float("inf")]):
+            assert (cls, name, repr(value)) in bad, (cls, name, value)
+    assert (npt.KernelRidge, "alpha", "[-1.0]") in bad
+    assert (npt.KernelRidgeCV, "alphas", "[-1.0]") in bad
+    assert (npt.KernelRidgeCV, "gammas", "[0.0]") in bad  # gammas > 0: an open bound
+    assert all(isinstance(c, ArrayOf) for p in SEARCH_PARAMS[:2] for c in p.constraints[:1])
+
+
+@pytest.mark.parametrize(
+    "case", BAD_KERNEL_RIDGE_VALUES, ids=[_id(c) for c in BAD_KERNEL_RIDGE_VALUES]
+)
+def test_each_kernel_ridge_estimator_refuses_by_its_table_before_reading(case):
+    cls, param, value = case
+    est = cls(**{param.name: value})
+    want = _expected(param, value, cls.__name__)
+    if param.message is None:  # the kernel's own wording ("Unknown kernel") aside
+        assert want[1].startswith(f"The '{param.name}' parameter of {cls.__name__} must be")
+    y = np.arange(40.0) if issubclass(cls, npt.KernelRidge) else LABELS
+    assert _refused(lambda: est.fit(_unreadable(), y)) == want
+
+
+@pytest.mark.parametrize("cls", list(KERNEL_RIDGE), ids=lambda c: c.__name__)
+def test_each_kernel_ridge_signature_is_its_table(cls):
+    """The signature, in order and with its defaults, is the table: the CV estimators'
+    explicit __init__ (scikit-learn's rule) cannot drift from KernelRidge's entries."""
+    table = KERNEL_RIDGE[cls]
+    assert list(inspect.signature(cls).parameters) == [p.name for p in table]
+    assert cls().get_params() == table_defaults(table)
+
+
+def test_an_array_and_a_number_share_one_wording():
+    """Issue 27 audit, item 7: ``alpha=[-1]`` was "alpha must be finite and >= 0", ``alpha=
+    ['x']`` and ``gammas=['x']`` a bare ValueError; each is now the table's one error."""
+    x, y = np.random.default_rng(2).normal(size=(30, 2)), np.arange(30.0)
+
+    def refused(est: Any) -> tuple[type, str]:
+        return _refused(lambda: est.fit(x, y))
+
+    number, array = refused(npt.KernelRidge(alpha=-1.0)), refused(npt.KernelRidge(alpha=[-1.0]))
+    assert number[0] is array[0] is InputError
+    assert number[1].replace("Got -1.0", "Got [-1.0]") == array[1]
+    assert refused(npt.KernelRidge(alpha=["x"]))[0] is InputTypeError
+    assert refused(npt.KernelRidgeCV(alphas=["x"]))[0] is InputTypeError
+    assert refused(npt.KernelRidgeCV(alphas=[[1], [2, 3]]))[0] is InputTypeError
+    assert refused(npt.KernelRidgeCV(gammas=["x"]))[0] is InputTypeError
+    kind, message = refused(npt.KernelRidgeCV(gammas=[-1.0]))
+    assert kind is KernelParameterError
+    assert message.startswith("The 'gammas' parameter of KernelRidgeCV must be")
 
 
 BAD_FUNCTION_VALUES = _bad(FUNCTIONS)

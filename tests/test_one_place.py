@@ -11,6 +11,7 @@ import ast
 import inspect
 import textwrap
 import typing
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +99,72 @@ def test_fit_signature_is_the_table_and_passes_every_parameter_on():
     model = npt.fit(x, gamma=0.3, n_components=4, tol=1e-9, random_state=0, center=False)
     assert (model.kernel.gamma, model.n_components, model.center) == (0.3, 4, False)
     assert model.diagnostics.tol == 1e-9
+
+
+# --- one label check (issue 27 item 12; the audit's alignment) ------------------------------
+
+METHODS = Path(npt.__file__).parent / "methods"
+
+
+def _label_readers() -> dict[str, tuple[bool, bool]]:
+    """For each module of ``npt_dask/methods``: whether it reads labels (``as_labels``)
+    and whether it checks them by the one check (``class_labels``)."""
+    out = {}
+    for path in sorted(METHODS.glob("*.py")):
+        calls = {
+            ast.unparse(node.func).rpartition(".")[2]
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+        }
+        out[path.name] = ("as_labels" in calls, "class_labels" in calls)
+    return out
+
+
+def test_every_method_that_reads_labels_checks_them_in_one_place():
+    """A method reading class labels refuses bad ones by ``training.class_labels``, and
+    none counts classes itself (``np.unique``: the check's own decision)."""
+    readers = _label_readers()
+    assert {"alignment.py", "kfd.py"} <= {name for name, (reads, _) in readers.items() if reads}
+    assert [name for name, (reads, checks) in readers.items() if reads and not checks] == []
+    counting = [p.name for p in sorted(METHODS.glob("*.py")) if "np.unique(" in p.read_text()]
+    assert counting == []
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.zeros(40, dtype=int),  # one class
+        np.where(np.arange(40) < 20, 0.5, 1.5),  # non-integer floats: continuous targets
+        np.where(np.arange(40) < 20, 0.0, np.nan),  # NaN
+    ],
+    ids=["one-class", "continuous", "nan"],
+)
+def test_the_same_bad_labels_get_the_same_error(labels):
+    """Kernel-target alignment refuses bad labels as the other label readers do (Fisher's
+    discriminant here): the same class and words, only the owner named differs."""
+    from npt_dask.methods import FisherDiscriminant, kernel_target_alignment
+    from npt_dask.training import class_labels
+
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    refused = []
+    for run, owner in [
+        (lambda: kernel_target_alignment(x, labels, "rbf", gamma=0.5), "Kernel-target alignment"),
+        (lambda: FisherDiscriminant().fit(x, labels), "FisherDiscriminant"),
+        (lambda: class_labels(labels, name="y", owner="OWNER"), "OWNER"),
+    ]:
+        with pytest.raises(npt.InputError) as info:
+            run()
+        refused.append((type(info.value), str(info.value).replace(owner, "OWNER")))
+    assert refused[0] == refused[1] == refused[2]
+
+
+def test_solver_help_states_the_auto_rule_of_the_plan():
+    """The table's solver help (``npt fit --help``) says when ``solver="auto"`` takes the
+    dense solver, with the plan's own numbers (planning decides; params cannot import it)."""
+    from npt_dask.planning import AUTO_DENSE_FRACTION, DENSE_MAX_SAMPLES
+
+    (solver,) = [p for p in PARAMS if p.name == "solver"]
+    assert "n_components=None" in solver.help
+    assert f"n <= {DENSE_MAX_SAMPLES:,} rows" in solver.help
+    assert f"n_components >= {AUTO_DENSE_FRACTION:g} n" in solver.help
+    assert "fits memory_budget" in solver.help

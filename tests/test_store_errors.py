@@ -84,6 +84,45 @@ def test_store_errors_can_be_told_apart(fitted, tmp_path):
         npt.load(tmp_path / "absent.zarr")
 
 
+@pytest.mark.parametrize("names", [["a", "b"], ["a", "b", 3], "abc"])
+def test_damaged_feature_names_are_an_integrity_error(tmp_path, names):
+    """A manifest whose feature_names is not one string per feature is damaged: the
+    subclass that says so, not the bare base (issue 27 audit, item 9)."""
+    import pandas as pd
+
+    x = pd.DataFrame(np.random.default_rng(3).normal(size=(40, 3)), columns=["a", "b", "c"])
+    path = npt.fit(x, "rbf", gamma=0.3, n_components=2).save(tmp_path / "m.zarr")
+    meta = _attributes(path)
+    assert meta["attributes"]["npt"]["feature_names"] == ["a", "b", "c"]
+    meta["attributes"]["npt"]["feature_names"] = names
+    _write_attributes(path, meta)
+    with pytest.raises(StoreIntegrityError, match="feature_names is not a list of 3 strings"):
+        npt.load(path)
+
+
+def test_damaged_store_messages_raise_the_integrity_subclass():
+    """Every raise in store.py whose message calls the store damaged raises
+    StoreIntegrityError (or a subclass), never the bare StoreError."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(store))
+    bare = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+            continue
+        func = node.exc.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        words = " ".join(
+            part.value
+            for part in ast.walk(node.exc)
+            if isinstance(part, ast.Constant) and isinstance(part.value, str)
+        )
+        if name == "StoreError" and "damaged" in words:
+            bare.append(node.lineno)
+    assert bare == [], f"store.py raises the bare StoreError for a damaged store at {bare}"
+
+
 # --- issue 28 item 5: the manifest check cannot be switched off -------------------------
 
 
@@ -172,3 +211,22 @@ def test_truncated_array_metadata_is_a_store_error(fitted, tmp_path):
     from npt_dask.cli import main
 
     assert main(["info", str(path)]) == 2  # one line, no JSONDecodeError traceback
+
+
+# --- issue 28 audit: a refused save names the command that writes such a model -----------
+
+
+def test_a_refused_save_names_the_command_of_its_model(tmp_path):
+    """A grown model is written by ``npt grow``: its refusal names ``npt grow
+    --overwrite``, a fitted model's ``npt fit --overwrite``."""
+    x = np.random.default_rng(5).normal(size=(50, 3))
+    model = npt.fit(x[:30], "rbf", gamma=0.3, n_components=None)
+    fitted = model.save(tmp_path / "m.zarr")
+    with pytest.raises(StoreError, match=r"replace it \(npt fit --overwrite\)"):
+        model.save(fitted)
+    grown = model.partial_fit(x[30:])
+    path = grown.save(tmp_path / "g.zarr")
+    with pytest.raises(StoreError) as refused:
+        grown.save(path)
+    assert "pass overwrite=True to replace it (npt grow --overwrite)" in str(refused.value)
+    assert "npt fit" not in str(refused.value)

@@ -36,6 +36,7 @@ from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.methods._passes import as_labels
 from npt_dask.params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.planning import upper_pairs
+from npt_dask.training import class_labels
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
 
@@ -113,12 +114,11 @@ def alignment_scores(
         chunk_size=chunk_size,
     )  # fmt: skip
     x, _ = as_row_chunked(X, name="X", chunk_size=params.chunk_size, min_samples=2)
-    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     labels = as_labels(y, x)
-    values = np.asarray(compute(labels)[0])
-    classes, counts = np.unique(values, return_counts=True)
-    if len(classes) < 2:
-        raise InputError(f"Alignment needs at least 2 classes in y; got {len(classes)}.")
+    values = np.asarray(compute(labels)[0])  # read once: the check and the class counts
+    classes = class_labels(values, name="y", owner="Kernel-target alignment")  # the one check
+    counts = np.bincount(np.searchsorted(classes, values), minlength=len(classes))
+    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
     onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,  # type: ignore[arg-type]
                                chunks=(labels.chunks[0], (len(classes),)))  # fmt: skip
     cross, fro, rows = _one_pass(x, onehot, spec)
