@@ -31,10 +31,12 @@ from npt_dask.errors import CheckpointError
 
 __all__ = ["CHECKPOINT_VERSION", "fingerprint", "load_state", "save_state"]
 
-CHECKPOINT_VERSION = 1
-"""Layout of the checkpoint file (a newer one is refused, not misread)."""
+CHECKPOINT_VERSION = 2
+"""Layout of the checkpoint file (another one is refused, not misread; 2: the right-hand
+side, each column's best iterate and whether its residual was verified)."""
 
-_ARRAYS = ("x", "r", "p", "rz", "b_norm", "converged", "breakdown", "history")
+_ARRAYS = ("x", "r", "p", "rz", "b", "b_norm", "best", "best_x", "converged", "verified",
+           "breakdown", "history")  # fmt: skip
 
 
 def fingerprint(parts: Mapping[str, Any]) -> str:
@@ -72,6 +74,18 @@ def save_state(path: str | os.PathLike, state: CGState, problem: str) -> None:
     write_file(target, write)
 
 
+def _check_version(target: Path, meta: Mapping[str, Any]) -> None:
+    """Refuse a layout other than :data:`CHECKPOINT_VERSION`, naming the fix."""
+    version = meta.get("version", 0)
+    if version != CHECKPOINT_VERSION:
+        which = "a newer" if version > CHECKPOINT_VERSION else "an older"
+        raise CheckpointError(
+            f"{target} was written by {which} npt-dask (layout {version}, this one reads "
+            f"{CHECKPOINT_VERSION}); delete it to start afresh"
+            + (", or upgrade." if version > CHECKPOINT_VERSION else ".")
+        )
+
+
 def load_state(path: str | os.PathLike, problem: str) -> CGState | None:
     """The saved state of the problem with fingerprint ``problem``, or None when ``path``
     does not exist. A file of another problem, a newer layout or damaged bytes is a
@@ -82,17 +96,15 @@ def load_state(path: str | os.PathLike, problem: str) -> CGState | None:
     try:
         with np.load(target, allow_pickle=False) as data:
             meta = json.loads(bytes(data["meta"]).decode())
+            _check_version(target, meta)
             arrays = {name: np.array(data[name]) for name in _ARRAYS}
+    except CheckpointError:
+        raise
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise CheckpointError(
             f"{target} is not a readable npt-dask checkpoint ({exc}). Delete it to start "
             "the solve afresh, or pass another checkpoint path."
         ) from exc
-    if meta.get("version", 0) > CHECKPOINT_VERSION:
-        raise CheckpointError(
-            f"{target} was written by a newer npt-dask (layout {meta.get('version')}); "
-            "upgrade, or delete it to start afresh."
-        )
     if meta.get("fingerprint") != problem:
         raise CheckpointError(
             f"{target} holds the state of another problem (other data, targets, weights, "
@@ -101,6 +113,6 @@ def load_state(path: str | os.PathLike, problem: str) -> CGState | None:
         )
     history = [float(v) for v in arrays.pop("history")]
     state = CGState(**arrays, iteration=int(meta["iteration"]), history=history)
-    state.converged = state.converged.astype(bool)
-    state.breakdown = state.breakdown.astype(bool)
+    for name in ("converged", "verified", "breakdown"):
+        setattr(state, name, getattr(state, name).astype(bool))
     return state

@@ -333,8 +333,9 @@ class Cross(Consumer):
     """``B^T diag(w) T`` summed over rows, float64 (``m x k``): the targets ``T`` are the
     row-aligned extra ``"targets"``. The product is float64 (beside :class:`Gram`, which
     makes ``sqrt(w) B`` in float64 anyway), or with ``block_precision`` in the block's
-    precision, each chunk's part summed in float64 (CG's right-hand side, to its
-    tolerance: a float64 copy of a float32 block made that pass 2.3 times its flops)."""
+    precision, each chunk's part summed in float64 (CG's right-hand side: its rounding is
+    that of the float32 products, which CG's true-residual check sees; a float64 copy of a
+    float32 block made that pass 2.3 times its flops)."""
 
     block_precision: bool = False
     kind: ClassVar[str] = "sum"

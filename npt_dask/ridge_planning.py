@@ -67,8 +67,10 @@ only weighs the choice; the solver stops on ``tol`` or ``max_iter``."""
 
 CG_MARGIN = 2.0
 """``solver="auto"`` takes the iterative route over a direct one that fits only when it is
-counted at least this many times cheaper: its iteration count is an estimate, and its
-answer is within ``tol`` where the direct one is exact to rounding."""
+counted at least this many times cheaper: its iteration count is an estimate, and it
+stops on a residual of ``tol`` (of the normal equations, whose condition number is large:
+its predictions differ from the direct solve's by more than ``tol``), where the direct one
+is exact to rounding."""
 
 PRECONDITIONER_RANK = 3000
 """Most rows of the landmark model that preconditions exact kernel ridge (the rank of

@@ -164,7 +164,7 @@ def search(
     s = min(n, int(search_rows))
     idx = np.sort(rng.choice(n, s, replace=False))
     order = rng.permutation(s)
-    held = max(1, round(held_out * s)) if s > 1 else 0
+    held = min(s - 1, max(1, round(held_out * s))) if s > 1 else 0  # one fit row at least
     fit_at, test_at = np.sort(order[held:]), np.sort(order[:held])
     t = np.asarray(_gather(targets, idx), dtype=np.float64).reshape(s, -1)
     w = _gather(weights, idx)

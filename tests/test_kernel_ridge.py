@@ -184,11 +184,12 @@ def test_iterative_equals_direct_to_its_tolerance(landmarks):
 
 def test_float32_route_is_within_its_stated_tolerance():
     """float32 kernel blocks (and CG's products) with float64 sums and solves: decision
-    values within 1e-4 of the largest (the docstring's figure) of the float64 solve."""
+    values within 1e-4 of the largest (the docstring's figure) of the float64 solve; CG at
+    a tol float32 resolves (1e-5: its true residual is checked, 1e-6 is not reached)."""
     x, t, z = _data(n=400)
     for landmarks, solver in [(60, "direct"), (60, "cg"), (None, "cg")]:
         common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": landmarks,
-                  "solver": solver, "tol": 1e-6, "max_iter": 300, "random_state": 0}  # fmt: skip
+                  "solver": solver, "tol": 1e-5, "max_iter": 300, "random_state": 0}  # fmt: skip
         ref = KernelRidge(precision="float64", **common).fit(x, t).predict(z)
         single = KernelRidge(precision="float32", **common).fit(x.astype(np.float32), t)
         assert single.dtype_ == np.float32
