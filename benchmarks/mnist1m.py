@@ -70,13 +70,15 @@ def _child(store: str, n: int, m: int, solver: str, max_iter: int, tol: float,
     t1 = time.perf_counter()
     acc = float(np.mean(clf.predict(xte) == yte))
     t2 = time.perf_counter()
-    ideal = stage_ideal(clf.plan_, clf.n_iter_, rates)
+    passes = int(clf.solve_details_.get("passes", clf.n_iter_))
+    ideal = stage_ideal(clf.plan_, passes, rates)
     seconds = dict(clf.fit_seconds_)
     return {
         "n": n, "m": m, "route": clf.solver_, "reason": clf.plan_["reason"],
         "accuracy": acc, "seconds": t2 - t0, "fit_seconds": t1 - t0, "test_seconds": t2 - t1,
         "search_seconds": clf.cv_results_["seconds"], "alpha": clf.alpha_,
-        "n_iter": clf.n_iter_, "residuals": [round(float(r), 5) for r in clf.residuals_],
+        "n_iter": clf.n_iter_, "passes": passes,
+        "residuals": [round(float(r), 5) for r in clf.residuals_],
         "stage_seconds": seconds, "stage_ideal_seconds": ideal,
         "over_ideal": {k: seconds[k] / v for k, v in ideal.items() if k in seconds and v > 0},
         "plan_memory_gib": round(sum(clf.plan_["memory"].values()) / 2**30, 2),

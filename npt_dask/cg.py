@@ -18,7 +18,10 @@ by the rounding of every product, most with float32 kernel blocks. So a column w
 updated residual meets ``tol`` is only a candidate: :func:`verify` takes the true
 residual (one more operator product, the caller's pass), and a column that does not
 meet ``tol`` by it goes on from that residual (residual replacement, as Falkon
-recomputes its residual every few iterations). A column whose residual grows past
+recomputes its residual every few iterations). The caller takes ``H x`` of those columns
+in the same operator product as ``H p`` of the others (one pass: its cost is the kernel,
+not the extra columns), so the check costs one pass at the end. A column whose residual
+grows past
 :data:`DIVERGENCE` times the smallest it reached has diverged (rounding in an
 ill-conditioned system) and stops at its best iterate, as a breakdown does.
 
@@ -110,12 +113,18 @@ def retarget(state: CGState, tol: float) -> CGState:
     return state
 
 
-def verify(state: CGState, hx: np.ndarray, precondition: Callable[[np.ndarray], np.ndarray],
-           tol: float) -> CGState:  # fmt: skip
-    """Check the :attr:`~CGState.unverified` columns against their true residual, given
-    ``hx = H x[:, unverified]``: each takes ``r = b - H x``; one within ``tol`` is verified,
-    one above it iterates again from there (a restart: ``p = P^-1 r``)."""
-    cols = np.flatnonzero(state.unverified)
+def verify(
+    state: CGState,
+    hx: np.ndarray,
+    precondition: Callable[[np.ndarray], np.ndarray],
+    tol: float,
+    cols: np.ndarray | None = None,
+) -> CGState:
+    """Check columns ``cols`` (default: the :attr:`~CGState.unverified` ones) against their
+    true residual, given ``hx = H x[:, cols]``: each takes ``r = b - H x``; one within
+    ``tol`` is verified, one above it iterates again from there (a restart:
+    ``p = P^-1 r``)."""
+    cols = np.flatnonzero(state.unverified) if cols is None else np.asarray(cols)
     r = state.b[:, cols] - hx
     state.r[:, cols] = r
     rel = relative_residuals(state)[cols]
@@ -135,14 +144,16 @@ def step(
     q: np.ndarray,
     precondition: Callable[[np.ndarray], np.ndarray],
     tol: float,
+    cols: np.ndarray | None = None,
 ) -> CGState:
-    """One iteration, in place, given ``q = H p[:, active]`` (the active columns' product).
+    """One iteration, in place, of columns ``cols`` (default: the active ones) given
+    ``q = H p[:, cols]``.
 
     A column whose curvature ``p^T H p`` is not positive (an indefinite operator: a
     kernel that is not positive semi-definite, or rounding at alpha near 0) stops with
     ``breakdown`` set, its iterate kept.
     """
-    cols = np.flatnonzero(state.active)
+    cols = np.flatnonzero(state.active) if cols is None else np.asarray(cols)
     considered = cols
     p = state.p[:, cols]
     curvature = np.einsum("ij,ij->j", p, q)

@@ -418,6 +418,19 @@ class _Iterations:
                               f"from {self.checkpoint}")  # fmt: skip
         return state
 
+    def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray) -> str:
+        """The progress line of a pass: the iteration, or the check of converged targets."""
+        tol, k = self.problem.plan.tol, len(state.converged)
+        done = int(np.sum(state.verified))
+        checked = ""
+        if unv.size:
+            worst = float(cg.relative_residuals(state)[unv].max())
+            checked = f"; {unv.size} checked against b - H x (relative residual {worst:.2e})"
+        if not act.size:
+            return f"cg: check{checked[1:]}, {done}/{k} targets converged"
+        return (f"cg: iteration {state.iteration}, relative residual {state.history[-1]:.2e} "
+                f"(tol {tol:g}){checked}, {done}/{k} targets converged")  # fmt: skip
+
     def _save(self, state: cg.CGState) -> None:
         if self.checkpoint is not None:
             assert self.key is not None
@@ -430,38 +443,30 @@ class _Iterations:
         precondition: Callable[[np.ndarray], np.ndarray],
         digests: list[bytes] | None,
     ) -> cg.CGState:
-        """Iterate until every target's *true* residual ``b - H x`` meets tol (a column the
-        steps call converged is checked with one more product, :func:`npt_dask.cg.verify`)
-        or ``max_iter`` iterations; checkpointed and reported after every pass."""
+        """Iterate until every target's *true* residual ``b - H x`` meets tol or ``max_iter``
+        iterations. A column the steps call converged is checked (:func:`npt_dask.cg.verify`)
+        in the next pass, its ``H x`` beside the other columns' ``H p`` (the pass costs the
+        kernel blocks, not the columns): one pass more than the iterations, at the end.
+        Checkpointed and reported after every pass."""
         plan = self.problem.plan
         if self.checkpoint is not None and self.key is None:
             assert digests is not None
             self.key = _problem_fingerprint(self.problem, self.rows, digests)
         while True:
-            if state.unverified.any():
-                cols = np.flatnonzero(state.unverified)
-                cg.verify(state, product(state.x[:, cols], cols), precondition, plan.tol)
-                self.passes += 1
-                self._save(state)
-                worst = float(cg.relative_residuals(state)[cols].max())
-                again = int(np.sum(~state.verified[cols]))
-                self.report.stage(
-                    f"cg: checked {len(cols)} converged target(s) against b - H x: relative "
-                    f"residual {worst:.2e}" + (f", {again} iterate again" if again else "")
-                )
-                continue
-            if state.done or state.iteration >= plan.max_iter:
+            act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
+            if state.iteration >= plan.max_iter:
+                act = act[:0]  # no more steps; the converged ones are still checked
+            if not (act.size or unv.size):
                 break
-            cols = np.flatnonzero(state.active)
-            cg.step(state, product(state.p[:, cols], cols), precondition, plan.tol)
+            cols = np.concatenate([act, unv])  # H p of the active, H x of the unverified
+            q = product(np.hstack([state.p[:, act], state.x[:, unv]]), cols)
             self.passes += 1
+            if act.size:
+                cg.step(state, q[:, : act.size], precondition, plan.tol, act)
+            if unv.size:
+                cg.verify(state, q[:, act.size :], precondition, plan.tol, unv)
             self._save(state)
-            done = int(np.sum(state.converged))
-            self.report.stage(
-                f"cg: iteration {state.iteration}, relative residual "
-                f"{state.history[-1]:.2e} (tol {plan.tol:g}), {done}/{len(state.converged)} "
-                "targets converged"
-            )
+            self.report.stage(self._line(state, act, unv))
         self.report.close()
         return state
 
