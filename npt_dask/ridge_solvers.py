@@ -135,12 +135,17 @@ def _slot_array(rows: da.Array, centres: np.ndarray) -> da.Array:
     return template.map_blocks(_slots, centres, dtype=np.int64)
 
 
-def _assemble(parts: list[tuple[np.ndarray, np.ndarray]], m: int, dtype: Any) -> np.ndarray:
-    """The ``m`` centre rows (Fortran order) from the pass's ``(slots, rows)`` outputs,
-    emptying ``parts`` as they are copied (the rows are held once, not twice: ``m x m``
-    values at m = 20,000 are 1.6 GB in float32)."""
+def _assemble(
+    parts: list[tuple[np.ndarray, np.ndarray]], m: int, dtype: Any, *, symmetric: bool = False
+) -> np.ndarray:
+    """The ``m`` centre rows from the pass's ``(slots, rows)`` outputs, emptying ``parts``
+    as they are copied (the rows are held once, not twice: ``m x m`` values at m = 20,000
+    are 1.6 GB in float32). Rows are written whole (C order); a ``symmetric`` matrix
+    (``K_mm``) is handed back as its transpose, the same matrix up to rounding in Fortran
+    order, as the tile solves read it (rows scattered into a Fortran array were strided
+    writes: seconds at m = 20,000)."""
     width = next(v.shape[1] for _, v in parts if len(v)) if parts else 0
-    out = np.empty((m, width), dtype=dtype, order="F")
+    out = np.empty((m, width), dtype=dtype)
     seen = 0
     while parts:
         slots, values = parts.pop()
@@ -148,7 +153,7 @@ def _assemble(parts: list[tuple[np.ndarray, np.ndarray]], m: int, dtype: Any) ->
         seen += len(slots)
         del values
     assert seen == m, "every centre is a row of the data"
-    return out
+    return out.T if symmetric else out
 
 
 def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
@@ -280,7 +285,7 @@ def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> Ri
         chains=plan.chains, blas_threads=plan.blas_threads, progress=bar,
     )  # fmt: skip
     clock.lap("pass")
-    kmm = _assemble(result.rows["kmm"], len(idx), problem.rows.dtype)
+    kmm = _assemble(result.rows["kmm"], len(idx), problem.rows.dtype, symmetric=True)
     report.stage(f"direct route: factoring the {len(idx):,} x {len(idx):,} system")
     coef, jitter = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
     clock.lap("solve")
