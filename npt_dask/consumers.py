@@ -351,10 +351,7 @@ class Cross(Consumer):
             if w is not None:
                 t = t * xp.sqrt(w)[:, None]  # weighted64 carries the other sqrt(w)
             part = rows.host(rows.weighted64().T @ t)
-        if before is None:
-            return part
-        before += part
-        return before
+        return part if before is None else add_into(before, part)
 
 
 @dataclass(frozen=True)
@@ -369,10 +366,7 @@ class Normal(Consumer):
 
     def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
         part = rows.host(rows.normal(self.p))
-        if before is None:
-            return part
-        before += part
-        return before
+        return part if before is None else add_into(before, part)
 
 
 @dataclass(frozen=True)

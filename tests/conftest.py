@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from dask.callbacks import Callback
 
+from npt_dask._owners import is_dead, owner_tag
 from npt_dask.datasets import load_npz
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+#: Hyperparameters for each built-in kernel that the kernel tests evaluate it with.
+KERNEL_VALUES: dict[str, dict[str, float]] = {
+    "rbf": {"gamma": 0.3},
+    "laplacian": {"gamma": 0.2},
+    "polynomial": {"gamma": 0.5, "degree": 3, "coef0": 1.0},
+    "sigmoid": {"gamma": 0.1, "coef0": 0.5},
+    "linear": {},
+    "cosine": {},
+}
+
+
+def dead_owner_tag() -> str:
+    """An owner tag of this host whose process has exited (a killed writer's)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    tag = owner_tag().rsplit("-", 2)[0] + f"-{child.pid}-0"
+    assert is_dead(tag)
+    return tag
 
 
 def data_dir() -> Path:

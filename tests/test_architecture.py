@@ -360,15 +360,6 @@ def test_benchmarks_import_only_public_names_that_exist():
 
 # --- array-API blocks (issue 27, item 5) ----------------------------------------------------
 
-_KERNEL_VALUES = {
-    "rbf": {"gamma": 0.3},
-    "laplacian": {"gamma": 0.2},
-    "polynomial": {"gamma": 0.5, "degree": 3, "coef0": 1.0},
-    "sigmoid": {"gamma": 0.1, "coef0": 0.5},
-    "linear": {},
-    "cosine": {},
-}
-
 
 def _strict(*arrays):
     import array_api_strict
@@ -397,12 +388,13 @@ def test_every_named_kernel_gives_the_same_blocks_on_array_api_strict():
     import numpy as np
 
     from npt_dask.kernels import KERNELS, make_kernel
+    from tests.conftest import KERNEL_VALUES
 
-    assert set(_KERNEL_VALUES) == set(KERNELS)
+    assert set(KERNEL_VALUES) == set(KERNELS)
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(53, 7)), rng.normal(size=(41, 7))
     a[3] = 0.0  # a zero row (cosine)
-    for name, values in _KERNEL_VALUES.items():
+    for name, values in KERNEL_VALUES.items():
         spec = make_kernel(name, **values).resolve(7)
         sa, sb = _strict(a, b)
         _same(spec(sa, sb), spec(a, b))

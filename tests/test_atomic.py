@@ -20,7 +20,7 @@ import npt_dask as npt
 from npt_dask._owners import OWNER_PATTERN, is_dead, owner_tag
 from npt_dask.datasets import open_generated, write_deformed_mnist
 from npt_dask.errors import InputError
-from tests.conftest import REPO
+from tests.conftest import REPO, dead_owner_tag
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,6 @@ def source(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("source") / "digits.npz"
     np.savez(path, x=images, y=np.arange(20) % 10)
     return path
-
-
-def _dead_tag() -> str:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    tag = owner_tag().rsplit("-", 2)[0] + f"-{child.pid}-0"
-    assert is_dead(tag)
-    return tag
 
 
 def _names(folder: Path) -> list[str]:
@@ -80,7 +72,8 @@ def test_a_generated_store_stranded_aside_is_restored(tmp_path, source, aside):
     """A writer killed between the renames of a swap left the previous store aside (as
     this version names it, or as earlier versions did, with no owner)."""
     path = write_deformed_mnist(tmp_path / "d.zarr", n_rows=30, source=source, chunk_size=30)
-    name = f".d.zarr.old-{_dead_tag()}-0123abcd" if aside == "tagged" else ".d.zarr.old-0123abcd"
+    tag = f"{dead_owner_tag()}-" if aside == "tagged" else ""
+    name = f".d.zarr.old-{tag}0123abcd"
     os.rename(path, tmp_path / name)
     assert open_generated(path).sizes["sample"] == 30
     assert _names(tmp_path) == ["d.zarr"]
@@ -95,7 +88,7 @@ def test_leftovers_of_discarded_projections_are_removed(tmp_path):
     out = tmp_path / "p.zarr"
     npt.project(model, x, out, chunk_size=30, progress=False)
     old = tmp_path / ".p.zarr.npt-old-0123abcd"  # an earlier version's discard, killed
-    gone = tmp_path / f".p.zarr.gone-{_dead_tag()}-0123abce"  # this version's, killed
+    gone = tmp_path / f".p.zarr.gone-{dead_owner_tag()}-0123abce"  # this version's, killed
     live = tmp_path / f".p.zarr.gone-{owner_tag()}-0123abcf"  # a discard in progress
     for d in (old, gone, live):
         (d / "coordinates").mkdir(parents=True)

@@ -9,15 +9,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from npt_dask import KernelParameterError, KernelSpec, make_kernel
 from npt_dask._parallel import set_elementwise_threads
 from npt_dask.kernels import KERNELS
-
-PARAMS = {
-    "rbf": {"gamma": 0.3},
-    "laplacian": {"gamma": 0.2},
-    "polynomial": {"gamma": 0.5, "degree": 3, "coef0": 1.0},
-    "sigmoid": {"gamma": 0.1, "coef0": 0.5},
-    "linear": {},
-    "cosine": {},
-}
+from tests.conftest import KERNEL_VALUES
 
 
 def _sk_params(spec: KernelSpec) -> dict:
@@ -30,7 +22,7 @@ def test_block_and_diag_match_sklearn(name, dtype, rng):
     a = rng.normal(size=(301, 9)).astype(dtype)
     b = rng.normal(size=(157, 9)).astype(dtype)
     a[3] = 0.0  # a zero row: cosine must follow sklearn's normalize
-    spec = make_kernel(name, **PARAMS[name]).resolve(9)
+    spec = make_kernel(name, **KERNEL_VALUES[name]).resolve(9)
     ref = pairwise_kernels(
         a.astype(np.float64), b.astype(np.float64), metric=name, **_sk_params(spec)
     )
@@ -77,7 +69,7 @@ def test_defaults_follow_sklearn():
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_round_trip_dict(name):
-    spec = make_kernel(name, **PARAMS[name]).resolve(3)
+    spec = make_kernel(name, **KERNEL_VALUES[name]).resolve(3)
     data = spec.to_dict()
     assert KernelSpec.from_dict(data) == spec
     assert make_kernel(data) == spec

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +14,9 @@ import pytest
 
 import npt_dask as npt
 from npt_dask import store
-from npt_dask._owners import is_dead, owner_tag
+from npt_dask._owners import owner_tag
 from npt_dask.errors import StoreError, StoreWarning
+from tests.conftest import dead_owner_tag
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +31,6 @@ def _edit_manifest(path: Path, edit) -> None:
     meta = json.loads((path / "zarr.json").read_text())
     edit(meta["attributes"]["npt"])
     (path / "zarr.json").write_text(json.dumps(meta))
-
-
-def _dead_tag() -> str:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    tag = owner_tag().rsplit("-", 2)[0] + f"-{child.pid}-0"
-    assert is_dead(tag)
-    return tag
 
 
 # --- item 4: every field of the manifest is verified -----------------------------------
@@ -155,7 +146,7 @@ def _fitted_other(z_dim: int = 5):
 def test_kill_between_the_renames_restores_the_old_model(fitted, tmp_path):
     model, z = fitted
     path = model.save(tmp_path / "m.zarr")
-    tag = _dead_tag()
+    tag = dead_owner_tag()
     os.replace(path, tmp_path / f".m.zarr.old-{tag}-0123abcd")  # first rename done
     (tmp_path / f".m.zarr.tmp-{tag}-89abcdef").mkdir()  # the new one, half written
     assert not path.exists()
@@ -168,7 +159,7 @@ def test_kill_after_the_new_model_was_complete_finishes_the_swap(fitted, tmp_pat
     model, z = fitted
     other = _fitted_other()
     path = model.save(tmp_path / "m.zarr")
-    tag = _dead_tag()
+    tag = dead_owner_tag()
     os.replace(path, tmp_path / f".m.zarr.old-{tag}-0123abcd")
     other.save(tmp_path / "new.zarr")
     os.replace(tmp_path / "new.zarr", tmp_path / f".m.zarr.tmp-{tag}-89abcdef")
@@ -180,7 +171,7 @@ def test_kill_after_the_new_model_was_complete_finishes_the_swap(fitted, tmp_pat
 def test_next_save_removes_stale_temporaries_of_dead_writers_only(fitted, tmp_path):
     model, z = fitted
     path = model.save(tmp_path / "m.zarr")
-    dead, alive = _dead_tag(), owner_tag()
+    dead, alive = dead_owner_tag(), owner_tag()
     shutil.copytree(path, tmp_path / f".m.zarr.tmp-{dead}-0123abcd")
     shutil.copytree(path, tmp_path / f".m.zarr.old-{dead}-0123abce")
     (tmp_path / f".m.zarr.tmp-{alive}-0123abcf").mkdir()  # a save in progress: kept
