@@ -116,6 +116,12 @@ def _nystroem(xtr, ytr, xte, yte) -> dict[str, Any]:
     return {"accuracy": acc, "seconds": time.perf_counter() - t0}
 
 
+def fit_passes(clf: Any) -> int:
+    """Passes over the kernel blocks a fitted kernel ridge estimator's solve made: CG's
+    iterations and its true-residual check, or the direct route's one."""
+    return int(clf.solve_details_.get("passes", clf.n_iter_))
+
+
 def stage_ideal(plan: dict, passes: int, rates: dict[str, float]) -> dict[str, float]:
     """Ideal seconds per stage of the fit: the plan's flops at the measured rates
     (``*_p`` stages at the kernel precision's, the rest at float64's; CG's per-iteration
@@ -153,7 +159,7 @@ def _krr(xtr, ytr, xte, yte, landmarks, solver, tol, max_iter, budget_gib, alpha
     t1 = time.perf_counter()
     acc = float((clf.predict(xte) == yte).mean())
     t2 = time.perf_counter()
-    passes = int(clf.solve_details_.get("passes", clf.n_iter_))
+    passes = fit_passes(clf)
     ideal = stage_ideal(clf.plan_, passes, rates)
     seconds = dict(clf.fit_seconds_)
     return {

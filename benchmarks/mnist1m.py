@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import gemm_rate, peak_rss_gib, run_child
-from benchmarks.classify import ALPHAS, GAMMA, stage_ideal
+from benchmarks.classify import ALPHAS, GAMMA, fit_passes, stage_ideal
 
 HERE = Path(__file__).resolve()
 
@@ -70,7 +70,7 @@ def _child(store: str, n: int, m: int, solver: str, max_iter: int, tol: float,
     t1 = time.perf_counter()
     acc = float(np.mean(clf.predict(xte) == yte))
     t2 = time.perf_counter()
-    passes = int(clf.solve_details_.get("passes", clf.n_iter_))
+    passes = fit_passes(clf)
     ideal = stage_ideal(clf.plan_, passes, rates)
     seconds = dict(clf.fit_seconds_)
     return {

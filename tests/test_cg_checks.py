@@ -101,21 +101,27 @@ def test_a_broken_down_column_keeps_its_best_iterate_and_its_last_residual():
 
 
 def test_a_diverging_column_stops_at_its_best_iterate():
+    """Three exact products, then one wrong by a large part orthogonal to ``p`` (the
+    curvature ``p^T q`` unchanged, the updated residual thrown far past ``DIVERGENCE``
+    times its best): the column stops, at the iterate of its smallest residual."""
     rng = np.random.default_rng(3)
     q, _ = np.linalg.qr(rng.normal(size=(30, 30)))
     h = q @ np.diag(np.logspace(0, 6, 30)) @ q.T
     b = rng.normal(size=(30, 1))
     state = cg.start(b, lambda r: r.copy(), 1e-14)
-    noise = 1e-2  # a product wrong by 1 % of its size: the recurrence cannot hold
-    for _ in range(400):
-        if state.done:
-            break
-        cols = np.flatnonzero(state.active)
-        q_ = h @ state.p[:, cols]
-        q_ += noise * np.abs(q_).max() * rng.normal(size=q_.shape)
-        cg.step(state, q_, lambda r: r.copy(), 1e-14)
-    if state.breakdown.any():
-        np.testing.assert_array_equal(state.x, state.best_x)
+    for _ in range(3):
+        cg.step(state, h @ state.p, lambda r: r.copy(), 1e-14)
+    assert not state.breakdown.any()
+    best_x = state.best_x.copy()  # where its residual was smallest so far
+    p = state.p
+    wrong = rng.normal(size=p.shape)
+    wrong -= p * (p.T @ wrong) / (p.T @ p)  # orthogonal to p: the curvature unchanged
+    hp = h @ p
+    blow = cg.DIVERGENCE * 10 * np.linalg.norm(b) / abs(float(state.rz[0] / (p.T @ hp)[0, 0]))
+    cg.step(state, hp + blow * wrong / np.linalg.norm(wrong), lambda r: r.copy(), 1e-14)
+    assert state.breakdown.all()
+    assert not state.active.any()
+    np.testing.assert_array_equal(state.x, best_x)
 
 
 @pytest.mark.parametrize(
