@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.storage.datasets import data_path, load_npz
 
 __all__ = ["gemm_rate", "mnist_train", "peak_rss_gib", "run_child"]
 

@@ -1,7 +1,7 @@
 """What this machine's BLAS gives the products a Krylov pass is made of.
 
 A pass over kept kernel blocks multiplies each ``c x c`` block by two skinny
-``c x b`` panels (:func:`npt_dask.blocks.block_products`). Its speed is set by how well BLAS
+``c x b`` panels (:func:`npt_dask.engine.blocks.block_products`). Its speed is set by how well BLAS
 runs such skinny products, not by the square-product rate the other
 benchmarks quote. This script measures, in one process:
 
@@ -46,7 +46,7 @@ def _best(func, repeat: int) -> float:
 def measure(widths: list[int], size: int = SIZE, repeat: int = 3) -> dict:
     from threadpoolctl import threadpool_limits
 
-    from npt_dask.blocks import block_products
+    from npt_dask.engine.blocks import block_products
 
     def best(func) -> float:
         return _best(func, repeat)

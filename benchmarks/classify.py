@@ -70,7 +70,7 @@ LANDMARK_GRID = [  # the eigen-frame route of earlier rounds: (landmarks, r, met
 
 
 def _dataset(name: str, quick: bool) -> tuple[np.ndarray, ...]:
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     if name == "mnist":
         x, y = load_npz(data_path("mnist.npz"), scale=255.0, dtype=np.float32)

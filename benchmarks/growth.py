@@ -38,7 +38,7 @@ from benchmarks._common import gemm_rate, peak_rss_gib
 
 
 def _mnist() -> tuple[np.ndarray, ...]:
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     x, y = load_npz(data_path("mnist.npz"), scale=255.0)
     return x[:60000], y[:60000], x[60000:70000], y[60000:70000]
@@ -108,7 +108,7 @@ def _growth(args, xtr, ytr, xte, yte) -> dict:
 
 def _batch_cost(args, xtr) -> list[dict]:
     import npt_dask as npt
-    from npt_dask.growth import GrowingModel
+    from npt_dask.npt.growth import GrowingModel
 
     out = []
     small = npt.fit(xtr[:50], kernel="rbf", gamma=args.gamma, n_components=None)

@@ -44,7 +44,7 @@ ALPHAS = np.logspace(-6, 0, 7)
 
 
 def dataset(name: str, n: int | None, precision: str) -> tuple[np.ndarray, ...]:
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     if name == "mnist":
         x, y = load_npz(data_path("mnist.npz"), scale=255.0, dtype=np.float32)

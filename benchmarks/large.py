@@ -93,7 +93,7 @@ def child_fit(n: int, precision: str, out: str, project: str, cache: str = "auto
     report["gemm_gflops_float64"] = round(rate, 1)
     np.save(out, model.eigenvalues)
     if project == "yes":
-        from npt_dask.datasets import data_path, load_npz
+        from npt_dask.storage.datasets import data_path, load_npz
 
         z, _ = load_npz(
             data_path("mnist.npz"), rows=slice(60000, 70000), scale=255.0, dtype=x.dtype
@@ -114,7 +114,7 @@ def child_fit(n: int, precision: str, out: str, project: str, cache: str = "auto
 def child_project15k() -> dict:
     from sklearn.decomposition import KernelPCA
 
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     x, gamma = mnist_train(15000)
     z, _ = load_npz(data_path("mnist.npz"), rows=slice(60000, 70000), scale=255.0)
@@ -143,7 +143,7 @@ def child_project15k() -> dict:
 
 
 def child_covertype() -> dict:
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     rate = gemm_rate("float64")
     x, _ = load_npz(data_path("covertype_odds.npz"))
@@ -158,7 +158,7 @@ def _graph_stats(model_x, gamma: float) -> dict:
     """Task count and embedded numpy bytes of one operator pass graph."""
     from dask.base import collections_to_expr
 
-    from npt_dask.gram import KernelOperator
+    from npt_dask.engine.pair_pass import KernelOperator
     from npt_dask.kernels import KernelSpec
 
     op = KernelOperator(model_x, KernelSpec("rbf", gamma=gamma), cache="recompute")

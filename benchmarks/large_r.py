@@ -55,7 +55,8 @@ class _RssSampler(threading.Thread):
 
 def _instrument(record: dict) -> None:
     """Time every pass and every Rayleigh-Ritz ``eigh``, and the basis width at each pass."""
-    from npt_dask import eigen, gram
+    from npt_dask.engine import pair_pass as gram
+    from npt_dask.npt import eigen
 
     passes = record.setdefault("passes", [])
     checks = record.setdefault("eigh", [])
@@ -91,7 +92,7 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-8)
     args = parser.parse_args()
     import npt_dask as npt
-    from npt_dask.planning import FIXED_OVERHEAD
+    from npt_dask.npt.planning import FIXED_OVERHEAD
 
     rate = gemm_rate()
     x, gamma = mnist_train(args.n)

@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from npt_dask.datasets import write_deformed_mnist
+from npt_dask.storage.datasets import write_deformed_mnist
 
 
 def _size_bytes(path: Path) -> int:
@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if args.workers > 0:
-            from npt_dask.cluster import connect
+            from npt_dask.runtime.cluster import connect
 
             client = stack.enter_context(connect(n_workers=args.workers, threads_per_worker=1))
             stack.enter_context(client.as_current())

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import npt_dask as npt
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.storage.datasets import data_path, load_npz
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The million-row job: kernel ridge on deformed MNIST, tested on the true test rows.
 
 The training rows are a zarr store written once by
-``npt_dask.datasets.write_deformed_mnist`` (the 60,000 MNIST training images
+``npt_dask.storage.datasets.write_deformed_mnist`` (the 60,000 MNIST training images
 and their seeded affine/elastic deformations; ``--make`` writes it). Each
 size runs in its own process, end to end with the data already in zarr:
 ``npt_dask.KernelRidgeClassifierCV`` reading X chunk by chunk (the search for
@@ -48,7 +48,7 @@ def _open(store: str, n: int) -> tuple[Any, Any]:
 def _child(store: str, n: int, m: int, solver: str, max_iter: int, tol: float,
            budget_gib: float, rates: dict[str, float]) -> dict:  # fmt: skip
     import npt_dask as npt
-    from npt_dask.datasets import data_path, load_npz
+    from npt_dask.storage.datasets import data_path, load_npz
 
     xte, yte = load_npz(data_path("mnist.npz"), rows=slice(60000, 70000), scale=255.0,
                         dtype=np.float32)  # fmt: skip
@@ -111,7 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, Any] = {}
     if args.make:
-        from npt_dask.datasets import write_deformed_mnist
+        from npt_dask.storage.datasets import write_deformed_mnist
 
         t0 = time.perf_counter()
         write_deformed_mnist(args.store, n_rows=max(int(s) for s in args.sizes.split(",")))

@@ -1,12 +1,12 @@
 """A scaling model of one Krylov pass, checked against distributed's transfer logs.
 
 On paper, for a fit of ``(n, d, r)`` on ``W`` workers (row chunk ``c``, block
-width ``b``, basis cap ``k`` from :func:`npt_dask.eigen.krylov_shape`, kernel
+width ``b``, basis cap ``k`` from :func:`npt_dask.npt.eigen.krylov_shape`, kernel
 blocks recomputed every pass as they must be at large n):
 
 * **flops per pass**: kernel entries ``n^2 / 2`` (upper-triangle blocks, each
   used twice) at ``2 d + 60`` flop-equivalents each (matrix product plus the
-  elementwise work, :data:`npt_dask.planning.ELEMENTWISE_FLOPS`) and the two
+  elementwise work, :data:`npt_dask.npt.planning.ELEMENTWISE_FLOPS`) and the two
   block products ``2 n^2 (b + 1)``; the driver's re-orthogonalisation
   ``8 n k b`` (CGS2 against a basis of ``k`` columns).
 * **bytes per worker per pass** (what ``KernelOperator._pass_graph`` ships):
@@ -71,11 +71,11 @@ def model(
     ``basis="chunked"`` (``npt.fit(basis="chunked")``): Q and K Q are row-chunked
     on the workers, so the re-orthogonalisation's ``8 n k b`` flops run there
     (``1/W`` each), the driver only all-reduces ``k x b`` coefficients, and its
-    memory is the small matrices (:func:`npt_dask.planning.small_bytes`) and the
+    memory is the small matrices (:func:`npt_dask.npt.planning.small_bytes`) and the
     ``n x r`` result; each worker holds ``16 n k / W`` of basis.
     """
-    from npt_dask.eigen import krylov_shape
-    from npt_dask.planning import chunked_driver_bytes, panel_bytes, pass_bytes
+    from npt_dask.npt.eigen import krylov_shape
+    from npt_dask.npt.planning import chunked_driver_bytes, panel_bytes, pass_bytes
 
     sb, sk = krylov_shape(n, r)
     b = b or sb
@@ -154,7 +154,7 @@ def validate(n: int, chunk: int, r: int, b: int, workers_list: list[int], passes
     from distributed import Client, LocalCluster
 
     from benchmarks._common import mnist_train
-    from npt_dask.gram import KernelOperator
+    from npt_dask.engine.pair_pass import KernelOperator
     from npt_dask.kernels import make_kernel
 
     x, gamma = mnist_train(n)

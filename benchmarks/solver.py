@@ -5,7 +5,7 @@ gamma = 1 / (d var), tol 1e-8, ``npt.fit(..., solver="krylov", random_state=0)``
 for r = 100, 1000, 3000 in ONE process, one after the other, so the ratios
 t(r) / t(100) are measured under the same load. r = 100 uses the planner's
 own block width (what a user gets); larger r pass the width and basis cap of
-:func:`npt_dask.eigen.krylov_shape`.
+:func:`npt_dask.npt.eigen.krylov_shape`.
 
 Where the time goes: the solver is wrapped so every operator application
 (a *pass*: one sweep of the kernel blocks, the first one also evaluating the
@@ -36,7 +36,7 @@ def _timed_solver(record: dict):
     The panels' operator is wrapped: ``matmat`` of driver panels (also used by the
     identity-block path), ``apply`` of chunked panels.
     """
-    from npt_dask import eigen
+    from npt_dask.npt import eigen
 
     def solver(matmat, *args, **kwargs):
         passes = record.setdefault("pass_seconds", [])
@@ -68,8 +68,8 @@ def _timed_solver(record: dict):
 
 def fit_one(x, gamma: float, r: int, tol: float, shape: bool) -> dict:
     import npt_dask as npt
-    from npt_dask import fitting
-    from npt_dask.eigen import krylov_shape
+    from npt_dask.npt import fitting
+    from npt_dask.npt.eigen import krylov_shape
 
     record: dict = {}
     original = fitting.block_krylov_eigh

@@ -52,14 +52,14 @@ from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
 import npt_dask as npt
-from npt_dask import plot
-from npt_dask.datasets import data_path, first_per_class, load_npz
+from npt_dask.interface import plot
 from npt_dask.methods import (
     FisherDiscriminant,
     alignment_scores,
     explained_variance_ratio,
     total_variance,
 )
+from npt_dask.storage.datasets import data_path, first_per_class, load_npz
 
 # the repository root: the first folder upwards from here holding pyproject.toml
 HERE = Path.cwd()

@@ -19,7 +19,7 @@
 # with xarray without ever loading it whole.
 #
 # Here the cluster is a `LocalCluster` of two single-threaded worker processes
-# started by `npt_dask.cluster.connect`; pointing `connect` at a scheduler
+# started by `npt_dask.runtime.cluster.connect`; pointing `connect` at a scheduler
 # address runs the very same code on a real cluster. The data are the 56,000
 # Fashion-MNIST images of eight classes. The model is fitted on six classes
 # only, so the projection can also show novelty detection: images of the two
@@ -40,10 +40,10 @@ from matplotlib.figure import Figure
 from sklearn.metrics import roc_auc_score, roc_curve
 
 import npt_dask as npt
-from npt_dask import plot
-from npt_dask.cluster import connect
-from npt_dask.datasets import data_path, load_npz
+from npt_dask.interface import plot
 from npt_dask.methods import explained_variance_ratio, total_variance
+from npt_dask.runtime.cluster import connect
+from npt_dask.storage.datasets import data_path, load_npz
 
 # the repository root: the first folder upwards from here holding pyproject.toml
 HERE = Path.cwd()

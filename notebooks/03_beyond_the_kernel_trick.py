@@ -44,8 +44,8 @@ from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 from sklearn.svm import SVC
 
 import npt_dask as npt
-from npt_dask.datasets import data_path, first_per_class, load_npz
 from npt_dask.methods import PCAL1
+from npt_dask.storage.datasets import data_path, first_per_class, load_npz
 
 # the repository root: the first folder upwards from here holding pyproject.toml
 HERE = Path.cwd()

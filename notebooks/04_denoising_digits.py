@@ -28,7 +28,7 @@
 # 2. **Fixed-point pre-image** (Mika et al. 1999) for the RBF kernel: the
 #    pixel vector `z` whose `φ(z)` is nearest to the projected point, found by
 #    iterating `z ← Σ gᵢ k(z, xᵢ) xᵢ / Σ gᵢ k(z, xᵢ)`, one pass over the training
-#    blocks per iteration (`npt_dask.preimage.rbf_preimage`).
+#    blocks per iteration (`npt_dask.npt.preimage.rbf_preimage`).
 #
 # The data are scikit-learn's bundled 8 × 8 digits (no download), with
 # Gaussian noise added, as in scikit-learn's own denoising example; linear
@@ -50,7 +50,7 @@ from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA, KernelPCA
 
 from npt_dask import NonlinearProjection
-from npt_dask.preimage import fit_inverse_map, rbf_preimage
+from npt_dask.npt.preimage import fit_inverse_map, rbf_preimage
 
 OUT = Path(os.environ.get("NPT_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="npt-notebook-"))
 OUT.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,8 @@
 
 from __future__ import annotations
 
-from npt_dask import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+from npt_dask import _aliases
 from npt_dask._version import __version__
-from npt_dask.cluster import TLSConfig, connect
 from npt_dask.errors import (
     CheckpointError,
     ClusterError,
@@ -36,18 +35,22 @@ from npt_dask.errors import (
     ScratchError,
     StoreError,
 )
-from npt_dask.estimator import NonlinearProjection
-from npt_dask.fitting import fit
-from npt_dask.kernel_ridge import (
+from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
+from npt_dask.npt import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+from npt_dask.npt.estimator import NonlinearProjection
+from npt_dask.npt.fitting import fit
+from npt_dask.npt.model import NPTModel, SolverDiagnostics, load
+from npt_dask.npt.project import project
+from npt_dask.ridge.estimators import (
     KernelRidge,
     KernelRidgeClassifier,
     KernelRidgeClassifierCV,
     KernelRidgeCV,
 )
-from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
-from npt_dask.model import NPTModel, SolverDiagnostics, load
-from npt_dask.projection import project
-from npt_dask.store import ModelManifest
+from npt_dask.runtime.cluster import TLSConfig, connect
+from npt_dask.storage.store import ModelManifest
+
+_aliases.install()
 
 __all__ = [
     "KERNELS",

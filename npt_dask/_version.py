@@ -1,5 +1,5 @@
 """The installed npt-dask version: a leaf module (it imports no npt_dask module), read by
-the package facade (``npt_dask.__version__``), by :mod:`npt_dask.store` (each manifest's
+the package facade (``npt_dask.__version__``), by :mod:`npt_dask.storage.store` (each manifest's
 ``package_version``) and by ``npt --version``, so none of them imports the facade."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class NPTError(Exception):
     ``param`` names the parameter the error is about (set by the parameter table's
     check); ``spellings`` maps a Python spelling in the message (``"resume=False"``)
     to the command line's (``"--overwrite"``). The command line rewrites its messages
-    from these two, never by matching wording (:func:`npt_dask.cli.for_the_command_line`).
+    from these two, never by matching wording (:func:`npt_dask.interface.cli.for_the_command_line`).
     Both survive pickling (they live in the instance's ``__dict__``).
 
     >>> err = InputError("The 'tol' parameter must be ...", param="tol")

@@ -2,7 +2,7 @@
 
 import sys
 
-from npt_dask.cli import main
+from npt_dask.interface.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["run", *sys.argv[1:]]))

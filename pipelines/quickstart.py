@@ -11,7 +11,7 @@ pixels. Writes ``results/quickstart/{report.json, summary.txt, *.png}``.
 import sys
 from pathlib import Path
 
-from npt_dask.cli import main
+from npt_dask.interface.cli import main
 
 CONFIG = Path(__file__).with_name("quickstart.toml")
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from dask.callbacks import Callback
 
-from npt_dask._owners import is_dead, owner_tag
-from npt_dask.datasets import load_npz
+from npt_dask.runtime.owners import is_dead, owner_tag
+from npt_dask.storage.datasets import load_npz
 
 REPO = Path(__file__).resolve().parents[1]
 

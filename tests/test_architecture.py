@@ -1,5 +1,5 @@
 """Clean edges: no import cycles, no private names across modules, one errors module,
-imports that follow the README's declared layer order, benchmarks that import what exists.
+imports that follow the layer order of the folders, benchmarks that import what exists.
 
 Read from the source with ``ast`` (nothing is imported): every ``import`` and
 ``from ... import`` of an ``npt_dask`` module counts, at module level or inside
@@ -144,37 +144,37 @@ def test_no_import_cycle_of_any_kind():
 def test_the_any_kind_cycle_check_can_fail():
     hidden = (
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from npt_dask.model import NPTModel\n"
-        "def grow():\n    from npt_dask import growth\n"
+        "if TYPE_CHECKING:\n    from npt_dask.npt.model import NPTModel\n"
+        "def grow():\n    from npt_dask.npt import growth\n"
     )
     tree = ast.parse(hidden)
     assert {t for t, _ in _imports_in(tree, "npt_dask", every=True)} >= {
-        "npt_dask.model", "npt_dask.growth",
+        "npt_dask.npt.model", "npt_dask.npt.growth",
     }  # fmt: skip
-    assert "npt_dask.model" not in {t for t, _ in _imports_in(tree, "npt_dask", every=False)}
+    assert "npt_dask.npt.model" not in {t for t, _ in _imports_in(tree, "npt_dask", every=False)}
     graph = _graph_of_any_kind()
-    assert "npt_dask.store" in graph["npt_dask.model"]
-    graph["npt_dask.store"].add("npt_dask.model")  # the store naming the model it saves
+    assert "npt_dask.storage.store" in graph["npt_dask.npt.model"]
+    graph["npt_dask.storage.store"].add("npt_dask.npt.model")  # the store naming the model it saves
     assert _cycle(graph, every_edge=True) is not None
 
 
 def test_the_any_kind_cycle_check_sees_a_child_importing_its_facade():
-    """Issue 27 audit, item 10: ``store`` reading ``__version__`` from the facade that
+    """``store`` reading ``__version__`` from the facade that
     imports ``store`` is a loop; ``from npt_dask import errors`` (a submodule) is not."""
     facade = "def _manifest():\n    from npt_dask import __version__\n"
-    submodule = "from npt_dask import _atomic, errors\n"
+    submodule = "from npt_dask import errors\nfrom npt_dask.runtime import atomic\n"
     assert _imports_in(ast.parse(facade), "npt_dask", every=True) == [("npt_dask", ["__version__"])]
     assert {t for t, _ in _imports_in(ast.parse(submodule), "npt_dask", every=True)} == {
-        "npt_dask._atomic", "npt_dask.errors",
+        "npt_dask.runtime.atomic", "npt_dask.errors",
     }  # fmt: skip
     graph = _graph_of_any_kind()
-    assert "npt_dask.store" in graph["npt_dask"]  # the facade imports the store
+    assert "npt_dask.storage.store" in graph["npt_dask"]  # the facade imports the store
     assert _cycle(graph, every_edge=True) is None
-    graph["npt_dask.store"].add("npt_dask")  # the store's old version import
+    graph["npt_dask.storage.store"].add("npt_dask")  # the store's old version import
     found = _cycle(graph, every_edge=True)
     assert found is not None
     assert found[0] == found[-1] == "npt_dask", found
-    assert found[-2] == "npt_dask.store", found
+    assert found[-2] == "npt_dask.storage.store", found
 
 
 def test_no_private_name_imported_across_modules():
@@ -200,7 +200,7 @@ def test_every_exception_lives_in_errors():
 
 # --- one atomic writer ----------------------------------------------------------------
 
-ATOMIC = "npt_dask._atomic"
+ATOMIC = "npt_dask.runtime.atomic"
 _RENAMES = {"os.rename", "os.replace", "os.renames", "shutil.move"}
 
 
@@ -251,12 +251,12 @@ def test_the_rename_check_can_fail():
 
 
 def test_block_engine_is_numpy_only():
-    """The layer rule of :mod:`npt_dask.blocks`: arrays in, arrays out (numpy, or another
-    array API namespace through :mod:`npt_dask._namespace`); no dask, xarray or zarr (the
+    """The layer rule of :mod:`npt_dask.engine.blocks`: arrays in, arrays out (numpy, or another
+    array API namespace through :mod:`npt_dask.arrays.namespace`); no dask, xarray or zarr (the
     standard library's threading, weakref and functools serve its per-process memo of
     prepared centres, ``blocks._PREPARED``)."""
-    allowed = {"npt_dask._buffers", "npt_dask._namespace", "npt_dask.kernels"}
-    tree = ast.parse(MODULES["npt_dask.blocks"].read_text())
+    allowed = {"npt_dask.arrays.buffers", "npt_dask.arrays.namespace", "npt_dask.kernels"}
+    tree = ast.parse(MODULES["npt_dask.engine.blocks"].read_text())
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -270,19 +270,21 @@ def test_block_engine_is_numpy_only():
     assert {m for m in imported if m.startswith("npt_dask")} <= allowed
 
 
-# --- the declared layer order -------------------------------------------------------------
+# --- the layers, one folder each ------------------------------------------------------------
 
-README = PACKAGE.parent / "README.md"
-
-
-def _declared_layers() -> list[list[str]]:
-    """The README's import-direction line (`errors` ← `params` ← ...), lowest layer first."""
-    text = " ".join(README.read_text().split())
-    start = text.index("`errors` ←")
-    line = text[start : text.index(".", text.index("`cli`", start))]
-    return [
-        [f"npt_dask.{name.strip('` ')}" for name in layer.split("/")] for layer in line.split("←")
-    ]
+LAYERS: list[list[str]] = [
+    ["npt_dask.errors", "npt_dask._version", "npt_dask._aliases"],
+    ["npt_dask.arrays"],
+    ["npt_dask.runtime"],
+    ["npt_dask.kernels"],
+    ["npt_dask.linalg"],
+    ["npt_dask.engine"],
+    ["npt_dask.storage"],
+    ["npt_dask.npt"],
+    ["npt_dask.ridge", "npt_dask.methods"],
+    ["npt_dask.interface", "npt_dask.__main__"],
+]
+"""The layers, lowest first: a module imports from its own layer or those below it."""
 
 
 def _layer_of(module: str, layers: list[list[str]]) -> int | None:
@@ -293,8 +295,8 @@ def _layer_of(module: str, layers: list[list[str]]) -> int | None:
 
 
 def _upward_imports(graph: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
-    """``a -> ... -> b`` for each declared module ``a`` that reaches a module ``b`` of a
-    higher declared layer, directly or through undeclared modules. The package facade
+    """``a -> ... -> b`` for each layered module ``a`` that reaches a module ``b`` of a
+    higher layer, directly or through modules of no layer. The package facade
     (``npt_dask/__init__.py``, which re-exports everything) is not a step."""
     found = []
     for start in sorted(graph):
@@ -316,15 +318,22 @@ def _upward_imports(graph: dict[str, set[str]], layers: list[list[str]]) -> list
     return found
 
 
-def test_declared_layers_name_real_modules():
-    layers = _declared_layers()
-    assert layers[0] == ["npt_dask.errors"]
-    assert layers[-1] == ["npt_dask.cli"]
-    assert all(m in MODULES for layer in layers for m in layer), layers
+def test_every_module_has_a_layer():
+    """No module sits outside the layers but the facade: a new folder is placed on purpose."""
+    unplaced = [m for m in MODULES if m != "npt_dask" and _layer_of(m, LAYERS) is None]
+    assert not unplaced, unplaced
 
 
-def test_imports_follow_the_declared_layer_order():
-    assert _upward_imports(_graph(), _declared_layers()) == []
+def test_the_top_holds_only_the_face():
+    """Beside the folders, the top holds the facade, the errors, the version and the table
+    of moved module paths, nothing else."""
+    top = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name != "__init__.py"}
+    assert top == {"npt_dask.errors", "npt_dask._version", "npt_dask._aliases",
+                   "npt_dask.__main__"}, top  # fmt: skip
+
+
+def test_imports_follow_the_layer_order():
+    assert _upward_imports(_graph(), LAYERS) == []
 
 
 def test_the_layer_check_can_fail():
@@ -410,7 +419,7 @@ def test_block_products_are_the_same_on_array_api_strict():
     paths (scratch buffers, ``out=``), <= 1e-12."""
     import numpy as np
 
-    from npt_dask.blocks import (
+    from npt_dask.engine.blocks import (
         PANEL_ROWS,
         block_products,
         block_times,
@@ -450,15 +459,15 @@ def test_block_products_are_the_same_on_array_api_strict():
 
 
 def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
-    """:class:`npt_dask.consumers.RowBlock` takes the namespace of the rows it is handed
+    """:class:`npt_dask.engine.consumers.RowBlock` takes the namespace of the rows it is handed
     (the one decision), brings the centres there and hands host (numpy) results back: the
     same as numpy's for every product consumer."""
     import numpy as np
 
-    from npt_dask.blocks import projection_terms
-    from npt_dask.consumers import Apply, Cross, Gram, Normal, Projection, RowBlock
+    from npt_dask.engine.blocks import projection_terms
+    from npt_dask.engine.consumers import Apply, Cross, Gram, Normal, Projection, RowBlock
     from npt_dask.kernels import make_kernel
-    from npt_dask.tiles import TiledUpper
+    from npt_dask.linalg.tiles import TiledUpper
 
     rng = np.random.default_rng(2)
     z, x, w = rng.normal(size=(50, 6)), rng.normal(size=(20, 6)), rng.normal(size=(20, 3))
@@ -482,8 +491,9 @@ def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
 def test_the_plans_split_device_from_host_memory():
     """The blocks in flight and kept are device bytes, the driver's matrices host bytes;
     the two add up to what the budget check counts (unchanged on numpy)."""
-    from npt_dask.planning import in_flight_bytes, plan_fit
-    from npt_dask.ridge_planning import DEVICE_PARTS, plan_ridge
+    from npt_dask.engine.budget import in_flight_bytes
+    from npt_dask.npt.planning import plan_fit
+    from npt_dask.ridge.planning import DEVICE_PARTS, plan_ridge
 
     plan = plan_fit(n=4000, d=5, n_components=20, row_chunks=[500] * 8, itemsize=8,
                     solver="krylov", memory_budget=2**30, threads=2)  # fmt: skip

@@ -17,9 +17,9 @@ import pytest
 from scipy import ndimage
 
 import npt_dask as npt
-from npt_dask._owners import OWNER_PATTERN, is_dead, owner_tag
-from npt_dask.datasets import open_generated, write_deformed_mnist
 from npt_dask.errors import InputError
+from npt_dask.runtime.owners import OWNER_PATTERN, is_dead, owner_tag
+from npt_dask.storage.datasets import open_generated, write_deformed_mnist
 from tests.conftest import REPO, dead_owner_tag
 
 
@@ -100,7 +100,7 @@ def test_leftovers_of_discarded_projections_are_removed(tmp_path):
 
 _WRITER = """
 import sys
-from npt_dask.datasets import write_deformed_mnist
+from npt_dask.storage.datasets import write_deformed_mnist
 write_deformed_mnist(sys.argv[1], n_rows=2_000_000, source=sys.argv[2], chunk_size=500)
 """
 

@@ -23,7 +23,7 @@ import pytest
 import zarr
 
 import npt_dask as npt
-from npt_dask import cli
+from npt_dask.interface import cli
 from tests._clusters import tree_digest
 
 CLI = "cli"  # the expected "error" of a command-line row: exit status 2

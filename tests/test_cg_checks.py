@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from npt_dask import KernelRidge, cg
+from npt_dask import KernelRidge
 from npt_dask.errors import ConvergenceWarning, InputError
+from npt_dask.linalg import cg
 
 GAMMA = 0.3
 

@@ -15,7 +15,7 @@ import npt_dask as npt
 
 def _npt(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "npt_dask.cli", *args],
+        [sys.executable, "-m", "npt_dask", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -122,7 +122,8 @@ def test_help_is_readable():
 def test_a_bug_is_not_reported_as_bad_input(monkeypatch, tmp_path):
     """Only the library's own errors (and file errors) become exit status 2 with a
     message: a TypeError from a bug keeps its traceback."""
-    from npt_dask import cli, store
+    from npt_dask.interface import cli
+    from npt_dask.storage import store
 
     def broken(path):
         raise TypeError("unsupported operand type(s)")  # what a bug looks like

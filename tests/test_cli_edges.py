@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.cli import main
+from npt_dask.interface.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from npt_dask.cli import main
-from npt_dask.params import SEARCH_PARAMS
+from npt_dask.interface.cli import main
+from npt_dask.runtime.params import SEARCH_PARAMS
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask import cli
 from npt_dask.errors import KernelScaleWarning
+from npt_dask.interface import cli
 
 WARNING = "KernelScaleWarning: The kernel sees these rows as unlike every training row"
 
@@ -38,7 +38,7 @@ def _console_script() -> list[str]:
     module."""
     script = Path(sys.executable).parent / "npt"
     found = str(script) if script.is_file() else shutil.which("npt")
-    return [found] if found else [sys.executable, "-m", "npt_dask.cli"]
+    return [found] if found else [sys.executable, "-m", "npt_dask"]
 
 
 def _project(folder: Path, out: Path, **env: str) -> subprocess.CompletedProcess:

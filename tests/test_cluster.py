@@ -1,4 +1,4 @@
-"""``npt_dask.cluster``: connect, TLS settings, the embedded layout, the CLI options."""
+"""``npt_dask.runtime.cluster``: connect, TLS settings, the embedded layout, the CLI options."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from distributed import Client
 
 import npt_dask as npt
-from npt_dask import _scheduler, cli
-from npt_dask.cluster import TLSConfig, connect, default_layout, spill_directory
+from npt_dask.interface import cli
+from npt_dask.runtime import scheduler as _scheduler
+from npt_dask.runtime.cluster import TLSConfig, connect, default_layout, spill_directory
 
 
 def _free_port() -> int:

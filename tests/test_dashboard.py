@@ -9,7 +9,7 @@ import pytest
 from distributed import LocalCluster
 
 import npt_dask as npt
-from npt_dask.cli import main
+from npt_dask.interface.cli import main
 
 LINK = re.compile(r"^npt: dask dashboard at (http://\S+/status) ", re.MULTILINE)
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from npt_dask import datasets
-from npt_dask.datasets import (
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.storage import datasets
+from npt_dask.storage.datasets import (
     Deformation,
     deformed_mnist,
     open_generated,
     write_deformed_mnist,
 )
-from npt_dask.errors import InputError, InputTypeError
 from tests.conftest import data_dir
 
 N0 = 40

@@ -9,7 +9,7 @@ import xarray as xr
 import npt_dask as npt
 from npt_dask.errors import InputError
 
-plot = pytest.importorskip("npt_dask.plot")
+plot = pytest.importorskip("npt_dask.interface.plot")
 pytest.importorskip("matplotlib")
 
 

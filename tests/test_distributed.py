@@ -7,7 +7,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import npt_dask as npt
-from npt_dask._scheduler import current_client
+from npt_dask.runtime.scheduler import current_client
 from tests.conftest import align_signs
 
 

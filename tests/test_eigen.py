@@ -12,7 +12,7 @@ from npt_dask import (
     NegativeEigenvalueWarning,
     RankWarning,
 )
-from npt_dask.eigen import (
+from npt_dask.npt.eigen import (
     EigenResult,
     block_krylov_eigh,
     dense_eigh,

@@ -22,10 +22,11 @@ import xarray as xr
 import zarr
 
 import npt_dask as npt
-from npt_dask import progress, projection
-from npt_dask.datasets import DATA_DIR_ENV, load_npz
-from npt_dask.eigen import NEGATIVE_RATIO
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.npt import project as projection
+from npt_dask.npt.eigen import NEGATIVE_RATIO
+from npt_dask.runtime import progress
+from npt_dask.storage.datasets import DATA_DIR_ENV, load_npz
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def test_guard_detection_accepts_guarded_and_function_calls(tmp_path):
     done = _run_script(
         tmp_path,
         """
-        from npt_dask.cluster import _unguarded_main_call
+        from npt_dask.runtime.cluster import _unguarded_main_call
 
         def main():
             return _unguarded_main_call()
@@ -96,7 +97,7 @@ def test_guard_detection_accepts_guarded_and_function_calls(tmp_path):
 
 
 def test_plot_functions_take_what_users_hold(fitted, tmp_path):
-    plot = pytest.importorskip("npt_dask.plot")
+    plot = pytest.importorskip("npt_dask.interface.plot")
     model, data = fitted
     ds = npt.project(model, data, tmp_path / "p.zarr", chunk_size=40, progress=False)
     for obj in (model, model.to_dataset(), model.eigenvalues):

@@ -295,7 +295,7 @@ def test_mnist_krylov_matches_sklearn(mnist_small):
 
 def test_transform_with_residual_is_one_projection(digits_model, monkeypatch):
     """numpy-backed xarray: coordinates and residuals from a single computation."""
-    from npt_dask import consumers
+    from npt_dask.engine import consumers
 
     model, z = digits_model
     calls = []

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from npt_dask import InputError, KernelSpec
-from npt_dask.blocks import FAN_IN
-from npt_dask.gram import KernelOperator, kernel_diagonal, kernel_matrix
+from npt_dask.engine.blocks import FAN_IN
+from npt_dask.engine.pair_pass import KernelOperator, kernel_diagonal, kernel_matrix
 from tests.conftest import centered_gram
 
 IRREGULAR = ((113, 300, 7, 250, 130), (9,))
@@ -112,7 +112,7 @@ def test_auto_cache_follows_budget(x, spec, rng, monkeypatch):
 
 def test_operator_tree_sum_many_blocks(rng, spec):
     x = rng.normal(size=(610, 4))
-    monkey_split = FAN_IN  # the fan-in of every summation tree (npt_dask.blocks)
+    monkey_split = FAN_IN  # the fan-in of every summation tree (npt_dask.engine.blocks)
     op = KernelOperator(da.from_array(x, chunks=(30, -1)), spec, center=True)  # 21 blocks
     v = rng.normal(size=(610, 2))
     np.testing.assert_allclose(op.matmat(v), centered_gram(spec(x, x)) @ v, atol=1e-11)

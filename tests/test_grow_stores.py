@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.cli import main
 from npt_dask.errors import InputError, StoreError
-from npt_dask.pipeline import PipelineConfig, run
+from npt_dask.interface.cli import main
+from npt_dask.interface.pipeline import PipelineConfig, run
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def _no_growth(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("grew before checking the target")
 
-    monkeypatch.setattr("npt_dask.model.NPTModel.partial_fit", refuse)
+    monkeypatch.setattr("npt_dask.npt.model.NPTModel.partial_fit", refuse)
 
 
 def test_npt_grow_overwrite_replaces_the_store(stored, tmp_path, monkeypatch, capsys):
@@ -90,7 +90,7 @@ def test_pipeline_with_grow_reruns_with_overwrite(stored, tmp_path, monkeypatch)
         assert first["grow"]["rows_added"] > 0
         again = config.with_overrides(output={"overwrite": True})
         assert run(again, client=client, progress=False)["grow"]["n"] == first["grow"]["n"]
-        monkeypatch.setattr("npt_dask.pipeline.runner.fit_or_reuse", _refused)
+        monkeypatch.setattr("npt_dask.interface.pipeline.runner.fit_or_reuse", _refused)
         with pytest.raises(InputError, match="overwrite = true"):
             run(config, client=client, progress=False)  # no overwrite: before the fit
 

@@ -17,7 +17,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 import npt_dask as npt
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.growth import GrowingModel, grow
+from npt_dask.npt.growth import GrowingModel, grow
 from tests.conftest import align_signs, centered_gram
 
 GAMMA = 0.3
@@ -209,7 +209,7 @@ def test_a_truncated_estimator_refits_the_union_warm_started(data):
 
 
 def test_command_line_grows_a_stored_model(data, tmp_path, capsys):
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     for name, rows in {"start": data[:40], "day1": data[40:120], "day2": data[120:200]}.items():
         np.save(tmp_path / f"{name}.npy", rows)
@@ -231,8 +231,8 @@ def test_command_line_grows_a_stored_model(data, tmp_path, capsys):
 
 
 def test_pipeline_grow_stage_grows_a_stored_model_from_files(data, parent, tmp_path):
-    from npt_dask.pipeline.config import PipelineConfig
-    from npt_dask.pipeline.grow import grow_stored
+    from npt_dask.interface.pipeline.config import PipelineConfig
+    from npt_dask.interface.pipeline.grow import grow_stored
 
     parent.save(tmp_path / "m0.zarr")
     np.save(tmp_path / "day1.npy", data[40:120])

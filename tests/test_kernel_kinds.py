@@ -3,8 +3,8 @@ carry their parameter (item 4).
 
 Each kind of kernel is its own class; what differs by kind is said by the class
 (``evaluated``, ``storable``, ``feature_local`` and its methods), and the graph code
-dispatches on it once (:func:`npt_dask.gram.block_source`,
-:func:`npt_dask.projector.rows_kind`).
+dispatches on it once (:func:`npt_dask.engine.pair_pass.block_source`,
+:func:`npt_dask.npt.projector.rows_kind`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 import npt_dask as npt
-from npt_dask import cli
-from npt_dask.eigen import block_krylov_eigh, dense_eigh
+from npt_dask.engine.pair_pass import EvaluatedBlocks, GivenBlocks, KernelOperator, block_source
 from npt_dask.errors import InputError, KernelParameterError
-from npt_dask.gram import EvaluatedBlocks, GivenBlocks, KernelOperator, block_source
+from npt_dask.interface import cli
 from npt_dask.kernels import (
     CallableKernel,
     KernelSpec,
@@ -27,9 +26,10 @@ from npt_dask.kernels import (
     PrecomputedKernel,
     make_kernel,
 )
-from npt_dask.params import check_param
-from npt_dask.planning import plan_fit, takes_explicit_path
-from npt_dask.projector import FeatureRows, KernelRows, rows_kind
+from npt_dask.npt.eigen import block_krylov_eigh, dense_eigh
+from npt_dask.npt.planning import plan_fit, takes_explicit_path
+from npt_dask.npt.projector import FeatureRows, KernelRows, rows_kind
+from npt_dask.runtime.params import check_param
 
 
 def _block(a, b):
@@ -197,7 +197,7 @@ def test_rpcholesky_stopping_early_plans_for_the_rows_it_chose():
 def test_eager_rows_come_back_without_a_scheduler():
     import xarray as xr
 
-    from npt_dask._inputs import rows_like
+    from npt_dask.runtime.inputs import rows_like
 
     values = np.arange(12.0).reshape(6, 2)
     assert rows_like(np.zeros((6, 3)), values) is values

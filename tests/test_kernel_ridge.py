@@ -461,8 +461,8 @@ def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmark
 _KILLED_FIT = """
 import sys, time
 import numpy as np
-import npt_dask.checkpoint as checkpoint
-import npt_dask.ridge_solvers as solvers
+import npt_dask.ridge.checkpoint as checkpoint
+import npt_dask.ridge.solvers as solvers
 from npt_dask import KernelRidge
 
 checkpoint_path, out, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "slow"
@@ -537,7 +537,7 @@ def test_pipeline_kernel_ridge_stage_without_a_model(tmp_path):
     from sklearn.datasets import make_moons
     from sklearn.model_selection import train_test_split
 
-    from npt_dask.pipeline import PipelineConfig, run
+    from npt_dask.interface.pipeline import PipelineConfig, run
 
     values = {
         "name": "krr",
@@ -565,7 +565,7 @@ def test_pipeline_kernel_ridge_stage_without_a_model(tmp_path):
 
 
 def test_pipeline_kernel_ridge_stage_takes_the_models_kernel(tmp_path):
-    from npt_dask.pipeline import PipelineConfig, run
+    from npt_dask.interface.pipeline import PipelineConfig, run
 
     values = {
         "name": "krr",
@@ -587,7 +587,7 @@ def test_pipeline_kernel_ridge_stage_takes_the_models_kernel(tmp_path):
 def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, capsys):
     import json
 
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     x, _, _ = _data(n=340)
     y = (np.sin(2 * x[:, 0]) > 0).astype(int)

@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from npt_dask import KernelParameterError, KernelSpec, make_kernel
-from npt_dask._parallel import set_elementwise_threads
+from npt_dask.arrays.threads import set_elementwise_threads
 from npt_dask.kernels import KERNELS
 from tests.conftest import KERNEL_VALUES
 
@@ -134,7 +134,7 @@ def test_out_buffer_is_filled_and_checked(name, rng):
 
 
 def test_scratch_and_populated_buffers():
-    from npt_dask._buffers import clear_scratch, populated_empty, scratch
+    from npt_dask.arrays.buffers import clear_scratch, populated_empty, scratch
 
     big = populated_empty((1 << 22,), np.float64)  # 32 MiB: the populated path
     big[:] = 1.0

@@ -206,7 +206,7 @@ def test_names_are_stored_verified_and_used_by_project_and_grow(frame_model, tmp
 
 
 def test_npt_grow_reorders_named_features(tmp_path, capsys):
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     base = _xa(X[:60]).to_dataset(name="x")
     base.to_zarr(tmp_path / "day0.zarr")

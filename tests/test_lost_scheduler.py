@@ -31,7 +31,7 @@ def test_killed_scheduler_ends_npt_project_with_one_line_saying_how_to_resume(tm
         cmd = [
             sys.executable,
             "-m",
-            "npt_dask.cli",
+            "npt_dask",
             "project",
             str(path),
             str(tmp_path / "z.npy"),
@@ -86,7 +86,7 @@ def test_a_connection_error_before_the_client_notices_is_a_lost_scheduler():
     """The race the probe saw in 2 of 6 kills: ``ConnectionResetError`` reaches ``npt
     project`` while the client still says "running"; it is the lost scheduler (one line,
     re-run to resume), not a task's error. A task's own error stays one."""
-    from npt_dask.projection import _scheduler_lost  # the rule itself, without a cluster
+    from npt_dask.npt.project import _scheduler_lost  # the rule itself, without a cluster
 
     reset = ConnectionResetError(104, "Connection reset by peer")
     assert _scheduler_lost(_Client(after=0.3), reset, wait=3.0)

@@ -1,6 +1,6 @@
 """Checks from the table everywhere (issue 27 item 7): the methods on coordinates,
 the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
-their parameters as data in :mod:`npt_dask.params`, and refuse each bad value the table
+their parameters as data in :mod:`npt_dask.runtime.params`, and refuse each bad value the table
 generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask import cli
 from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
+from npt_dask.interface import cli
 from npt_dask.methods import (
     PCAL1,
     ChunkedLinearSVM,
@@ -29,7 +29,7 @@ from npt_dask.methods import (
     kernel_svm,
 )
 from npt_dask.methods.ksvm import linear_svm
-from npt_dask.params import (
+from npt_dask.runtime.params import (
     FISHER_PARAMS,
     GROW_PARAMS,
     KERNEL_SVM_PARAMS,

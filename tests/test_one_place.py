@@ -1,6 +1,6 @@
 """Each fixed choice and default is declared once (issue 19, items 2 and 5).
 
-The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.params`;
+The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.params`;
 the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
 all name the same type, so a new choice is added in one place.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask import params
-from npt_dask.params import PARAMS, FitParams, Options
+from npt_dask.runtime import params
+from npt_dask.runtime.params import PARAMS, FitParams, Options
 
 CHOICES = {
     "solver": (params.Solver, params.SolverAlias),
@@ -55,7 +55,7 @@ def test_solver_aliases_are_the_alias_literal():
 
 
 def test_defaults_read_from_the_table():
-    from npt_dask.eigen import select_eigenpairs
+    from npt_dask.npt.eigen import select_eigenpairs
 
     rtol = inspect.signature(select_eigenpairs).parameters["rtol"].default
     assert rtol == params.DEFAULT_RTOL["float64"]
@@ -143,7 +143,7 @@ def test_the_same_bad_labels_get_the_same_error(labels):
     """Kernel-target alignment refuses bad labels as the other label readers do (Fisher's
     discriminant here): the same class and words, only the owner named differs."""
     from npt_dask.methods import FisherDiscriminant, kernel_target_alignment
-    from npt_dask.training import class_labels
+    from npt_dask.npt.training import class_labels
 
     x = np.random.default_rng(0).normal(size=(40, 3))
     refused = []
@@ -161,7 +161,7 @@ def test_the_same_bad_labels_get_the_same_error(labels):
 def test_solver_help_states_the_auto_rule_of_the_plan():
     """The table's solver help (``npt fit --help``) says when ``solver="auto"`` takes the
     dense solver, with the plan's own numbers (planning decides; params cannot import it)."""
-    from npt_dask.planning import AUTO_DENSE_FRACTION, DENSE_MAX_SAMPLES
+    from npt_dask.npt.planning import AUTO_DENSE_FRACTION, DENSE_MAX_SAMPLES
 
     (solver,) = [p for p in PARAMS if p.name == "solver"]
     assert "n_components=None" in solver.help

@@ -20,11 +20,11 @@ import pytest
 import scipy.linalg
 
 import npt_dask as npt
-from npt_dask.eigen import DriverPanels, block_krylov_eigh
-from npt_dask.gram import KernelOperator
+from npt_dask.engine.pair_pass import KernelOperator
 from npt_dask.kernels import make_kernel
-from npt_dask.panels import ChunkedPanels
-from npt_dask.planning import FIXED_OVERHEAD, basis_bytes, plan_fit
+from npt_dask.npt.eigen import DriverPanels, block_krylov_eigh
+from npt_dask.npt.panels import ChunkedPanels
+from npt_dask.npt.planning import FIXED_OVERHEAD, basis_bytes, plan_fit
 from tests.conftest import REPO, align_signs, centered_gram
 
 CHUNKS = (400, 300, 517, 283)  # irregular on purpose

@@ -25,7 +25,7 @@ import npt_dask as npt
 from npt_dask import NonlinearProjection
 from npt_dask.errors import RankWarning, StoreError
 from npt_dask.kernels import KernelSpec, make_kernel
-from npt_dask.preimage import rbf_preimage
+from npt_dask.npt.preimage import rbf_preimage
 from tests.conftest import align_signs
 
 RNG = np.random.default_rng(7)
@@ -206,9 +206,9 @@ def test_inverse_transform_matches_kernel_pca(kernel, params):
 
 def test_inverse_transform_streamed_conjugate_gradients(monkeypatch):
     """Above DENSE_KRR_ROWS the ridge system is solved by passes over kernel blocks."""
-    import npt_dask.preimage
+    import npt_dask.npt.preimage
 
-    monkeypatch.setattr(npt_dask.preimage, "DENSE_KRR_ROWS", 10)
+    monkeypatch.setattr(npt_dask.npt.preimage, "DENSE_KRR_ROWS", 10)
     x, z = DIGITS[:200], DIGITS[200:230]
     kpca = KernelPCA(
         8, kernel="rbf", gamma=0.05, fit_inverse_transform=True, alpha=0.1,
@@ -254,7 +254,7 @@ def test_inverse_map_holds_no_more_than_its_plan():
     import tracemalloc
 
     from npt_dask.errors import ConvergenceWarning
-    from npt_dask.preimage import fit_inverse_map
+    from npt_dask.npt.preimage import fit_inverse_map
 
     x = np.random.default_rng(0).normal(size=(1500, 5))
     model = npt.fit(x, n_components=8, gamma=0.5, chunk_size=300, solver="krylov")

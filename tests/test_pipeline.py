@@ -11,8 +11,8 @@ from distributed import Client, LocalCluster
 
 import npt_dask as npt
 from npt_dask.errors import InputError
-from npt_dask.pipeline import PipelineConfig, load_config, run
-from npt_dask.pipeline.config import MethodConfig
+from npt_dask.interface.pipeline import PipelineConfig, load_config, run
+from npt_dask.interface.pipeline.config import MethodConfig
 from tests.conftest import REPO
 
 CONFIGS = sorted((REPO / "pipelines").glob("*.toml"))
@@ -156,7 +156,7 @@ def test_npt_run_command_line(tmp_path):
         "[output]\nplots = false\n"
     )
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "npt_dask.cli", "run", str(config), "--output", str(out)]
+    cmd = [sys.executable, "-m", "npt_dask", "run", str(config), "--output", str(out)]
     done = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())

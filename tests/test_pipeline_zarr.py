@@ -10,11 +10,11 @@ from distributed import Client, LocalCluster
 from scipy import ndimage
 
 import npt_dask as npt
-from npt_dask.datasets import write_deformed_mnist
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.interface.pipeline import PipelineConfig, run
+from npt_dask.interface.pipeline.data import generate_if_absent, load_split
 from npt_dask.methods import total_variance
-from npt_dask.pipeline import PipelineConfig, run
-from npt_dask.pipeline.data import generate_if_absent, load_split
+from npt_dask.storage.datasets import write_deformed_mnist
 
 N0 = 40
 

@@ -3,7 +3,7 @@
 On paper: a grid of (n, r, chunk size, budget) where every plan either fits
 in its budget or is refused with a clear error, never chosen over budget. For
 real: small budgets in fresh processes, where the measured growth of peak RSS
-stays within budget + :data:`~npt_dask.planning.FIXED_OVERHEAD`.
+stays within budget + :data:`~npt_dask.npt.planning.FIXED_OVERHEAD`.
 """
 
 from __future__ import annotations
@@ -16,19 +16,21 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.errors import InputError
-from npt_dask.planning import (
-    FIXED_OVERHEAD,
-    basis_bytes,
-    chunked_driver_bytes,
+from npt_dask.engine.budget import (
     default_memory_budget,
-    dense_bytes,
     in_flight_bytes,
     kept_bytes,
     kept_pairs,
+    upper_pairs,
+)
+from npt_dask.errors import InputError
+from npt_dask.npt.planning import (
+    FIXED_OVERHEAD,
+    basis_bytes,
+    chunked_driver_bytes,
+    dense_bytes,
     plan_fit,
     small_bytes,
-    upper_pairs,
     work_bytes,
 )
 from tests.conftest import REPO

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse
 from sklearn.metrics.pairwise import rbf_kernel
 
-from npt_dask.blocks import _PREPARED, PREPARED_BYTES, scratch_block
+from npt_dask.engine.blocks import _PREPARED, PREPARED_BYTES, scratch_block
 from npt_dask.kernels import KERNELS, Prepared, make_kernel
 
 RNG = np.random.default_rng(7)

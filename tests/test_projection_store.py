@@ -18,9 +18,9 @@ import pytest
 import zarr
 
 import npt_dask as npt
-from npt_dask import projection
-from npt_dask._owners import owner_tag
 from npt_dask.errors import InputError, ProjectionError, ResidualWarning, StoreError
+from npt_dask.npt import project as projection
+from npt_dask.runtime.owners import owner_tag
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_model_of_another_shape_replaced_mid_run_is_a_store_in_use_error(
     n, d, r = shape
     other = npt.fit(np.random.default_rng(8).normal(size=(n, d)), "rbf", gamma=0.1,
                     n_components=r, chunk_size=50, random_state=0)  # fmt: skip
-    from npt_dask import store
+    from npt_dask.storage import store
 
     # the save lands after a task's first check of the store, or after its first block
     owner, hook = (
@@ -249,7 +249,7 @@ def test_interrupted_finish_still_reads_as_incomplete_and_resumes(saved, tmp_pat
         moved.append(member.name)
         return promote(member, target)
 
-    from npt_dask._atomic import promote
+    from npt_dask.runtime.atomic import promote
 
     monkeypatch.setattr(projection, "promote", one_then_kill)
     with pytest.raises(KeyboardInterrupt):

@@ -84,7 +84,7 @@ def test_kubernetes_manifests():
     (job,) = _yaml("kubernetes/npt-job.yaml")
     assert job["kind"] == "Job"
     (container,) = job["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["python", "-m", "npt_dask.cli"]
+    assert container["command"] == ["python", "-m", "npt_dask"]
     assert f"tcp://{name}-scheduler:8786" in container["args"]
     assert {worker["image"], scheduler["image"], container["image"]} == {IMAGE}
     docker = (CLUSTER / "kubernetes" / "Dockerfile").read_text()
@@ -95,9 +95,9 @@ def test_kubernetes_manifests():
 
 def test_referenced_entry_points_exist():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["npt"] == "npt_dask.cli:main"
+    assert project["scripts"]["npt"] == "npt_dask.interface.cli:main"
     out = subprocess.run(
-        [sys.executable, "-m", "npt_dask.cli", "project", "--help"],
+        [sys.executable, "-m", "npt_dask", "project", "--help"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     for option in ("--scheduler", "--scheduler-file", "--tls-ca-file", "--tls-cert", "--tls-key"):

@@ -27,7 +27,8 @@ from dask import delayed
 from distributed import KilledWorker
 
 import npt_dask as npt
-from npt_dask import gram, projection
+from npt_dask.engine import pair_pass as gram
+from npt_dask.npt import project as projection
 from tests._clusters import LOOPBACK, listening, recipe, tree_digest
 from tests.conftest import align_signs
 
@@ -253,7 +254,7 @@ _KILL_SELF = textwrap.dedent(
     """
     import os, signal, sys
     from npt_dask import projection
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     step = projection.ProgressBar.step
 
@@ -309,9 +310,7 @@ def test_killed_client_resumes(cluster, data, tmp_path, where):
     done = zarr.open_group(str(out))["npt_done"][:].astype(bool)
     assert 5 <= done.sum() < len(done)
     before = _chunk_mtimes(out, np.flatnonzero(done))
-    subprocess.run(
-        [sys.executable, "-m", "npt_dask.cli", "project", *args], check=True, timeout=120
-    )
+    subprocess.run([sys.executable, "-m", "npt_dask", "project", *args], check=True, timeout=120)
     assert _chunk_mtimes(out, np.flatnonzero(done)) == before  # done chunks not rewritten
     assert tree_digest(out) == tree_digest(tmp_path / "clean.zarr")
 

@@ -22,10 +22,10 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import npt_dask as npt
-import npt_dask.graph as graph_module
+import npt_dask.engine.graph as graph_module
 import npt_dask.methods.ridge as ridge_module
-import npt_dask.training as training_module
-from npt_dask.blocks import LinearMoments
+import npt_dask.npt.training as training_module
+from npt_dask.engine.blocks import LinearMoments
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods import Ridge, RidgeClassifier, ridge_moments
 from tests.conftest import centered_gram

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask._owners import owner_tag
-from npt_dask.panels import ChunkedPanels
+from npt_dask.npt.panels import ChunkedPanels
+from npt_dask.runtime.owners import owner_tag
 
 
 def _dead_tag() -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-import npt_dask.panels as panels_module
+import npt_dask.npt.panels as panels_module
 from npt_dask.errors import ScratchError
 
 X = np.random.default_rng(17).normal(size=(120, 4))

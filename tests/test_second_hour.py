@@ -1,6 +1,6 @@
 """Issue 22: what a user trips on after the quickstart, through the calls they type.
 
-The command line runs in this process (``npt_dask.cli.main``), so each case is
+The command line runs in this process (``npt_dask.interface.cli.main``), so each case is
 fast; the messages checked are the ones a user reads.
 """
 
@@ -15,8 +15,8 @@ import pytest
 import xarray as xr
 
 import npt_dask as npt
-from npt_dask.cli import main
 from npt_dask.errors import KernelScaleWarning, NPTWarning, StoreError
+from npt_dask.interface.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_fit_docstring_lists_precomputed_and_callables() -> None:
 def test_resumed_bar_counts_on_from_the_chunks_done(files, capsys, tmp_path, monkeypatch) -> None:
     import dask
 
-    from npt_dask import projection
+    from npt_dask.npt import project as projection
 
     _, x = files
     model = npt.load(_fit_model(files, capsys))
@@ -240,7 +240,7 @@ def test_one_pass_one_feature_singular(files, capsys) -> None:
     model = npt.fit(x[:, :1], gamma=0.5, n_components=2)
     with pytest.raises(ValueError, match="has 2 features, but the model was fitted on 1 feature:"):
         model.transform(x[:, :2])
-    from npt_dask.pipeline.report import summary_text
+    from npt_dask.interface.pipeline.report import summary_text
 
     report = {"name": "t", "seconds": {}, "methods": {}, "outputs": {"dir": "d"},
               "memory": {"driver_peak_gib": 0.0, "worker_peak_gib": 0.0},
@@ -267,9 +267,9 @@ def test_landmark_pipeline_report(tmp_path, capsys, monkeypatch) -> None:
 
     from distributed import Client, LocalCluster
 
-    from npt_dask import cluster
-    from npt_dask.pipeline import PipelineConfig, run
-    from npt_dask.pipeline.report import summary_text
+    from npt_dask.interface.pipeline import PipelineConfig, run
+    from npt_dask.interface.pipeline.report import summary_text
+    from npt_dask.runtime import cluster
 
     @contextlib.contextmanager
     def in_process(*args, **kwargs):  # the run's own cluster, without spawning processes
@@ -337,7 +337,7 @@ def test_config_errors_use_the_config_keys(tmp_path, capsys) -> None:
 
 def test_scatter_names_the_wrong_argument() -> None:
     pytest.importorskip("matplotlib")
-    from npt_dask import plot
+    from npt_dask.interface import plot
 
     y = np.random.default_rng(0).normal(size=(50, 4))
     with pytest.raises(ValueError, match=r"labels has 49 entries but there are 50 samples"):
@@ -348,7 +348,7 @@ def test_scatter_names_the_wrong_argument() -> None:
 
 def test_legends_beside_the_points_titled_by_what_colours_them() -> None:
     pytest.importorskip("matplotlib")
-    from npt_dask import plot
+    from npt_dask.interface import plot
 
     rng = np.random.default_rng(0)
     ds = xr.Dataset(

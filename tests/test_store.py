@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 import npt_dask as npt
-from npt_dask import store
+from npt_dask.storage import store
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import pytest
 import zarr
 
 import npt_dask as npt
-from npt_dask import store
 from npt_dask.errors import (
     StoreError,
     StoreIntegrityError,
@@ -23,6 +22,7 @@ from npt_dask.errors import (
     StoreVersionError,
     StoreWarning,
 )
+from npt_dask.storage import store
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_truncated_array_metadata_is_a_store_error(fitted, tmp_path):
     meta.write_text(meta.read_text()[:40])
     with pytest.raises(StoreIntegrityError, match=r"eigenvectors/zarr.json could not be read"):
         npt.load(path)
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     assert main(["info", str(path)]) == 2  # one line, no JSONDecodeError traceback
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask import store
-from npt_dask._owners import owner_tag
 from npt_dask.errors import StoreError, StoreWarning
+from npt_dask.runtime.owners import owner_tag
+from npt_dask.storage import store
 from tests.conftest import dead_owner_tag
 
 

@@ -21,7 +21,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 import npt_dask as npt
-from npt_dask import scale
+from npt_dask.engine import scale
 from npt_dask.errors import InputError, KernelScaleWarning
 from npt_dask.methods import RidgeClassifier
 
@@ -57,7 +57,7 @@ def test_rows_on_another_scale_warn_everywhere(full, tmp_path):
 
 
 def test_npt_grow_warns_of_rows_on_another_scale(full, tmp_path, capsys):
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     full.save(tmp_path / "m0.zarr")
     np.save(tmp_path / "day1_u8.npy", (PIXELS[80:120] * 255).astype(np.uint8))
@@ -186,7 +186,7 @@ def test_truncated_partial_fit_says_it_refits_and_nothing_about_start():
 
 
 def test_start_kernel_wins_over_a_default_kernel(tmp_path, capsys):
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     x = PIXELS
     lap = npt.fit(x, "laplacian", gamma=0.05, n_components=6, landmarks=60, random_state=0)
@@ -207,7 +207,7 @@ def test_start_kernel_wins_over_a_default_kernel(tmp_path, capsys):
 def test_rbf_named_is_rbf_even_with_a_laplacian_start(tmp_path, capsys, how):
     """``kernel="rbf"`` is a kernel named, though it equals the default: the start's
     kernel no longer replaces it (it did: a laplacian model, or no warning at all)."""
-    from npt_dask.cli import main
+    from npt_dask.interface.cli import main
 
     x = PIXELS
     lap = npt.fit(x, "laplacian", gamma=0.05, n_components=6, landmarks=60, random_state=0)

@@ -49,7 +49,7 @@ def make_cluster(system: str, tls_dir: str | None = None) -> Any:
 def _tls(tls_dir: str | None) -> Any:
     if tls_dir is None:
         return None
-    from npt_dask.cluster import TLSConfig
+    from npt_dask.runtime.cluster import TLSConfig
 
     certs = Path(tls_dir)
     return TLSConfig(

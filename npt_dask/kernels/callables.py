@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from npt_dask._namespace import device_of, is_numpy, namespace_of, to_numpy
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, to_numpy
 from npt_dask.errors import KernelParameterError, KernelValueError
 from npt_dask.kernels.numerics import block_dtype, dense, is_sparse, source_of
 from npt_dask.kernels.specs import CALLABLE, KernelSpec

@@ -17,15 +17,15 @@ name           kappa(x, z)                           parameters (default)
 =============  ====================================  ==========================
 
 The hyperparameters each kernel takes, their defaults and constraints are declared in
-:data:`npt_dask.params.KERNEL_TABLE`; here are the functions, each taking the values
+:data:`npt_dask.runtime.params.KERNEL_TABLE`; here are the functions, each taking the values
 as a mapping: ``block(a, b, values, out=None)`` and ``diag(a, values)``, registered in
 :data:`MATH` with the rule that says when the kernel is positive semi-definite.
 
-Every function takes the namespace of its input (:func:`npt_dask._namespace.namespace_of`):
+Every function takes the namespace of its input (:func:`npt_dask.arrays.namespace.namespace_of`):
 numpy, a scipy.sparse block (numpy's), or any array API library (CuPy, torch,
 ``array_api_strict``) through the same code. numpy keeps three fast paths: a block is
 written into a given ``out`` buffer, its elementwise pass runs in place on cache-sized
-row tiles spread over threads (:func:`npt_dask._parallel.map_row_slices`), and the
+row tiles spread over threads (:func:`npt_dask.arrays.threads.map_row_slices`), and the
 laplacian's distances are SciPy's ``cdist``; other namespaces get a new array and their
 own parallelism. The dot-product kernels (rbf, polynomial, sigmoid, linear, cosine) cost
 one matrix product plus one elementwise pass; on numpy the same-operand product
@@ -47,9 +47,9 @@ import numpy as np
 import scipy.sparse
 from scipy.spatial.distance import cdist
 
-from npt_dask._namespace import device_of, is_numpy, namespace_of
-from npt_dask._parallel import map_row_slices
-from npt_dask.params import KERNEL_NAMES
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
+from npt_dask.arrays.threads import map_row_slices
+from npt_dask.runtime.params import KERNEL_NAMES
 
 __all__ = [
     "MATH",
@@ -490,7 +490,9 @@ MATH: Mapping[str, KernelMath] = {
     "cosine": KernelMath(cosine_block, cosine_diag, _always),
 }
 """Each named kernel's functions, by name (the names of
-:data:`npt_dask.params.KERNEL_TABLE`, which declares their hyperparameters)."""
+:data:`npt_dask.runtime.params.KERNEL_TABLE`, which declares their hyperparameters)."""
 
 if tuple(MATH) != KERNEL_NAMES:  # pragma: no cover - a kernel added to one place only
-    raise ImportError(f"npt_dask.params.KERNEL_TABLE has {KERNEL_NAMES}; MATH has {tuple(MATH)}")
+    raise ImportError(
+        f"npt_dask.runtime.params.KERNEL_TABLE has {KERNEL_NAMES}; MATH has {tuple(MATH)}"
+    )

@@ -22,11 +22,11 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from npt_dask._inputs import align_rows, wrap_rows
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
-from npt_dask.params import FISHER_PARAMS, check_estimator, table_defaults
-from npt_dask.training import class_labels
+from npt_dask.npt.training import class_labels
+from npt_dask.runtime.inputs import align_rows, wrap_rows
+from npt_dask.runtime.params import FISHER_PARAMS, check_estimator, table_defaults
 
 __all__ = ["FisherDiscriminant", "class_scatter"]
 

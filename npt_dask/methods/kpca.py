@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npt_dask.model import NPTModel
+from npt_dask.npt.model import NPTModel
 
 __all__ = ["explained_variance", "explained_variance_ratio", "total_variance"]
 

@@ -26,18 +26,18 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
-from npt_dask._inputs import align_rows, wrap_rows
-from npt_dask._scheduler import compute
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
-from npt_dask.params import (
+from npt_dask.npt.training import class_labels
+from npt_dask.runtime.inputs import align_rows, wrap_rows
+from npt_dask.runtime.params import (
     KERNEL_SVM_PARAMS,
     SVM_PARAMS,
     check_estimator,
     check_table,
     table_defaults,
 )
-from npt_dask.training import class_labels
+from npt_dask.runtime.scheduler import compute
 
 __all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
 
@@ -77,7 +77,7 @@ def kernel_svm(
     >>> round(clf.score(X, y), 2)
     1.0
     """
-    from npt_dask.estimator import NonlinearProjection
+    from npt_dask.npt.estimator import NonlinearProjection
 
     values = {"C": C, "solver": solver, "svm_params": svm_params}
     check_table(KERNEL_SVM_PARAMS, values, owner="kernel_svm")

@@ -18,10 +18,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from npt_dask._inputs import wrap_rows
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.methods._passes import as_coordinates, chunk_sums, maybe_persist
-from npt_dask.params import PCAL1_PARAMS, check_estimator, table_defaults
+from npt_dask.runtime.inputs import wrap_rows
+from npt_dask.runtime.params import PCAL1_PARAMS, check_estimator, table_defaults
 
 __all__ = ["PCAL1", "l1_dispersion"]
 

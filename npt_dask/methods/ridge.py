@@ -29,15 +29,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask._inputs import (
-    align_rows,
-    check_finite_block,
-    check_known_chunks,
-    is_data_array,
-    is_lazy,
-    wrap_rows,
-)
-from npt_dask.blocks import LinearMoments, chunk_moments, gram_of
+from npt_dask.engine.blocks import LinearMoments, chunk_moments, gram_of
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
@@ -45,8 +37,16 @@ from npt_dask.methods._passes import (
     as_labels,
     chunk_sums,
 )
-from npt_dask.params import LINEAR_RIDGE_PARAMS, check_estimator, table_defaults
-from npt_dask.training import class_labels
+from npt_dask.npt.training import class_labels
+from npt_dask.runtime.inputs import (
+    align_rows,
+    check_finite_block,
+    check_known_chunks,
+    is_data_array,
+    is_lazy,
+    wrap_rows,
+)
+from npt_dask.runtime.params import LINEAR_RIDGE_PARAMS, check_estimator, table_defaults
 
 __all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
 
@@ -424,7 +424,7 @@ class _RidgeBase(BaseEstimator):
 
     def _rows_for_fit(self, X: Any, y: Any, **validate: Any) -> tuple[da.Array, Any]:
         """X as row-chunked coordinates and y in X's row order (matched by label when
-        both label their rows: :func:`npt_dask._inputs.align_rows`)."""
+        both label their rows: :func:`npt_dask.runtime.inputs.align_rows`)."""
         if y is not None:
             y = align_rows(y, X, name="y")
         if is_lazy(X):

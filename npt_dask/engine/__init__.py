@@ -1,0 +1,1 @@
+"""The kernel applied out of core: blocks, consumers, the passes over row chunks, budgets."""

@@ -1,0 +1,94 @@
+"""Memory budgets of a pass: the default budget, blocks in flight and blocks kept.
+
+Pure arithmetic on sizes, the one rule shared by the NPT fit plan
+(:mod:`npt_dask.npt.planning`), the kernel ridge plan (:mod:`npt_dask.ridge.planning`),
+pre-images and the pair pass (:mod:`npt_dask.engine.pair_pass`) that keeps the blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "BLOCKS_PER_TASK",
+    "block_bytes",
+    "cached_fraction",
+    "default_memory_budget",
+    "in_flight_bytes",
+    "kept_bytes",
+    "kept_for",
+    "kept_pairs",
+    "upper_pairs",
+]
+
+BLOCKS_PER_TASK = 2
+"""Kernel blocks' worth of float64 a task holds at once: its block (in the
+kernel precision) and, for float32 blocks, a float64 copy or panels."""
+
+
+def default_memory_budget() -> int:
+    """A sixth of this machine's physical memory, in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total // 6)
+
+
+def in_flight_bytes(chunk: int, threads: int) -> int:
+    """Kernel blocks being evaluated at once: :data:`BLOCKS_PER_TASK` per task thread."""
+    return threads * BLOCKS_PER_TASK * 8 * chunk * chunk
+
+
+def upper_pairs(n_chunks: int) -> list[tuple[int, int]]:
+    """Block pairs ``(i, j)``, ``i <= j``, of a pass, in the order they are kept."""
+    return [(i, j) for i in range(n_chunks) for j in range(i, n_chunks)]
+
+
+def block_bytes(row_chunks: Sequence[int], pair: tuple[int, int], itemsize: int) -> int:
+    """Bytes of the kernel block ``pair = (i, j)``: ``rows_i x rows_j`` entries of ``itemsize``."""
+    i, j = pair
+    return row_chunks[i] * row_chunks[j] * itemsize
+
+
+def kept_bytes(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]], itemsize: int) -> int:
+    """Bytes the kept blocks hold between passes (:func:`block_bytes` summed)."""
+    return sum(block_bytes(row_chunks, pair, itemsize) for pair in kept)
+
+
+def kept_pairs(
+    row_chunks: Sequence[int], itemsize: int, budget: int
+) -> tuple[tuple[int, int], ...]:
+    """The longest prefix of :func:`upper_pairs` whose blocks fit in ``budget`` bytes.
+
+    >>> kept_pairs([100, 100, 50], 8, 3 * 100 * 100 * 8)
+    ((0, 0), (0, 1), (0, 2))
+    """
+    kept, used = [], 0
+    for pair in upper_pairs(len(row_chunks)):
+        used += block_bytes(row_chunks, pair, itemsize)
+        if used > budget:
+            break
+        kept.append(pair)
+    return tuple(kept)
+
+
+def kept_for(
+    cache: str, row_chunks: Sequence[int], itemsize: int, budget: int
+) -> tuple[tuple[int, int], ...]:
+    """The blocks a pass keeps for the next: every block (``cache="memory"``), none
+    (``"recompute"``), or (``"auto"``) the longest prefix within ``budget`` bytes
+    (:func:`kept_pairs`). The one rule of the fit plan and the kernel operator.
+
+    >>> kept_for("auto", [100, 100], 8, 2 * 100 * 100 * 8), kept_for("recompute", [100], 8, 0)
+    (((0, 0), (0, 1)), ())
+    """
+    if cache == "memory":
+        return tuple(upper_pairs(len(row_chunks)))
+    if cache == "recompute":
+        return ()
+    return kept_pairs(row_chunks, itemsize, budget)
+
+
+def cached_fraction(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]]) -> float:
+    """Share of a pass's kernel entries that the kept blocks hold."""
+    total = sum(row_chunks[i] * row_chunks[j] for i, j in upper_pairs(len(row_chunks)))
+    return sum(row_chunks[i] * row_chunks[j] for i, j in kept) / max(total, 1)

@@ -1,0 +1,282 @@
+"""The kernel-operator seam: ``kappa(rows, centres)`` evaluated block by block, and its uses.
+
+Every pass that needs the kernel between the rows of a data set and a set of
+*centres* -- a model's training rows, a ridge model's landmarks -- goes
+through :func:`row_pass` (sums and per-row outputs, computed now) or
+:func:`map_rows` (a lazy per-row result). One task per row chunk evaluates
+the chunk's kernel block against the centres once and hands it to every
+consumer the pass was given (:mod:`npt_dask.engine.consumers`): the projection
+``B W``, ridge's normal matrix ``B^T W B`` and right-hand side ``B^T W T``, a
+conjugate-gradient product ``B^T W (B p)``, the rows of ``K_mm`` from the
+centres' own rows, a digest of the data. So the fit's training pass, a
+projection, a prediction and every ridge solver read each block once per pass,
+whatever they take from it.
+
+* :class:`Centres` -- the operator's columns, shipped to the tasks once: rows
+  of features in panels ``(x_j, w_j)`` (``w_j``: weights that :class:`~npt_dask.
+  consumers.Apply` multiplies, or None), or a store that streams them.
+* :func:`row_pass` -- sums along ``chains`` fixed chains (chunk ``i`` joins
+  chain ``i mod chains``: memory bounded by ``chains`` running sums whatever n,
+  and the order of summation fixed, so the result does not depend on
+  scheduling); per-row outputs concatenated in row order.
+* :func:`map_rows` -- a lazy ``(n, width)`` result, one task per row chunk.
+* :func:`task_bytes` -- what a task holds, for the plans.
+
+Memory per task: the row chunk, its kernel block (``rows x m`` in the kernel
+precision; a whole-block consumer needs the centres as one panel, a product
+streams panel by panel), a float64 Fortran copy for the sums that must be
+float64 (:class:`~npt_dask.engine.consumers.Gram`, :class:`~npt_dask.engine.consumers.Cross`),
+and the consumers' outputs; plus, for a ``sum`` consumer, its chain's running sum.
+
+The array namespace of a pass is that of its row chunks, chosen once in the task body
+(:class:`~npt_dask.engine.consumers.RowBlock`): numpy chunks give numpy blocks, a CuPy-backed
+dask array CuPy blocks on the GPU; what the tasks return is host memory either way.
+
+Layer rule: graph code. Task bodies are :mod:`npt_dask.engine.consumers` (arrays only).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from npt_dask.engine.consumers import Consumer, RowBlock, add_into, dense_rows
+from npt_dask.kernels import KernelSpec
+from npt_dask.runtime.progress import ProgressBar, compute_counted
+from npt_dask.runtime.scheduler import compute, keep_blocks
+
+__all__ = [
+    "Centres",
+    "PassResult",
+    "block_bytes",
+    "chunk_inputs",
+    "chunk_tasks",
+    "map_rows",
+    "row_pass",
+    "task_bytes",
+]
+
+
+@dataclass(frozen=True)
+class Centres:
+    """The columns of a kernel operator, as the tasks receive them.
+
+    ``x_blocks``/``w_blocks``: the centre rows and their weights in panels (numpy
+    locally; futures on a cluster, kept with lineage by
+    :func:`npt_dask.runtime.scheduler.keep_blocks`), or ``store``: an object the tasks iterate
+    for ``(x_j, w_j)`` (a stored model's training blocks). ``sizes`` are the panels' row
+    counts; for a precomputed kernel the x blocks are None (the rows' column blocks of
+    the given matrix stand for them).
+    """
+
+    sizes: tuple[int, ...]
+    x_blocks: Sequence[Any] = ()
+    w_blocks: Sequence[Any] = ()
+    store: Any = None
+
+    @property
+    def m(self) -> int:
+        return int(sum(self.sizes))
+
+    @property
+    def panels(self) -> int:
+        return len(self.sizes)
+
+    def task_input(self) -> Any:
+        """The argument a task gets: ``(xs, ws)`` lists, or the store."""
+        if self.store is not None:
+            return self.store
+        return (list(self.x_blocks), list(self.w_blocks))
+
+    @classmethod
+    def of(
+        cls,
+        x: np.ndarray | None,
+        weights: np.ndarray | None = None,
+        *,
+        panel: int | None = None,
+        sizes: Sequence[int] | None = None,
+    ) -> Centres:
+        """Centres from numpy rows ``x`` (None for a precomputed kernel, then ``sizes``
+        gives the panels) and optional weights, in panels of ``panel`` rows (one panel:
+        None), shipped once."""
+        m = int(x.shape[0]) if x is not None else int(sum(sizes or ()))
+        if sizes is None:
+            step = panel or max(m, 1)
+            sizes = [min(step, m - s) for s in range(0, m, step)]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        cut = [slice(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
+        xs = [None] * len(cut) if x is None else keep_blocks([x[s] for s in cut])
+        ws = [None] * len(cut) if weights is None else keep_blocks([weights[s] for s in cut])
+        return cls(tuple(int(s) for s in sizes), xs, ws)
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What :func:`row_pass` returns: each ``rows`` consumer's per-chunk outputs (in row
+    order) and each ``sum`` consumer's total."""
+
+    rows: Mapping[str, list[Any]]
+    sums: Mapping[str, Any]
+
+
+def _chunk(
+    z: Any,
+    aux: Mapping[str, Any],
+    running: Mapping[str, Any] | None,
+    centres: Any,
+    kernel: KernelSpec,
+    consumers: Mapping[str, Consumer],
+    blas_threads: int = 1,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Task body: the chunk's kernel block, fed to every consumer (evaluated once), with
+    ``blas_threads`` BLAS threads (a worker process's all, for a pass of one running sum
+    per process)."""
+    if blas_threads > 1:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=blas_threads, user_api="blas"):
+            return _chunk(z, aux, running, centres, kernel, consumers)
+    rows = RowBlock(dense_rows(z), centres, kernel, aux)
+    outputs, sums = {}, {}
+    for name, consumer in consumers.items():
+        if consumer.kind == "rows":
+            outputs[name] = consumer(rows, None)
+        else:
+            sums[name] = consumer(rows, None if running is None else running[name])
+    return outputs, sums
+
+
+def _add_chains(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each sum's chains added into the first chain's (in place: the chains' sums are
+    owned by the pass)."""
+    total = dict(parts[0])
+    for part in parts[1:]:
+        for name, value in part.items():
+            total[name] = add_into(total[name], value)
+    return total
+
+
+def chunk_inputs(rows: da.Array, given: bool) -> list[Any]:
+    """Each row chunk of ``rows`` as a task argument (for a precomputed kernel, its list of
+    column blocks); keys stable across graphs (no run_spec clash)."""
+    parts = rows.to_delayed(optimize_graph=False)
+    if given:
+        return [list(parts[i]) for i in range(parts.shape[0])]
+    return [parts[i, 0] for i in range(parts.shape[0])]
+
+
+def _aux_blocks(aux: Mapping[str, Any], chunks: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The row-aligned extras split like the rows: one ``{name: block}`` per chunk."""
+    split: dict[str, list[Any]] = {}
+    for name, values in aux.items():
+        if values is None:
+            continue
+        arr = values if isinstance(values, da.Array) else da.from_array(np.asarray(values))
+        arr = arr.rechunk({0: chunks, **{a: -1 for a in range(1, arr.ndim)}})
+        split[name] = list(arr.to_delayed(optimize_graph=False).ravel())
+    return [{name: blocks[i] for name, blocks in split.items()} for i in range(len(chunks))]
+
+
+def row_pass(
+    rows: da.Array,
+    centres: Centres,
+    kernel: KernelSpec,
+    consumers: Mapping[str, Consumer],
+    *,
+    aux: Mapping[str, Any] | None = None,
+    chains: int = 1,
+    blas_threads: int = 1,
+    progress: ProgressBar | None = None,
+) -> PassResult:
+    """One pass over the row chunks of ``rows``: every consumer fed each chunk's block.
+
+    ``aux`` are row-aligned extras (numpy or dask, first axis n) the consumers read by
+    name (``"targets"``, ``"weights"``, ``"slot"``). ``chains`` running sums per ``sum``
+    consumer (``blas_threads`` BLAS threads per task under the local threaded
+    scheduler: ``threads / chains`` keeps the cores busy with fewer, larger sums).
+    ``progress`` steps once per finished chunk.
+    """
+    given = not kernel.evaluated
+    inputs = chunk_inputs(rows, given)
+    extras = _aux_blocks(aux or {}, tuple(int(c) for c in rows.chunks[0]))
+    task_centres = centres.task_input()
+    chains = max(1, min(int(chains), len(inputs)))
+    has_sums = any(c.kind == "sum" for c in consumers.values())
+    per_chunk: list[Any] = []
+    running: list[Any] = [None] * chains
+    for i, z in enumerate(inputs):
+        task = delayed(_chunk, pure=False, nout=2)(
+            z, extras[i], running[i % chains], task_centres, kernel, dict(consumers),
+            blas_threads,
+        )  # fmt: skip
+        per_chunk.append(task[0])
+        running[i % chains] = task[1]
+    total = delayed(_add_chains, pure=False)(running) if has_sums else None
+    if progress is None:
+        outputs, sums = compute(per_chunk, total, release_scratch=True, blas_threads=blas_threads)
+    else:
+        rest = [] if total is None else [total]
+        done = compute_counted(per_chunk, rest, progress, blas_threads=blas_threads)
+        outputs, sums = done[: len(per_chunk)], (done[-1] if rest else None)
+    names = [n for n, c in consumers.items() if c.kind == "rows"]
+    return PassResult({n: [o[n] for o in outputs] for n in names}, dict(sums or {}))
+
+
+def _mapped(z: Any, centres: Any, kernel: KernelSpec, consumer: Consumer, dtype: Any) -> Any:
+    out = consumer(RowBlock(dense_rows(z), centres, kernel, {}), None)
+    return np.asarray(out, dtype=dtype)
+
+
+def chunk_tasks(
+    rows: da.Array, centres: Centres, kernel: KernelSpec, consumer: Consumer, dtype: Any = None
+) -> list[Any]:
+    """One lazy output (Delayed) of a ``rows`` consumer per row chunk of ``rows`` (each
+    task streaming over the centre panels); ``dtype`` converts it (None: as it is)."""
+    task_centres = centres.task_input()
+    return [
+        delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype)
+        for z in chunk_inputs(rows, not kernel.evaluated)
+    ]
+
+
+def map_rows(
+    rows: da.Array,
+    centres: Centres,
+    kernel: KernelSpec,
+    consumer: Consumer,
+    *,
+    width: int,
+    dtype: Any = np.float64,
+) -> da.Array:
+    """A lazy ``(n, width)`` result of a ``rows`` consumer, one task per row chunk of
+    ``rows`` (each streaming over the centre panels)."""
+    tasks = chunk_tasks(rows, centres, kernel, consumer, dtype)
+    blocks = [
+        da.from_delayed(task, shape=(int(c), width), dtype=dtype)
+        for task, c in zip(tasks, rows.chunks[0], strict=True)
+    ]
+    return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+
+
+def block_bytes(rows: int, m: int, itemsize: int, *, float64_copy: bool) -> int:
+    """A task's kernel block ``rows x m`` in the kernel precision, and its float64 copy
+    when a consumer sums in float64 (:class:`~npt_dask.engine.consumers.Gram`)."""
+    return rows * m * (itemsize + (8 if float64_copy else 0))
+
+
+def task_bytes(rows: int, m: int, d: int, itemsize: int, k: int, *, float64_copy: bool) -> int:
+    """What one task holds: its rows (``rows x d``), the block (:func:`block_bytes`) and
+    its products with ``k`` columns (``B P``, its weighted copy: two ``rows x k`` and one
+    ``m x k`` float64)."""
+    return (
+        rows * d * itemsize
+        + block_bytes(rows, m, itemsize, float64_copy=float64_copy)
+        + 8 * (2 * rows * k + m * k)
+    )

@@ -1,0 +1,1 @@
+"""How people use npt-dask: the command line, figures and pipelines."""

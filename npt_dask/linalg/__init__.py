@@ -1,0 +1,1 @@
+"""Driver-side algebra: dense symmetric solves, upper tiles, conjugate gradient, preconditioners."""

@@ -1,0 +1,206 @@
+"""Preconditioners of kernel ridge's conjugate gradient (numpy blocks only).
+
+* :class:`FalkonCholesky` -- for Nyström kernel ridge ``H = K_nm^T W K_nm + alpha K_mm``
+  (Rudi, Carratino & Rosasco 2017; Meanti et al. 2020). With uniformly drawn centres
+  ``K_nm^T W K_nm ~ (w / m) K_mm^2`` (``w`` the total weight), so with
+  ``K_mm = T^T T`` (jittered) and ``T T^T / m + (alpha / w) I = A^T A``,
+  ``H ~ w T^T A^T A T``: ``P^-1 r = T^-1 A^-1 A^-T T^-T r`` (four triangular solves,
+  ``4 m^2 k`` flops). Both triangles share one ``m x m`` array (``T^T`` below the
+  diagonal, ``A`` above, the diagonals kept apart), built in place from ``K_mm``:
+  ``m^3`` flops (two Cholesky factorisations and a triangular product).
+* :class:`LowRank` -- for exact kernel ridge ``S K S + alpha I`` (S the square roots of
+  the weights): the randomized Nyström preconditioner of Frangella, Tropp & Udell
+  (SIAM J. Matrix Anal. Appl. 2023) from an approximation ``S K S ~ U diag(lam) U^T``
+  of rank l: ``P^-1 r = (lam_l + alpha) U (lam + alpha)^-1 U^T r + (I - U U^T) r``.
+  A landmark NPT model on l rows *is* such an approximation (its coordinates ``Y``
+  give ``K ~ Y Y^T``); :func:`low_rank_from_coordinates` turns them into ``U``, ``lam``.
+
+Layer rule: numpy in, numpy out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from npt_dask.errors import InputError
+from npt_dask.linalg.dense import (
+    cholesky_upper,
+    routine,
+    same_buffer,
+    symmetric_from_upper,
+    syrk_update,
+    upper_from_lower,
+)
+
+__all__ = [
+    "FALKON_JITTER",
+    "JITTER_TRIES",
+    "FalkonCholesky",
+    "LowRank",
+    "factor_with_jitter",
+    "low_rank_from_coordinates",
+]
+
+FALKON_JITTER = {"float32": 1e-7, "float64": 1e-13}
+"""Jitter added to ``K_mm``'s diagonal before its Cholesky factorisation, times ``m`` and
+the mean of the diagonal (Falkon's ``pc_epsilon`` times ``M``, made scale-free), raised
+tenfold while the factorisation fails (:data:`JITTER_TRIES`). Falkon takes 1e-5 in
+float32 and also adds the jitter to the system it solves; here the system keeps the exact
+``alpha K_mm``, so a preconditioner built on a larger jitter than needed only mismatches it
+(at m = 20,000, 1e-5 m is a fifth of the diagonal: CG took several times the iterations)."""
+
+JITTER_TRIES = 8
+"""Times the jitter is raised tenfold when a factorisation fails (rounding made the
+jittered matrix indefinite); the one used is recorded in ``FalkonCholesky.jitter``."""
+
+
+def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
+    """Upper triangle (with diagonal) of ``f`` times ``scale``, then ``shift`` on the
+    diagonal, in place, column panel by panel (the strictly lower part untouched)."""
+    m = f.shape[0]
+    step = 2048
+    for j0 in range(0, m, step):
+        j1 = min(m, j0 + step)
+        f[:j0, j0:j1] *= scale
+        tile = f[j0:j1, j0:j1]
+        upper = np.triu_indices(j1 - j0)
+        tile[upper] *= scale
+    f[np.diag_indices(m)] += shift
+
+
+def factor_with_jitter(f: np.ndarray, base: float) -> float:
+    """Cholesky (upper, in place) of ``f + jitter I``, raising the jitter tenfold on
+    failure; returns the jitter used. ``f``'s upper triangle is restored between tries
+    from its strictly lower part (which holds the original matrix)."""
+    m = f.shape[0]
+    diag = f[np.diag_indices(m)].copy()
+    jitter = base
+    for _ in range(JITTER_TRIES):
+        f[np.diag_indices(m)] = diag + jitter
+        if cholesky_upper(f):
+            return jitter
+        upper_from_lower(f)
+        jitter = max(jitter * 10.0, np.finfo(f.dtype).tiny)
+    raise InputError(
+        "The centres' kernel matrix could not be factored even with a jitter of "
+        f"{jitter:.3g} on its diagonal: the kernel is not positive semi-definite on them "
+        "(or overflows). Use a PSD kernel, or solver='direct'."
+    )
+
+
+@dataclass
+class FalkonCholesky:
+    """Falkon's preconditioner: ``T^T`` strictly below the diagonal of ``factors``, ``A``
+    above it, their diagonals ``diag_t`` and ``diag_a`` (see the module doc)."""
+
+    factors: np.ndarray
+    diag_t: np.ndarray
+    diag_a: np.ndarray
+    jitter: float
+
+    @classmethod
+    def build(cls, kmm: np.ndarray, alpha_over_weight: float) -> FalkonCholesky:
+        """From ``K_mm`` (a symmetric Fortran-order ``m x m`` array, overwritten) and
+        ``alpha / w`` (``w`` the total sample weight)."""
+        f = kmm
+        m = f.shape[0]
+        eps = FALKON_JITTER[np.dtype(f.dtype).name]
+        scale = max(float(np.mean(np.abs(f[np.diag_indices(m)]))), np.finfo(f.dtype).tiny)
+        jitter = factor_with_jitter(f, eps * m * scale)  # upper: T (K_mm + jitter = T^T T)
+        diag_t = f[np.diag_indices(m)].copy()
+        symmetric_from_upper(f)  # strictly lower: T^T, kept from here on
+        extra = 0.0
+        for _ in range(JITTER_TRIES):
+            upper_from_lower(f)  # upper: T again (from T^T below)
+            f[np.diag_indices(m)] = diag_t
+            _upper_product(f)  # upper: T T^T
+            _scale_upper(f, 1.0 / m, float(alpha_over_weight) + extra)
+            if cholesky_upper(f):  # upper: A
+                return cls(f, diag_t, f[np.diag_indices(m)].copy(), jitter)
+            extra = max(10.0 * extra, eps * scale)
+        raise InputError(
+            "Falkon's preconditioner could not be factored (T T^T / m + alpha / w is not "
+            "positive definite to rounding). Raise alpha, or use solver='direct'."
+        )
+
+    def _solve(self, r: np.ndarray, which: str, transpose: bool) -> np.ndarray:
+        trsm = routine(self.factors.dtype, "trsm")
+        f = self.factors
+        f[np.diag_indices(f.shape[0])] = self.diag_t if which == "T" else self.diag_a
+        # T^T is stored lower, A upper: T x = b is (T^T)^T x = b
+        lower = which == "T"
+        trans = (not transpose) if which == "T" else transpose
+        return trsm(1.0, f, r, lower=int(lower), trans_a=int(trans))
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        """``P^-1 r = T^-1 A^-1 A^-T T^-T r`` (float64 out; the solves in the factors'
+        precision)."""
+        x = np.asarray(r, dtype=self.factors.dtype)
+        x = self._solve(x, "T", transpose=True)
+        x = self._solve(x, "A", transpose=True)
+        x = self._solve(x, "A", transpose=False)
+        x = self._solve(x, "T", transpose=False)
+        return np.asarray(x, dtype=np.float64)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.factors.nbytes + self.diag_t.nbytes + self.diag_a.nbytes)
+
+
+def _upper_product(f: np.ndarray) -> None:
+    """Upper triangle of ``f``: ``U -> U U^T`` (LAPACK ``lauum``), in place."""
+    out, info = routine(f.dtype, "lauum")(f, lower=0, overwrite_c=1)
+    if info != 0:  # pragma: no cover - lauum fails only on bad arguments
+        raise AssertionError(f"lauum failed ({info})")
+    if not same_buffer(out, f):
+        f[...] = out
+
+
+@dataclass
+class LowRank:
+    """The randomized Nyström preconditioner: ``u`` (n x r, orthonormal columns),
+    ``values`` (r, descending), ``alpha``."""
+
+    u: np.ndarray
+    values: np.ndarray
+    alpha: float
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        """``P^-1 r = r + U ((lam_r + alpha) / (lam + alpha) - 1) U^T r`` (float64)."""
+        r = np.asarray(r, dtype=np.float64)
+        if self.u.shape[1] == 0:
+            return r.copy()
+        scale = (self.values[-1] + self.alpha) / (self.values + self.alpha) - 1.0
+        y = np.asarray(self.u.T @ r.astype(self.u.dtype, copy=False), dtype=np.float64)
+        correction = self.u @ (scale[:, None] * y).astype(self.u.dtype, copy=False)
+        return r + correction
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.u.nbytes + self.values.nbytes)
+
+
+def low_rank_from_coordinates(y: np.ndarray, alpha: float, rtol: float) -> LowRank:
+    """:class:`LowRank` of ``K ~ Y Y^T`` from coordinates ``Y`` (n x r, overwritten).
+
+    ``Y^T Y = V diag(lam) V^T`` (one symmetric rank-n update and an ``r x r``
+    eigendecomposition), then ``U = Y V lam^-1/2`` in place, row panel by row panel;
+    eigenvalues below ``rtol`` of the largest are dropped.
+    """
+    r = y.shape[1]
+    gram = np.zeros((r, r), order="F")
+    for start in range(0, len(y), 8192):
+        syrk_update(gram, np.asfortranarray(y[start : start + 8192], dtype=np.float64))
+    values, vectors = scipy.linalg.eigh(symmetric_from_upper(gram), driver="evd")
+    order = np.argsort(values)[::-1]
+    values, vectors = values[order], vectors[:, order]
+    keep = values > rtol * max(float(values[0]), 0.0) if len(values) else values > 0
+    values, vectors = values[keep], vectors[:, keep]
+    rotate = (vectors / np.sqrt(values)).astype(y.dtype)
+    out = np.empty((len(y), len(values)), dtype=y.dtype)
+    for start in range(0, len(y), 8192):
+        out[start : start + 8192] = y[start : start + 8192] @ rotate
+    return LowRank(out, values, float(alpha))

@@ -1,0 +1,1 @@
+"""The NPT model: plan, eigensolvers, landmarks, the model, projection, growth, pre-images."""

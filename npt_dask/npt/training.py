@@ -1,0 +1,208 @@
+"""The training pass: one read of the training rows for a model and its consumers.
+
+A landmark model is fitted on m rows, but its users need two things of
+*every* training row: the Lemma 5 residual (the model's certificate) and the
+sufficient statistics of a linear method on the coordinates (ridge: ``Y^T Y``,
+``Y^T T``, column sums, counts). Each is a function of the same kernel block
+``kappa(X_i, L)``, so the pass is one :func:`npt_dask.engine.row_pass.row_pass` with
+the model's training rows as centres (:mod:`npt_dask.npt.projector`) and two
+consumers of each chunk's block (:mod:`npt_dask.engine.consumers`):
+
+* :class:`~npt_dask.engine.consumers.Certificate`: the chunk's residuals and centred
+  self-similarities;
+* :class:`~npt_dask.engine.consumers.Moments`: :class:`~npt_dask.engine.blocks.LinearMoments`
+  of the chunk's coordinates with its labels (one-hot) or targets, summed in
+  float64 along fixed chains.
+
+Both read the chunk's ``[y | residual]`` (float64), computed once and kept for
+the task's duration only (no n x r array is formed: use ``transform`` or
+:func:`npt_dask.project` for coordinates that are kept).
+
+The chain fit -> certificate -> ridge -> test projection -> predict thus
+evaluates each training row's landmark kernel once.
+
+Notes
+-----
+Memory per task: one row chunk, one kernel block against one training block
+(``chunk x training chunk``), the chunk's ``[y | residual]`` (``chunk x (r+1)``
+float64) and two moment tuples (``r x r + r x k`` each: its own, and its
+chain's running sums). The moments are summed along one chain per thread
+(chunk i joins chain ``i mod threads``), so at most ``2 x threads`` moment
+tuples exist at once whatever n -- a tree would hold ``FAN_IN`` of them per
+node (800 MB each at r = 10,000) -- and the order of summation is fixed, so
+the result does not depend on scheduling. The driver receives the summed
+moments and two float64 numbers per row (residual and self-similarity, for
+the certificate's quantiles): ``16 n`` bytes.
+
+Layer rule: graph code; the numbers come from :mod:`npt_dask.engine.blocks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+from sklearn.utils.multiclass import type_of_target
+
+from npt_dask.engine.blocks import LinearMoments, chunk_moments, one_hot
+from npt_dask.engine.consumers import Certificate, Consumer, Moments
+from npt_dask.engine.graph import chunk_sums
+from npt_dask.engine.row_pass import row_pass
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.runtime.inputs import check_known_chunks, is_data_array
+from npt_dask.runtime.progress import ProgressBar
+from npt_dask.runtime.scheduler import compute, task_threads
+
+if TYPE_CHECKING:
+    from npt_dask.npt.model import NPTModel
+
+__all__ = [
+    "PassResult",
+    "check_labels_or_targets",
+    "class_labels",
+    "linear_moments",
+    "training_pass",
+]
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one training pass returns."""
+
+    residuals: np.ndarray  # (n,) Lemma 5 residual of every row
+    self_similarity: np.ndarray  # (n,) centred k(x, x) of every row
+    moments: LinearMoments | None
+
+
+def _values(aux: Any) -> Any:
+    """The values of labels or targets: a DataArray's or pandas object's data (numpy or
+    dask), else the array as given (numpy-converted unless dask)."""
+    if is_data_array(aux):
+        aux = aux.data
+    if isinstance(aux, da.Array):
+        return aux
+    return np.asarray(aux)
+
+
+def class_labels(labels: Any, *, name: str = "labels", owner: str = "The fit") -> np.ndarray:
+    """The sorted classes of 1-D class labels (numpy, dask, DataArray or pandas: one read
+    of the labels only), the one check every classifier makes.
+
+    Refused, each with the fix: NaN or infinity; values that are not classes by
+    scikit-learn's rule (``type_of_target``: non-integer floats are continuous
+    targets); fewer than 2 classes.
+    """
+    values = _values(labels)
+    check_known_chunks(values, name)
+    if isinstance(values, da.Array):
+        values = np.asarray(compute(values)[0])
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise InputError(f"{name} contains NaN or infinity; pass one finite class label per row.")
+    classes = np.unique(values)
+    kind = type_of_target(classes)
+    if kind not in ("binary", "multiclass"):
+        if kind == "continuous":
+            shown = ", ".join(f"{v:g}" for v in classes[:3]) + (", ..." if len(classes) > 3 else "")
+            why = (
+                f"{name} are non-integer floats ({len(classes)} distinct values: {shown}), "
+                "which scikit-learn takes for continuous targets, not classes"
+            )
+        else:
+            why = f"{name} look {kind}, not like one class per row"
+        raise InputError(
+            f"Unknown label type: {why}. Class labels are integers or strings: pass "
+            f"{name}.astype(int) if the values are whole numbers, or {name}.astype(str) to "
+            "keep them as they are; for a regression use targets= (npt.fit) or Ridge."
+        )
+    if len(classes) < 2:
+        raise InputError(
+            f"{owner} needs at least 2 classes in {name}; got {len(classes)} class "
+            f"({classes.tolist()}). Pass labels of two or more classes."
+        )
+    return classes
+
+
+def _checked(aux: Any, n: int, what: str) -> Any:
+    values = _values(aux)
+    check_known_chunks(values, what)
+    if values.shape[:1] != (n,) or values.ndim not in ((1,) if what == "labels" else (1, 2)):
+        raise InputError(
+            f"{what} must have one entry (or row) per training row: shape ({n},)"
+            f"{'' if what == 'labels' else f' or ({n}, k)'}; got {values.shape}."
+        )
+    allowed = "biuf" if what == "targets" else "biufUS"
+    if values.dtype.kind not in allowed:
+        kind = "numeric" if what == "targets" else "numbers or strings"
+        raise InputTypeError(f"{what} must be {kind}; got dtype {values.dtype}.")
+    return values
+
+
+def check_labels_or_targets(labels: Any, targets: Any, n: int) -> np.ndarray | None:
+    """Validate ``labels=``/``targets=`` for n rows before any work; the classes, if labels."""
+    if labels is not None and targets is not None:
+        raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    if labels is not None:
+        _checked(labels, n, "labels")
+        return class_labels(labels)
+    if targets is not None:
+        _checked(targets, n, "targets")
+    return None
+
+
+def training_pass(
+    model: NPTModel,
+    x: da.Array,
+    *,
+    labels: Any = None,
+    targets: Any = None,
+    progress: bool = False,
+) -> PassResult:
+    """Residuals and moments of every row of ``x``, one pass over the rows.
+
+    ``progress`` reports each finished row chunk on stderr (a bar, as ``npt project``'s).
+
+    ``x`` is row-chunked as the projector's rule gives it (see
+    :meth:`npt_dask.npt.projector.Projector.rows_of`); ``labels`` (class labels,
+    one-hot moments with ``classes``) or ``targets`` (numeric, 1-D or 2-D) are
+    read with the rows they belong to.
+    """
+    if labels is not None and targets is not None:
+        raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    what = "labels" if labels is not None else "targets"
+    given = labels if labels is not None else targets
+    classes = class_labels(labels) if labels is not None else None
+    projector = model.projector()
+    consumers: dict[str, Consumer] = {"certificate": Certificate(projector.terms)}
+    aux = {}
+    if given is not None:
+        aux[what] = _checked(given, int(x.shape[0]), what)
+        consumers["moments"] = Moments(projector.terms, classes, str(model.precision))
+    bar = ProgressBar("npt fit: training pass", len(x.chunks[0]), "chunks", progress)
+    result = row_pass(x, projector.centres, model.kernel, consumers, aux=aux,
+                      chains=task_threads(), progress=bar)  # fmt: skip
+    per_row = np.concatenate(result.rows["certificate"], axis=1)
+    summed = result.sums.get("moments")
+    moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
+    return PassResult(per_row[0], per_row[1], moments)
+
+
+def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> tuple:
+    t = one_hot(np.asarray(aux), classes) if classes is not None else np.asarray(aux)
+    return chunk_moments(y, t.reshape(len(y), -1))
+
+
+def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> LinearMoments:
+    """:class:`~npt_dask.engine.blocks.LinearMoments` of given row-chunked coordinates ``y``
+    with class ``labels`` or numeric ``targets``, one pass over the chunks
+    (:func:`npt_dask.engine.graph.chunk_sums`)."""
+    if (labels is None) == (targets is None):
+        raise InputError("pass labels= (classification) or targets= (regression), one of them.")
+    what = "labels" if labels is not None else "targets"
+    given = labels if labels is not None else targets
+    values = _checked(given, int(y.shape[0]), what)
+    aux = values if isinstance(values, da.Array) else da.from_array(values)
+    aux = aux.rechunk({0: y.chunks[0], **{a: -1 for a in range(1, aux.ndim)}})
+    classes = class_labels(labels) if labels is not None else None
+    return LinearMoments.from_tuple(chunk_sums(_coordinate_moments, [y, aux], classes), classes)

@@ -1,0 +1,811 @@
+"""Kernel ridge regression and classification at any n and m: ``KernelRidge``,
+``KernelRidgeClassifier``.
+
+scikit-learn's ``KernelRidge`` (same parameters, defaults and meaning of
+``alpha``; no intercept) that scales: with ``landmarks=None`` every row is a
+centre and the estimator equals ``sklearn.kernel_ridge.KernelRidge``; with m
+landmarks it solves Nyström kernel ridge
+
+    (K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y,      f(z) = kappa(z, L) c,
+
+which is ridge with the same alpha on the full-rank landmark NPT coordinates
+(``Y_L = K_nm U Lambda^-1/2``, ``c = U Lambda^-1/2 w``) without forming them.
+The fit plan (:func:`npt_dask.ridge.planning.plan_ridge`, in ``plan_``) takes
+the direct route (one pass for the moments, a Cholesky factorisation) or
+preconditioned conjugate gradient (one pass per iteration), from counted flops
+and memory, and says why; the routes are :mod:`npt_dask.ridge.solvers`.
+
+Input is numpy, scipy.sparse, dask or xarray (a DataArray's ``sample`` dim,
+else its first); ``kernel="precomputed"`` takes the kernel matrix (n x n to
+fit, m x n to predict, read block by block). numpy in, numpy out; lazy in,
+lazy out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from npt_dask.engine.budget import default_memory_budget
+from npt_dask.engine.consumers import Apply
+from npt_dask.engine.row_pass import Centres, map_rows
+from npt_dask.engine.scale import warn_kernel_scale
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
+from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
+from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
+from npt_dask.npt.training import class_labels
+from npt_dask.ridge.planning import plan_ridge
+from npt_dask.ridge.search import GAMMA_FACTORS, accuracy_score, r2_score, search
+from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
+from npt_dask.runtime.inputs import (
+    InputInfo,
+    align_rows,
+    as_kernel_matrix,
+    as_row_chunked,
+    check_known_chunks,
+    data_variance,
+    is_data_array,
+    is_lazy,
+    wrap_rows,
+)
+from npt_dask.runtime.params import (
+    DEFAULT_CHUNK_SIZE,
+    RIDGE_CV_PARAMS,
+    RIDGE_PARAMS,
+    Param,
+    check_estimator,
+    table_defaults,
+)
+from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
+
+__all__ = [
+    "CERTIFICATE_ROWS",
+    "KernelRidge",
+    "KernelRidgeCV",
+    "KernelRidgeClassifier",
+    "KernelRidgeClassifierCV",
+]
+
+_D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
+_S = table_defaults(RIDGE_CV_PARAMS)
+_PANEL = DEFAULT_CHUNK_SIZE  # centres per panel of a prediction (its blocks chunk x panel)
+
+CERTIFICATE_ROWS = 4096
+"""Rows :meth:`KernelRidge.certificate` samples (all rows when there are fewer)."""
+
+
+def _alphas(alpha: Any, k: int, owner: str) -> np.ndarray:
+    """``alpha`` (checked by its table entry: each value finite and >= 0) as one value per
+    target column (scikit-learn: a scalar, or one per target); ``owner`` names the
+    estimator when their count is not the targets'."""
+    values = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if values.size not in (1, k):
+        columns = "1 target column" if k == 1 else f"{k} target columns"
+        raise InputError(
+            f"The 'alpha' parameter of {owner} has {values.size} values, but y has "
+            f"{columns}: pass one alpha, or one per target ({k})."
+        )
+    return np.broadcast_to(values, (k,)).copy()
+
+
+def _weights(sample_weight: Any, n: int) -> Any:
+    """Sample weights: None, a number (every row's), or ``(n,)``; finite, >= 0 and not all
+    zero (numpy, or dask: its values read once, n numbers, before any kernel pass)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, numbers.Real):
+        sample_weight = np.full(n, float(sample_weight))
+    w = sample_weight.data if is_data_array(sample_weight) else sample_weight
+    lazy = isinstance(w, da.Array)
+    w = w if lazy else np.asarray(w)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise InputError(
+            f"sample_weight must have one weight per training row, shape ({n},); got {w.shape}."
+        )
+    if w.dtype.kind not in "biuf":
+        raise InputTypeError(f"sample_weight must be numeric; got dtype {w.dtype}.")
+    if lazy:
+        finite, positive, some = (bool(v) for v in compute(
+            da.isfinite(w).all(), (w >= 0).all(), (w != 0).any()))  # fmt: skip
+    else:
+        finite, positive, some = bool(np.isfinite(w).all()), bool((w >= 0).all()), bool(w.any())
+    if not (finite and positive):
+        raise InputError("sample_weight must be finite and >= 0 (a row of weight 0 is left out).")
+    if not some:
+        raise InputError(
+            "Sample weights must contain at least one non-zero number; every row has weight 0."
+        )
+    return w.astype(np.float64)
+
+
+class _KernelRidgeBase(BaseEstimator):
+    """Parameters, fit and decision values shared by the two estimators."""
+
+    _param_table: tuple[Param, ...] = RIDGE_PARAMS  # what fit checks the parameters by
+
+    def __init__(
+        self,
+        alpha: Any = _D["alpha"],
+        *,
+        kernel: Any = _D["kernel"],
+        gamma: Any = _D["gamma"],
+        degree: float = _D["degree"],
+        coef0: float = _D["coef0"],
+        kernel_params: dict | None = _D["kernel_params"],
+        landmarks: Any = _D["landmarks"],
+        landmark_method: str = _D["landmark_method"],
+        solver: str = _D["solver"],
+        tol: float = _D["tol"],
+        max_iter: int = _D["max_iter"],
+        precision: str | None = _D["precision"],
+        random_state: Any = _D["random_state"],
+        memory_budget: int | None = _D["memory_budget"],
+        chunk_size: int | None = _D["chunk_size"],
+        progress: bool = _D["progress"],
+    ) -> None:
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.landmarks = landmarks
+        self.landmark_method = landmark_method
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.precision = precision
+        self.random_state = random_state
+        self.memory_budget = memory_budget
+        self.chunk_size = chunk_size
+        self.progress = progress
+
+    # --- input ---------------------------------------------------------------------------
+
+    @property
+    def _precomputed(self) -> bool:
+        return isinstance(self.kernel, str) and self.kernel == PRECOMPUTED
+
+    def _checked(self, X: Any, *, reset: bool) -> Any:
+        """scikit-learn's checks of X and its feature names (eager input), or its width
+        (lazy input, which is not read here)."""
+        if not is_lazy(X):
+            return validate_data(
+                self, X, reset=reset, dtype=[np.float64, np.float32],
+                accept_sparse=False if self._precomputed else ("csr", "csc"),
+            )  # fmt: skip
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+            self.__dict__.pop("feature_names_in_", None)
+        elif int(X.shape[1]) != self.n_features_in_:
+            raise InputError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return X
+
+    def _chunked(self, X: Any, *, fitting: bool) -> tuple[da.Array, InputInfo]:
+        """Checked X as row chunks in the kernel precision (a precomputed kernel matrix:
+        to predict, its columns in the centres' panels)."""
+        if fitting:
+            dtype = None if self.precision is None else np.dtype(self.precision)
+        else:
+            dtype = self.dtype_
+        if not self._precomputed:
+            return as_row_chunked(X, name="X", chunk_size=self.chunk_size, dtype=dtype)
+        if fitting:
+            return as_kernel_matrix(X, name="X", chunk_size=self.chunk_size, dtype=dtype)
+        columns = (self._n_train,) if self.landmarks_ is not None else self._panel_sizes()
+        return as_kernel_matrix(
+            X, name="X", chunk_size=self.chunk_size, column_chunks=tuple(columns), dtype=dtype
+        )
+
+    @staticmethod
+    def _aligned(X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any]:
+        """``y`` and ``sample_weight`` in X's row order when both label their rows (a
+        DataArray's sample coordinate, a pandas index), refused when the labels differ;
+        by position otherwise."""
+        if y is not None:
+            y = align_rows(y, X, name="y")
+        if sample_weight is not None and not isinstance(sample_weight, numbers.Real):
+            sample_weight = align_rows(sample_weight, X, name="sample_weight")
+        return y, sample_weight
+
+    def _targets(self, y: Any, n: int) -> tuple[Any, int]:
+        """Numeric targets as ``(n, k)`` float64 (numpy or dask) and their ndim."""
+        if y is None:
+            raise InputError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        values = y.data if is_data_array(y) else y
+        values = values if isinstance(values, da.Array) else np.asarray(values)
+        check_known_chunks(values, "y")
+        if values.ndim not in (1, 2) or values.shape[0] != n:
+            raise InputError(
+                f"y must have one target (or row of targets) per training row, shape ({n},) "
+                f"or ({n}, k); got {values.shape}."
+            )
+        if values.dtype.kind not in "biuf":
+            raise InputTypeError(f"y must be numeric; got dtype {values.dtype}.")
+        if not isinstance(values, da.Array) and not np.isfinite(values).all():
+            raise InputError("y contains NaN or infinity; pass finite targets.")
+        ndim = values.ndim
+        values = values.reshape(n, -1).astype(np.float64)
+        return values, ndim
+
+    def _spec(self, rows: da.Array, gamma: Any) -> KernelSpec:
+        spec = make_kernel(
+            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
+            kernel_params=self.kernel_params,
+        )  # fmt: skip
+        variance = data_variance(rows) if spec.needs_variance else None
+        return spec.resolve(int(rows.shape[1]), variance)
+
+    def _centres(self, rows: da.Array, spec: KernelSpec) -> np.ndarray | None:
+        """The sorted landmark rows (None: every row is a centre)."""
+        if self.landmarks is None:
+            return None
+        n = int(rows.shape[0])
+        checked = check_landmarks(self.landmarks, n)
+        if not spec.evaluated and isinstance(checked, int) and self.landmark_method != "uniform":
+            raise InputError(
+                "landmark_method='rpcholesky' needs the kernel function; with "
+                "kernel='precomputed' use landmark_method='uniform' or give row indices."
+            )
+        rng = np.random.default_rng(self.random_state)
+        if not spec.evaluated:
+            if isinstance(checked, np.ndarray):
+                return checked
+            return np.sort(rng.choice(n, checked, replace=False))
+        return select_landmarks(checked, rows, spec, method=self.landmark_method, rng=rng)
+
+    # --- fit -------------------------------------------------------------------------------
+
+    def _hyper(self, rows: da.Array, t: Any, weights: Any) -> tuple[Any, Any]:
+        """The ``(alpha, gamma)`` of the fit: the parameters (the CV estimators search)."""
+        return self.alpha, self.gamma
+
+    def _fit(self, X: Any, t: Any, sample_weight: Any, checkpoint: Any) -> np.ndarray:
+        """Plan and solve on the checked X and ``(n, k)`` float64 targets ``t`` (numpy or
+        dask); the fitted attributes; the dual coefficients ``(m, k)``."""
+        rows, _ = self._chunked(X, fitting=True)
+        n, k = int(rows.shape[0]), int(t.shape[1])
+        weights = _weights(sample_weight, n)
+        alpha, gamma = self._hyper(rows, t, weights)
+        alphas = _alphas(alpha, k, type(self).__name__)
+        spec = self._spec(rows, gamma)
+        warn_kernel_scale(rows, rows, spec, fitting=True)
+        centres = self._centres(rows, spec)
+        budget = self.memory_budget or default_memory_budget()
+        plan = plan_ridge(
+            n=n, m=None if centres is None else len(centres), d=int(rows.shape[1]), k=k,
+            itemsize=rows.dtype.itemsize, alphas=len(np.unique(alphas)), solver=self.solver,
+            memory_budget=budget, threads=task_threads(), max_iter=self.max_iter,
+            tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
+            positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
+        )  # fmt: skip
+        centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
+        problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
+                               self.random_state, self.landmark_method, centre_x)  # fmt: skip
+        solution = solve_ridge(problem, checkpoint=checkpoint, progress=self.progress)
+        self.kernel_ = spec
+        self.gamma_ = getattr(spec, "gamma", None)
+        self.landmarks_ = centres
+        self.plan_ = plan.to_dict()
+        self.solver_ = plan.route
+        self.n_iter_ = solution.iterations if plan.route == "cg" else 1  # direct: one solve
+        self.residuals_ = np.asarray(solution.residuals)
+        self.fit_seconds_ = dict(solution.seconds)
+        self.solve_details_ = dict(solution.details)
+        self.dtype_ = rows.dtype
+        self._n_train = n
+        if centres is None:  # every row a centre: the rows themselves (lazy stays lazy)
+            self.X_fit_ = rows if is_lazy(X) else X
+        elif spec.evaluated:
+            self.X_fit_ = centre_x
+        else:
+            self.X_fit_ = None  # the given matrix's landmark columns stand for the rows
+        self._n_centres = n if centres is None else len(centres)
+        return solution.coef
+
+    # --- prediction ----------------------------------------------------------------------
+
+    def _panel_sizes(self) -> list[int]:
+        m = self._n_centres
+        return [min(_PANEL, m - s) for s in range(0, m, _PANEL)]
+
+    def _prediction_centres(self) -> Centres:
+        coef = np.asarray(self._coef, dtype=self.dtype_)
+        if not self.kernel_.evaluated:
+            return Centres.of(None, coef, sizes=self._panel_sizes())
+        if isinstance(self.X_fit_, da.Array):  # exact, lazy training rows
+            rows = self.X_fit_.rechunk({0: _PANEL})
+            offsets = np.concatenate([[0], np.cumsum(rows.chunks[0])])
+            parts = [coef[a:b] for a, b in itertools.pairwise(offsets)]
+            x_blocks = persist_blocks(rows.to_delayed(optimize_graph=False).ravel())
+            return Centres(tuple(int(c) for c in rows.chunks[0]), x_blocks, parts)
+        x = np.asarray(self.X_fit_.toarray() if hasattr(self.X_fit_, "toarray") else self.X_fit_)
+        return Centres.of(x.astype(self.dtype_, copy=False), coef, panel=_PANEL)
+
+    def _decision(self, X: Any) -> tuple[Any, InputInfo]:
+        """Lazy ``(n, k)`` decision values ``kappa(X, centres) c`` and X's input info."""
+        check_is_fitted(self, "dual_coef_")
+        rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
+        if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
+            warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False)
+        if not self.kernel_.evaluated and self.landmarks_ is not None:
+            rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
+        out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
+                       width=self._coef.shape[1])  # fmt: skip
+        return out, info
+
+    def certificate(
+        self, X: Any, *, rows: int = CERTIFICATE_ROWS, random_state: Any = None
+    ) -> dict[str, Any]:
+        """Lemma 5 for the landmarks: how much of each row's feature vector is outside the
+        span of the centres' (uncentred), on a uniform sample of ``rows`` rows of ``X``.
+
+        The residual of a row is ``sqrt(kappa(x, x) - k^T K_mm^-1 k)`` (``k = kappa(L, x)``):
+        0 for a row the centres span, ``sqrt(kappa(x, x))`` for one orthogonal to them. The
+        summary is :func:`npt_dask.npt.landmarks.certificate`'s (mean, max, quantiles,
+        ``relative`` = residual^2 / kappa(x, x), a histogram) plus the rows sampled and the
+        jitter ``K_mm``'s factorisation took. Computed only when asked: ``K_mm`` and its
+        Cholesky factorisation (``m^3 / 3`` flops, ``8 m^2`` bytes), the sample's kernel
+        (``rows x m``) and one triangular solve (``rows m^2``).
+        """
+        check_is_fitted(self, "dual_coef_")
+        if self.landmarks_ is None or not self.kernel_.evaluated:
+            raise InputError(
+                "certificate() measures rows against the landmarks' span; this model "
+                + ("has none: every training row is a centre, so the training rows' "
+                   "residuals are 0." if self.landmarks_ is None else
+                   "has a precomputed kernel, whose k(x, x) the rows do not carry.")
+            )  # fmt: skip
+        x, _ = self._chunked(self._checked(X, reset=False), fitting=False)
+        n = int(x.shape[0])
+        rng = np.random.default_rng(random_state)
+        idx = np.sort(rng.choice(n, min(n, int(rows)), replace=False))
+        sample = np.asarray(centre_rows(x, idx), dtype=np.float64)
+        centres = np.asarray(self.X_fit_, dtype=np.float64)
+        kmm = np.asfortranarray(self.kernel_(centres, centres))
+        scale = float(np.mean(np.diag(kmm)))
+        jitter = factor_with_jitter(kmm, FALKON_JITTER["float64"] * len(centres) * scale)
+        inside = scipy.linalg.blas.dtrsm(1.0, kmm, self.kernel_(centres, sample), lower=0,
+                                         trans_a=1)  # fmt: skip
+        energy = self.kernel_.diag(sample)
+        res = np.sqrt(np.maximum(energy - np.einsum("ij,ij->j", inside, inside), 0.0))
+        return certificate(res, energy) | {"rows_sampled": len(idx), "jitter": jitter}
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = not self._precomputed
+        tags.input_tags.pairwise = self._precomputed
+        return tags
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default 1.0
+        Regularisation strength, scikit-learn's ``KernelRidge`` meaning: the
+        solution minimises ``||W^1/2 (Y - K c)||^2 + alpha c^T K c`` (with
+        landmarks, ``K`` is ``K_nm`` and the penalty ``c^T K_mm c``). One value per
+        target is allowed. ``alpha=0`` is solved directly (least squares when the
+        system is singular, with a warning, as scikit-learn does); the iterative
+        route needs ``alpha > 0``.
+    kernel : str or callable, default "linear"
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
+        ``"linear"``, ``"cosine"`` (scikit-learn's definitions), ``"precomputed"``
+        (X is the kernel matrix), or ``f(A, B, **kernel_params)`` returning a block.
+    gamma : float, "scale" or None, default None
+        ``None``: ``1 / n_features``; ``"scale"``: ``1 / (n_features X.var())``.
+    degree : float, default 3
+    coef0 : float, default 1
+    kernel_params : dict, optional
+        Parameters of a callable kernel (or gamma/degree/coef0 of a named one).
+    landmarks : None, int or array of row indices, default None
+        ``None``: every row is a centre (exact kernel ridge, scikit-learn's). An int m:
+        Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
+        ``random_state``); an array: those rows.
+    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
+    solver : {"auto", "direct", "cg"}, default "auto"
+        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
+        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
+        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
+        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+        ``"auto"``: the plan's choice from counted flops and ``memory_budget``
+        (``plan_["reason"]`` says why).
+    tol : float, default 1e-3
+        CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
+        equations' matrix, ``b`` their right-hand side): a target the steps call converged
+        is checked against its true residual with one more pass, and iterates on when it
+        is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
+        1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
+        ``precision="float64"`` for a tighter one). The residual
+        bounds the normal equations, not the predictions: at 1e-3 they differ from the
+        direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
+    max_iter : int, default 100
+        Most CG iterations (a ``ConvergenceWarning`` if tol is not met).
+    precision : {"float32", "float64"}, optional
+        Kernel blocks' dtype (default: float32 input stays float32). With
+        ``"float32"`` the blocks and CG's products run at BLAS's single-precision
+        rate; the direct route's moments, every sum and every solve are float64, but
+        for CG's preconditioner (its factors and triangular solves in the blocks'
+        precision).
+    random_state : int, Generator or None
+        Seeds the landmark draw (and the preconditioner's landmarks).
+    memory_budget : int, optional
+        Bytes the fit may hold (the plan's; default a sixth of physical memory).
+    chunk_size : int or None, default 4096
+        Rows per kernel block of the exact route (None: a dask input's own chunks).
+    progress : bool, default False
+        Report the passes and every CG iteration on stderr.
+"""
+
+_NOTES_DOC = """
+    Notes
+    -----
+    Cost (n rows, m centres, d features, k targets): the direct Nyström route
+    evaluates ``2nmd`` flops of kernel blocks and ``nm^2`` of symmetric rank-k
+    updates in one pass, then ``m^3/3`` per distinct alpha; CG evaluates
+    ``2nmd + 4nmk`` per iteration after an ``m^3`` preconditioner. Memory: the
+    direct route holds ``m x m`` float64 sums (one per thread that the budget
+    allows) and ``K_mm``; CG one ``m x m`` preconditioner; exact CG an ``n x l``
+    factor and the kernel blocks kept within the budget. Everything is in
+    ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
+    after each iteration; a killed fit called again with the same path and the
+    same problem resumes at the last iteration (another problem is refused).
+"""
+
+
+class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
+    __doc__ = (
+        """Kernel ridge regression, exact or Nyström, direct or iterative, out of core.
+"""
+        + _PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_targets)
+        ``c``: predictions are ``kappa(X, X_fit_) @ dual_coef_``.
+    X_fit_ : array
+        The centres: the training X (``landmarks=None``), or the landmark rows.
+    landmarks_ : ndarray or None
+        The landmark row indices.
+    plan_ : dict
+        The fit plan: route, flops per stage, memory per part, and why.
+    solver_ : str
+        The route taken, ``"direct"`` or ``"cg"``.
+    n_iter_ : int
+        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
+        residual after each (empty for the direct route).
+    kernel_ : KernelSpec
+        The resolved kernel; ``gamma_`` its gamma.
+    n_features_in_, feature_names_in_
+"""
+        + _NOTES_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask import KernelRidge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, (400, 1))
+    >>> y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 400)
+    >>> exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y)
+    >>> nystrom = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, landmarks=50,
+    ...                       random_state=0).fit(X, y)
+    >>> Z = np.array([[0.5], [1.5]])  # sin: 0.48, 1.0
+    >>> np.round(exact.predict(Z), 1), np.round(nystrom.predict(Z), 1)
+    (array([0.5, 1. ]), array([0.5, 1. ]))
+    """
+    )
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
+        """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
+
+        ``checkpoint``: a file path; the iterative route writes its state there after
+        every iteration and resumes from it (see Notes).
+        """
+        check_estimator(self._param_table, self)  # before any work, in the table's words
+        y, sample_weight = self._aligned(X, y, sample_weight)
+        if not is_lazy(X) and y is not None and not is_lazy(y):
+            X, y = validate_data(
+                self, X, y, multi_output=True, y_numeric=True,
+                dtype=[np.float64, np.float32],
+                accept_sparse=False if self._precomputed else ("csr", "csc"),
+            )  # fmt: skip
+        else:
+            X = self._checked(X, reset=True)
+        targets, ndim = self._targets(y, int(X.shape[0]))
+        coef = self._fit(X, targets, sample_weight, checkpoint)
+        self._coef = coef
+        self.dual_coef_ = coef[:, 0] if ndim == 1 else coef
+        return self
+
+    def predict(self, X: Any) -> Any:
+        """``kappa(X, X_fit_) @ dual_coef_``: numpy in -> numpy out, lazy in -> lazy out."""
+        out, info = self._decision(X)
+        if np.ndim(self.dual_coef_) == 1:
+            out = out[:, 0]
+        return wrap_rows(out, info, column_dim="target", name="prediction")
+
+
+class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
+    __doc__ = (
+        """Kernel ridge classification: one-vs-all ridge on ±1 targets (scikit-learn's
+    ``RidgeClassifier`` rule), exact or Nyström, direct or iterative, out of core.
+
+    The targets are +1 for a row's class and -1 for the others, one column per class
+    (a single column, for ``classes_[1]``, with two classes); ``predict`` takes the
+    largest decision value.
+"""
+        + _PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    classes_ : ndarray
+        The sorted class labels.
+    dual_coef_ : ndarray of shape (n_centres, 1) or (n_centres, n_classes)
+    X_fit_, landmarks_, plan_, solver_, n_iter_, residuals_, kernel_
+        As in :class:`KernelRidge`.
+"""
+        + _NOTES_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_moons
+    >>> from npt_dask import KernelRidgeClassifier
+    >>> X, y = make_moons(300, noise=0.1, random_state=0)
+    >>> clf = KernelRidgeClassifier(alpha=0.01, kernel="rbf", gamma=2.0).fit(X, y)
+    >>> round(clf.score(X, y), 3)
+    0.997
+    >>> clf.predict(np.array([[0.0, 1.0], [1.0, -0.5]]))
+    array([0, 1])
+    """
+    )
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
+        """Fit on X and class labels y (numpy, dask, DataArray)."""
+        check_estimator(self._param_table, self)  # before any work, in the table's words
+        y, sample_weight = self._aligned(X, y, sample_weight)
+        if not is_lazy(X) and y is not None and not is_lazy(y):
+            X, y = validate_data(
+                self, X, y, dtype=[np.float64, np.float32],
+                accept_sparse=False if self._precomputed else ("csr", "csc"),
+            )  # fmt: skip
+        else:
+            X = self._checked(X, reset=True)
+        labels = self._labels(y, int(X.shape[0]))
+        binarizer = LabelBinarizer(pos_label=1, neg_label=-1).fit(labels)
+        self.classes_ = binarizer.classes_  # at least two (the label check)
+        targets = binarizer.transform(labels).astype(np.float64)
+        self._coef = self._fit(X, targets, sample_weight, checkpoint)
+        self.dual_coef_ = self._coef
+        return self
+
+    def _labels(self, y: Any, n: int) -> np.ndarray:
+        """Class labels as numpy (lazy labels are read once: they are small)."""
+        if y is None:
+            raise InputError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        values = y.data if is_data_array(y) else y
+        if isinstance(values, da.Array):
+            values = compute(values)[0]
+        values = np.asarray(values)
+        if values.ndim != 1 or values.shape[0] != n:
+            raise InputError(
+                f"y must hold one class label per training row, shape ({n},); got {values.shape}."
+            )
+        class_labels(values, name="y", owner=type(self).__name__)  # the one label check
+        return values
+
+    def decision_function(self, X: Any) -> Any:
+        """Decision values: (n,) for two classes (> 0 means ``classes_[1]``), else (n, C)."""
+        out, info = self._decision(X)
+        if out.shape[1] == 1:
+            out = out[:, 0]
+        return wrap_rows(out, info, column_dim="class", name="decision")
+
+    def predict(self, X: Any) -> Any:
+        """Class labels (lazy for lazy input)."""
+        out, info = self._decision(X)
+        index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
+        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        return wrap_rows(labels, info, name="label")
+
+
+# --- hyperparameters chosen for the user ----------------------------------------------------
+
+_SEARCH_DOC = """
+    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
+    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
+    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
+    each alpha one Cholesky factorisation is solved (the penalty per row kept:
+    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
+    best pair. Cost: ``len(gammas)`` kernel evaluations and ``len(gammas) *
+    len(alphas)`` factorisations of the subproblem's size (at most ``search_rows``,
+    or its landmarks) -- seconds to a minute with the defaults -- recorded in
+    ``cv_results_["seconds"]``.
+
+    Parameters
+    ----------
+    alphas : sequence of float, default ``logspace(-6, 1, 8)``
+        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
+    gammas : sequence of float, optional
+        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
+        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
+    search_rows : int, default 10000
+    held_out : float, default 0.2
+    kernel, degree, coef0, kernel_params, landmarks, landmark_method, solver, tol,
+    max_iter, precision, random_state, memory_budget, chunk_size, progress
+        As :class:`KernelRidge` (``kernel`` defaults to ``"rbf"`` here).
+
+    Attributes
+    ----------
+    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
+    best_score_ : float
+        Its held-out score (accuracy for the classifier, R^2 for the regressor).
+    cv_results_ : dict
+        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
+    and the attributes of the estimator it extends.
+"""
+
+
+def _entry_variance(sample: Any) -> float:
+    """The variance of all entries of the sampled rows (``gamma="scale"``), sparse too."""
+    if not scipy.sparse.issparse(sample):
+        return float(np.var(sample))
+    size = float(sample.shape[0]) * float(sample.shape[1])
+    values = sample.data.astype(np.float64)
+    mean = float(values.sum()) / size
+    return max(float(np.dot(values, values)) / size - mean * mean, 0.0)
+
+
+class _Search:
+    """The CV estimators' hyperparameter step (see :mod:`npt_dask.ridge.search`)."""
+
+    alphas: Any
+    gammas: Any
+    search_rows: int
+    held_out: float
+    kernel: Any
+    degree: float
+    coef0: float
+    kernel_params: Any
+    landmarks: Any
+    random_state: Any
+    _precomputed: bool
+    _score: Any = None
+    _param_table: tuple[Param, ...] = RIDGE_CV_PARAMS
+
+    def _spec_of(self, gamma: Any, sample: Any) -> KernelSpec:
+        """The kernel of ``gamma``, resolved on the sampled rows (dense or sparse)."""
+        spec = make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
+                           kernel_params=self.kernel_params)  # fmt: skip
+        variance = _entry_variance(sample) if spec.needs_variance else None
+        return spec.resolve(sample.shape[1], variance)
+
+    def _grid(self, sample: np.ndarray) -> list[Any]:
+        """The candidate gammas: given, or multiples of ``gamma="scale"`` on the sample
+        (``[None]`` for a kernel without gamma, or a precomputed one)."""
+        if self._precomputed:
+            return [None]
+        if self.gammas is not None:  # each finite and > 0: checked by the table
+            return [float(g) for g in np.asarray(self.gammas, dtype=np.float64).ravel()]
+        if "gamma" not in self._spec_of(1.0, sample[:1]).to_dict():
+            return [None]
+        scale = self._spec_of("scale", sample).to_dict()["gamma"]
+        return [factor * scale for factor in GAMMA_FACTORS]
+
+    def _hyper(self, rows: da.Array, t: Any, weights: Any) -> tuple[Any, Any]:
+        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()  # checked by the table
+        result = search(
+            rows, t, weights, spec_for=None if self._precomputed else self._spec_of,
+            gammas=self._grid, alphas=alphas.tolist(), landmarks=self.landmarks,
+            score=self._score, rng=np.random.default_rng(self.random_state),
+            search_rows=self.search_rows, held_out=self.held_out,
+        )  # fmt: skip
+        self.best_score_ = float(result.scores.max())
+        self.cv_results_ = result.as_dict()
+        self.alpha_ = result.alpha
+        return result.alpha, result.gamma
+
+
+class KernelRidgeCV(_Search, KernelRidge):
+    __doc__ = (
+        """Kernel ridge regression with gamma and alpha chosen by held-out R^2 on a subproblem.
+"""
+        + _SEARCH_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask import KernelRidgeCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, (400, 1))
+    >>> y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 400)
+    >>> est = KernelRidgeCV(random_state=0).fit(X, y)
+    >>> round(float(est.best_score_), 2) > 0.9
+    True
+    """
+    )
+
+    _score = staticmethod(r2_score)
+
+    def __init__(
+        self,
+        alphas: Any = _S["alphas"],
+        *,
+        gammas: Any = _S["gammas"],
+        search_rows: int = _S["search_rows"],
+        held_out: float = _S["held_out"],
+        kernel: Any = _S["kernel"],
+        degree: float = _S["degree"],
+        coef0: float = _S["coef0"],
+        kernel_params: dict | None = _S["kernel_params"],
+        landmarks: Any = _S["landmarks"],
+        landmark_method: str = _S["landmark_method"],
+        solver: str = _S["solver"],
+        tol: float = _S["tol"],
+        max_iter: int = _S["max_iter"],
+        precision: str | None = _S["precision"],
+        random_state: Any = _S["random_state"],
+        memory_budget: int | None = _S["memory_budget"],
+        chunk_size: int | None = _S["chunk_size"],
+        progress: bool = _S["progress"],
+    ) -> None:
+        self.alphas = alphas
+        self.gammas = gammas
+        self.search_rows = search_rows
+        self.held_out = held_out
+        self.kernel = kernel
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.landmarks = landmarks
+        self.landmark_method = landmark_method
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.precision = precision
+        self.random_state = random_state
+        self.memory_budget = memory_budget
+        self.chunk_size = chunk_size
+        self.progress = progress
+
+
+class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
+    __doc__ = (
+        """Kernel ridge classification with gamma and alpha chosen by held-out accuracy on a
+    subproblem.
+"""
+        + _SEARCH_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_moons
+    >>> from npt_dask import KernelRidgeClassifierCV
+    >>> X, y = make_moons(400, noise=0.2, random_state=0)
+    >>> clf = KernelRidgeClassifierCV(random_state=0).fit(X, y)
+    >>> clf.best_score_ > 0.9
+    True
+    """
+    )
+
+    _score = staticmethod(accuracy_score)
+
+    __init__ = KernelRidgeCV.__init__

@@ -1,0 +1,476 @@
+"""One way to obtain a dask ``Client``: an embedded ``LocalCluster`` or an existing cluster.
+
+:func:`connect` returns a ``distributed.Client`` that is the current
+scheduler for everything npt-dask computes. As a context manager it closes
+what it created (the client, and the embedded cluster if it started one) and
+leaves an existing cluster running. :class:`TLSConfig` holds the TLS
+certificates for ``tls://`` schedulers.
+
+This module only connects; it computes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from npt_dask.errors import ClusterError, InputError, InputTypeError
+
+__all__ = [
+    "TLSConfig",
+    "connect",
+    "dashboard_line",
+    "default_layout",
+    "quiet_lost_scheduler",
+    "spill_directory",
+]
+
+WORKERS_MEMORY_SHARE = 0.75
+"""Share of the machine's memory all embedded workers together may use."""
+
+_SCHEMES = ("tcp://", "tls://", "inproc://", "ws://", "wss://", "ucx://")
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """TLS certificates of a client (PEM files).
+
+    Parameters
+    ----------
+    ca_file : str
+        Certificate of the authority that signed the scheduler's and workers'
+        certificates, and this client's.
+    cert : str
+        This client's certificate: dask uses mutual TLS, so a ``tls://``
+        scheduler refuses clients without one. It may also hold the key.
+    key : str, optional
+        This client's private key, if not in ``cert``.
+
+    Examples
+    --------
+    >>> from npt_dask.runtime.cluster import TLSConfig
+    >>> tls = TLSConfig("ca.pem", cert="client.pem", key="client-key.pem")
+    >>> TLSConfig.from_dict(tls.to_dict()) == tls
+    True
+    >>> tls.to_dict()
+    {'ca_file': 'ca.pem', 'cert': 'client.pem', 'key': 'client-key.pem'}
+    """
+
+    ca_file: str
+    cert: str
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ca_file", "cert", "key"):
+            value = getattr(self, name)
+            if value is None and name == "key":
+                continue
+            if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+                raise InputTypeError(
+                    f"TLSConfig.{name} must be a path to a PEM file; got {value!r}."
+                )
+            object.__setattr__(self, name, os.fspath(value))
+
+    def to_dict(self) -> dict[str, str | None]:
+        """Plain dict (JSON/YAML-serialisable)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TLSConfig:
+        """Build from :meth:`to_dict` output; unknown keys are an error."""
+        unknown = set(data) - {"ca_file", "cert", "key"}
+        if unknown:
+            raise InputError(f"Unknown TLS settings {sorted(unknown)}; use ca_file, cert, key.")
+        missing = {"ca_file", "cert"} - set(data)
+        if missing:
+            raise InputError(
+                f"TLS settings lack {sorted(missing)}: give the cluster's CA (ca_file) and "
+                "this client's certificate (cert)."
+            )
+        return cls(**data)
+
+    def security(self) -> Any:
+        """A ``distributed.Security`` requiring encryption, after checking the files."""
+        from distributed import Security
+
+        for name in ("ca_file", "cert", "key"):
+            path = getattr(self, name)
+            if path is not None and not os.access(path, os.R_OK):
+                raise InputError(f"TLS {name} {path!r} does not exist or is not readable.")
+        return Security(
+            tls_ca_file=self.ca_file,
+            tls_client_cert=self.cert,
+            tls_client_key=self.key,
+            tls_scheduler_cert=self.cert,
+            tls_scheduler_key=self.key,
+            tls_worker_cert=self.cert,
+            tls_worker_key=self.key,
+            require_encryption=True,
+        )
+
+
+def default_layout(cores: int | None = None, memory: int | None = None) -> tuple[int, int, int]:
+    """``(n_workers, threads_per_worker, memory_limit)`` of the embedded cluster.
+
+    See :func:`connect` (Notes) for the rule.
+
+    Examples
+    --------
+    >>> from npt_dask.runtime.cluster import default_layout
+    >>> default_layout(cores=2, memory=16 * 2**30)
+    (2, 1, 6442450944)
+    >>> default_layout(cores=32, memory=256 * 2**30)[:2]
+    (8, 4)
+    """
+    import dask.system
+    import distributed.system
+    from distributed.deploy.utils import nprocesses_nthreads
+
+    cores = cores or dask.system.CPU_COUNT  # honours affinity and cgroup limits
+    memory = memory or distributed.system.MEMORY_LIMIT  # honours cgroup limits
+    n_workers, threads = nprocesses_nthreads(cores)  # LocalCluster's own layout
+    per_worker = int(memory * WORKERS_MEMORY_SHARE) // n_workers
+    return n_workers, threads, per_worker
+
+
+def spill_directory() -> Path:
+    """Where embedded workers spill: dask's ``temporary-directory``, else the
+    system temporary directory, unless that is a RAM disk (tmpfs), then
+    ``~/.cache/npt-dask``."""
+    import dask
+
+    configured = dask.config.get("temporary-directory", None)
+    if configured:
+        return Path(configured)
+    tmp = Path(tempfile.gettempdir())
+    return Path.home() / ".cache" / "npt-dask" if _on_tmpfs(tmp) else tmp
+
+
+def _on_tmpfs(path: Path) -> bool:
+    import psutil
+
+    best, fstype = "", ""
+    for part in psutil.disk_partitions(all=True):
+        mount = part.mountpoint
+        if str(path).startswith(mount) and len(mount) > len(best):
+            best, fstype = mount, part.fstype
+    return fstype in ("tmpfs", "ramfs")
+
+
+def _check_address(address: Any, tls: TLSConfig | None) -> str:
+    if not isinstance(address, str):
+        raise InputTypeError(f"address must be a string like 'tcp://host:8786'; got {address!r}.")
+    if "://" not in address:
+        address = f"{'tls' if tls else 'tcp'}://{address}"
+    if not address.startswith(_SCHEMES):
+        raise InputError(
+            f"Scheduler address {address!r} has an unknown protocol; use one of "
+            f"{', '.join(s[:-3] for s in _SCHEMES)}."
+        )
+    if address.startswith("tls://") and tls is None:
+        raise InputError(
+            f"{address} is a TLS scheduler; pass tls=TLSConfig(ca_file, cert, key) "
+            "(--tls-ca-file/--tls-cert/--tls-key on the command line)."
+        )
+    if tls is not None and not address.startswith(("tls://", "wss://")):
+        raise InputError(f"TLS settings were given but {address} is not a tls:// address.")
+    return address
+
+
+def _check_embedded_only(address: str | None, scheduler_file: Any, **options: Any) -> None:
+    if address is not None and scheduler_file is not None:
+        raise InputError("Give either a scheduler address or a scheduler file, not both.")
+    given = sorted(k for k, v in options.items() if v is not None)
+    if (address is not None or scheduler_file is not None) and given:
+        raise InputError(
+            f"{', '.join(given)} configure the embedded LocalCluster and cannot be used "
+            "with an existing scheduler; set them where the workers are started."
+        )
+
+
+def _scheduler_from_file(scheduler_file: Any) -> str:
+    import json
+
+    path = Path(scheduler_file)
+    try:
+        address = json.loads(path.read_text())["address"]
+    except OSError as exc:
+        raise ClusterError(
+            f"Scheduler file {path} cannot be read ({exc.strerror}); check the path and that "
+            "'dask scheduler --scheduler-file' has started."
+        ) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ClusterError(
+            f"Scheduler file {path} is not a dask scheduler file (no 'address')."
+        ) from exc
+    return address
+
+
+def _client_for(address: str, tls: TLSConfig | None, timeout: float) -> Any:
+    from distributed import Client
+
+    security = None if tls is None else tls.security()
+    try:
+        return Client(address, security=security, timeout=timeout, set_as_default=True)
+    except (OSError, TimeoutError) as exc:
+        text = str(exc)
+        if tls is not None and any(w in text for w in ("TLS", "SSL", "certificate")):
+            raise ClusterError(
+                f"The scheduler at {address} refused the TLS handshake ({text}). Check that "
+                f"ca_file is the cluster's CA and that cert/key were signed by it."
+            ) from exc
+        raise ClusterError(
+            f"No dask scheduler answered at {address} within {timeout:g}s ({text}). Check "
+            "that the scheduler is running, the address and port, firewalls, and that the "
+            "protocol matches (tcp:// or tls://)."
+        ) from exc
+
+
+def connect(
+    address: str | None = None,
+    *,
+    scheduler_file: str | os.PathLike | None = None,
+    tls: TLSConfig | Mapping[str, Any] | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int | None = None,
+    memory_limit: int | str | None = None,
+    local_directory: str | os.PathLike | None = None,
+    timeout: float = 10.0,
+    show_dashboard: bool = True,
+) -> Any:
+    """A ``distributed.Client``: an embedded LocalCluster, or an existing scheduler.
+
+    Parameters
+    ----------
+    address : str, optional
+        Scheduler address, ``tcp://host:8786`` or ``tls://host:8786`` (a bare
+        ``host:port`` means tcp, or tls when ``tls`` is given).
+    scheduler_file : path, optional
+        JSON file written by ``dask scheduler --scheduler-file``.
+    tls : TLSConfig or dict, optional
+        Certificates for a ``tls://`` scheduler; required for one. (The
+        embedded cluster takes none: it listens on 127.0.0.1 only.)
+    n_workers, threads_per_worker, memory_limit, local_directory : optional
+        Layout of the embedded cluster (see Notes); only without ``address``
+        and ``scheduler_file``.
+    timeout : float, default 10
+        Seconds to wait for an existing scheduler to answer.
+    show_dashboard : bool, default True
+        Print the link of the cluster's dashboard (task stream, progress, worker
+        memory) on stderr, one line: the embedded cluster's port is chosen at random.
+
+    Returns
+    -------
+    distributed.Client
+        The default scheduler from now on. ``with connect(...) as client:``
+        closes the client, and the cluster only if it was embedded.
+
+    Raises
+    ------
+    ClusterError
+        The scheduler did not answer (a ValueError: the address is wrong or down).
+    InputError, InputTypeError
+        Conflicting or malformed arguments.
+
+    Notes
+    -----
+    The embedded cluster runs worker *processes* (no GIL contention, and a
+    worker that exceeds its memory is restarted rather than the caller
+    killed), all bound to 127.0.0.1 with the dashboard on 127.0.0.1:
+
+    * workers: one per core up to 4 cores; beyond, about sqrt(cores)
+      workers of cores / workers threads (dask's own rule);
+    * memory limit per worker: 75% of the machine's memory (cgroup limits
+      honoured) divided among the workers, leaving the client the fit's
+      default ``memory_budget`` (a sixth) and headroom; past it workers
+      spill to disk, then pause;
+    * spill directory: ``local_directory``, else dask's
+      ``temporary-directory``, else the system temporary directory unless it
+      is a RAM disk (tmpfs), then ``~/.cache/npt-dask``.
+
+    Examples
+    --------
+    >>> from npt_dask.runtime.cluster import connect
+    >>> with connect(n_workers=1, threads_per_worker=1) as client:  # doctest: +SKIP
+    ...     model = npt.fit(X, n_components=10)
+    >>> connect("tcp://10.0.0.5:8786")  # doctest: +SKIP
+    """
+    if isinstance(tls, Mapping):
+        tls = TLSConfig.from_dict(tls)
+    if tls is not None and not isinstance(tls, TLSConfig):
+        raise InputTypeError(f"tls must be a TLSConfig or a dict; got {type(tls).__name__}.")
+    _check_embedded_only(
+        address, scheduler_file, n_workers=n_workers, threads_per_worker=threads_per_worker,
+        memory_limit=memory_limit, local_directory=local_directory,
+    )  # fmt: skip
+    if scheduler_file is not None:
+        address = _scheduler_from_file(scheduler_file)
+    if address is not None:
+        client = _client_for(_check_address(address, tls), tls, timeout)
+    elif tls is not None:
+        raise InputError(
+            "tls applies to an existing tls:// scheduler (give its address); the embedded "
+            "LocalCluster listens on 127.0.0.1 only."
+        )
+    else:
+        _check_main_guard()
+        client = _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
+    if show_dashboard and (line := dashboard_line(client, embedded=address is None)):
+        print(line, file=sys.stderr)
+    return client
+
+
+def dashboard_line(client: Any, *, embedded: bool) -> str | None:
+    """The line :func:`connect` prints: where the cluster's dashboard is (None if it has
+    none). The embedded cluster's pages need ``bokeh`` here; say so when it is missing."""
+    import importlib.util
+
+    link = getattr(client, "dashboard_link", None)
+    if not link:
+        return None
+    line = f"npt: dask dashboard at {link} (tasks, progress and worker memory, live)"
+    if embedded and importlib.util.find_spec("bokeh") is None:
+        line += "; its pages need bokeh: pip install 'bokeh>=3.1'"
+    return line
+
+
+_GUARD_HINT = """\
+Put the code that starts the cluster under the guard, e.g.
+
+    if __name__ == "__main__":
+        with npt.connect() as client:
+            ...
+
+(see "Safe importing of main module" in Python's multiprocessing docs)."""
+
+
+class _ConnectionNoise(logging.Filter):
+    """Drops the records a client logs while it fails to reach a scheduler that is gone
+    (a traceback each, then "Failed to reconnect"): the caller reports that in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, OSError | TimeoutError | asyncio.CancelledError):
+            return False
+        return "reconnect" not in record.getMessage().lower()
+
+
+@contextlib.contextmanager
+def quiet_lost_scheduler() -> Iterator[None]:
+    """Within the block, ``distributed``'s client does not log tracebacks of failed
+    reconnections (a killed scheduler gives screens of them); the command line reports
+    a lost scheduler in one line instead."""
+    logger = logging.getLogger("distributed.client")
+    noise = _ConnectionNoise()
+    logger.addFilter(noise)
+    try:
+        yield
+    finally:
+        logger.removeFilter(noise)
+
+
+def _check_main_guard() -> None:
+    """Refuse to start an embedded cluster from a script's unguarded top level.
+
+    The embedded workers are *spawned* processes, which import the main script
+    again (as ``__mp_main__``): an unguarded ``npt.connect()`` there would start
+    a cluster in every worker, and multiprocessing stops each with a bootstrapping
+    ``RuntimeError``. Checked in the script's process before any worker exists
+    (one clear error instead of a traceback per worker), and in a worker that
+    imports the script all the same (then that worker stops with this error).
+    """
+    import multiprocessing
+
+    # multiprocessing's own test (spawn._check_not_importing_main): a spawned child
+    # is still unpickling its parent's state, which includes importing the script
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise ClusterError(
+            "npt.connect() ran while a worker process was importing the main script: the "
+            f"script starts the embedded cluster without an if __name__ == '__main__' guard. "
+            f"{_GUARD_HINT}"
+        )
+    where = _unguarded_main_call()
+    if where is not None:
+        script, line = where
+        raise ClusterError(
+            f"npt.connect() is called at the top level of {script} (line {line}) without an "
+            "if __name__ == '__main__' guard: the embedded cluster's worker processes import "
+            f"{Path(script).name} again and would each start a cluster. {_GUARD_HINT}"
+        )
+
+
+def _unguarded_main_call() -> tuple[str, int] | None:
+    """``(script, line)`` if the call stack runs through an unguarded top-level
+    statement of a main script that spawned processes re-import; else None."""
+    import ast
+    import sys
+
+    import dask
+
+    if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
+        return None
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if not script or not str(script).endswith(".py") or name.rpartition(".")[2] == "__main__":
+        return None  # interactive, -c, or a package's __main__: spawn does not re-run it
+    frame: types.FrameType | None = sys._getframe()
+    line = None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(script).read_text(), filename=script)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for stmt in tree.body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            guarded = isinstance(stmt, ast.If) and any(
+                isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(stmt.test)
+            )
+            return None if guarded else (str(script), line)
+    return None
+
+
+def _embedded(
+    n_workers: int | None,
+    threads: int | None,
+    memory_limit: int | str | None,
+    local_directory: Any,
+) -> Any:
+    from dask.system import CPU_COUNT
+    from distributed import Client
+
+    workers, per, limit = default_layout()
+    if n_workers is None and threads is not None:  # as LocalCluster: fill the cores
+        n_workers = max(1, CPU_COUNT // threads)
+    if n_workers is not None and threads is None:
+        per = max(1, CPU_COUNT // n_workers)
+    n_workers = n_workers or workers
+    if memory_limit is None:
+        memory_limit = limit * workers // n_workers
+    spill = Path(local_directory) if local_directory is not None else spill_directory()
+    spill.mkdir(parents=True, exist_ok=True)
+    # Client(**cluster kwargs) owns the LocalCluster: closing the client closes it
+    return Client(
+        n_workers=n_workers,
+        threads_per_worker=threads or per,
+        memory_limit=memory_limit,
+        local_directory=str(spill),
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        set_as_default=True,
+    )

@@ -1,0 +1,1 @@
+"""What lands on disk: fitted models as zarr stores, and data sets."""

@@ -1,0 +1,572 @@
+"""Data sets: loaders for ``.npz`` files with arrays ``x`` (samples) and ``y`` (labels),
+and a seeded generator of deformed MNIST digits written to zarr.
+
+npt-dask never ships data. Point these loaders at your own files, or set
+``NPT_DATA_DIR`` to a folder holding them (on the development machines that
+is ``../shared/data``: ``mnist.npz``, ``fashion_mnist_8class.npz``,
+``covertype_odds.npz``). Files are read with ``allow_pickle=False``.
+
+:func:`deformed_mnist` grows MNIST's 60,000 training digits to any number of
+rows in the manner of infiMNIST/MNIST8M: row ``i`` beyond the originals is
+original ``i mod n_originals`` under a random affine map (rotation, scale,
+shear, shift) and an elastic distortion (Simard et al. 2003: a uniform random
+displacement field smoothed by a Gaussian of width ``sigma`` and scaled by
+``alpha``). Row ``i``'s randomness comes from ``numpy.random.default_rng([seed,
+i])`` alone, so the rows do not depend on chunk size, chunk order or the number
+of workers. :func:`write_deformed_mnist` writes them to a zarr v3 store once,
+each dask task generating and writing its own rows, atomically.
+
+Layer: numpy and scipy.ndimage for the images; dask, xarray and zarr only in
+the lazy and writing functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+import numbers
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.runtime import atomic as _atomic
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "GENERATORS",
+    "MNIST_TRAIN_ROWS",
+    "Deformation",
+    "data_path",
+    "deformed_mnist",
+    "first_per_class",
+    "generated_mismatch",
+    "generator_params",
+    "load_npz",
+    "open_generated",
+    "read_numpy",
+    "recover_generated",
+    "write_deformed_mnist",
+]
+
+DATA_DIR_ENV = "NPT_DATA_DIR"
+
+
+def data_path(name: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """Path of ``name`` in ``data_dir`` or ``$NPT_DATA_DIR``; a clear error if absent."""
+    base = data_dir or os.environ.get(DATA_DIR_ENV)
+    if not base:
+        raise InputError(
+            f"No data directory given: pass data_dir or set {DATA_DIR_ENV} to the folder "
+            f"holding {name!r}.",
+            spellings={"data_dir": "--data-dir"},
+        )
+    path = Path(base) / name
+    if not path.is_file():
+        raise InputError(
+            f"{path} does not exist; check data_dir or ${DATA_DIR_ENV}.",
+            spellings={"data_dir": "--data-dir"},
+        )
+    return path
+
+
+def _find(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a file, else ``$NPT_DATA_DIR/path`` for a relative one."""
+    given = Path(path)
+    tried = [given.absolute()]
+    if given.is_file():
+        return given
+    base = os.environ.get(DATA_DIR_ENV)
+    if base and not given.is_absolute():
+        candidate = Path(base) / given
+        if candidate.is_file():
+            return candidate
+        tried.append(candidate.absolute())
+    where = " or ".join(str(t) for t in tried)
+    hint = (
+        ""
+        if base or given.is_absolute()
+        else f"; set {DATA_DIR_ENV} to the folder holding it, or give its full path"
+    )
+    raise InputError(f"No file {os.fspath(path)!r}: looked for {where}{hint}.")
+
+
+T = TypeVar("T")
+
+
+def read_numpy(path: str | os.PathLike, read: Callable[[], T]) -> T:
+    """``read()`` of the ``.npy``/``.npz`` file ``path``, numpy's errors as one clear
+    :class:`~npt_dask.errors.InputError`: a file of Python objects (pickled data, an
+    object array) is refused, never loaded (every read here passes
+    ``allow_pickle=False``: unpickling can run code)."""
+    try:
+        return read()
+    except InputError:
+        raise  # ours already: a missing array, rows of the wrong shape
+    except (ValueError, EOFError) as exc:
+        text = str(exc)
+        if any(w in text for w in ("pickle", "Python objects", "Object arrays")):
+            raise InputError(
+                f"{os.fspath(path)} holds Python objects (pickled data, or an object array), "
+                "which npt-dask never loads: unpickling can run code. Save the rows as a "
+                "numeric array instead, e.g. np.save(path, np.asarray(x, dtype=np.float64))."
+            ) from None
+        raise InputError(f"{os.fspath(path)} is not a readable numpy file ({text}).") from None
+
+
+def load_npz(
+    path: str | os.PathLike,
+    *,
+    rows: slice | None = None,
+    scale: float | None = None,
+    dtype: Any = np.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Load ``x`` flattened to ``(n, d)`` and ``y`` from an ``.npz`` file.
+
+    Parameters
+    ----------
+    path : path-like
+        File with arrays ``x`` (n, ...) and ``y`` (n,).
+    rows : slice, optional
+        Rows to keep (e.g. ``slice(0, 60000)`` for MNIST's training split).
+    scale : float, optional
+        Divide ``x`` by this (``255`` maps pixels to [0, 1]).
+    dtype : dtype, default float64
+        dtype of the returned ``x``.
+
+    A relative ``path`` not found from the current directory is looked up in
+    ``$NPT_DATA_DIR``: ``load_npz("mnist.npz")`` reads ``$NPT_DATA_DIR/mnist.npz``.
+    """
+    path = _find(path)
+    x, y = read_numpy(path, lambda: _x_and_y(path))
+    if rows is not None:
+        x, y = x[rows], y[rows]
+    x = x.reshape(len(x), -1).astype(dtype)
+    if scale is not None:
+        x /= scale
+    return x, y
+
+
+def _x_and_y(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"x", "y"} - set(data.files)
+        if missing:
+            raise InputError(f"{path} lacks arrays {sorted(missing)}; it needs 'x' and 'y'.")
+        return data["x"], data["y"]
+
+
+def first_per_class(
+    labels: np.ndarray, classes: tuple | list | None = None, per_class: int | None = None
+) -> np.ndarray:
+    """Indices (ascending) of the first ``per_class`` rows of each class in ``classes``.
+
+    ``classes=None`` keeps every class, ``per_class=None`` every row of them.
+
+    >>> first_per_class(np.array([2, 4, 2, 7, 2, 4]), classes=(2, 4), per_class=2)
+    array([0, 1, 2, 5])
+    """
+    labels = np.asarray(labels)
+    keep = np.unique(labels) if classes is None else np.asarray(classes)
+    rows = [np.flatnonzero(labels == c)[:per_class] for c in keep]
+    return np.sort(np.concatenate(rows)) if rows else np.zeros(0, dtype=np.intp)
+
+
+# --------------------------------------------------------------------------
+# Deformed MNIST (infiMNIST-style): seeded, per-row randomness, written once.
+
+MNIST_TRAIN_ROWS = 60_000
+"""MNIST's training rows are ``0 .. 59,999`` of ``mnist.npz``; the rest are test rows."""
+
+GENERATED_ATTR = "npt_generated"
+"""Store attribute naming the generator; written last, so a half-written store has none."""
+
+
+@dataclass(frozen=True)
+class Deformation:
+    """Ranges of the random distortions; each deformed row draws its own values.
+
+    ``rotation`` (degrees), ``shear`` and ``shift`` (pixels, per axis) are drawn
+    uniformly in ``[-value, value]``, the scale per axis in ``[1 - scale,
+    1 + scale]``. The elastic field (Simard et al. 2003) is uniform noise in
+    [-1, 1] per pixel and axis, smoothed by a Gaussian of width ``sigma``
+    pixels and multiplied by ``alpha`` pixels; ``alpha = 0`` turns it off.
+    """
+
+    rotation: float = 10.0
+    scale: float = 0.1
+    shear: float = 0.15
+    shift: float = 1.0
+    alpha: float = 20.0
+    sigma: float = 4.0
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise InputTypeError(
+                    f"Deformation {f.name} must be a number; got {type(value).__name__}."
+                )
+            if not math.isfinite(value) or value < 0:
+                raise InputError(f"Deformation {f.name} must be a finite number >= 0; got {value}.")
+            object.__setattr__(self, f.name, float(value))
+        if self.scale >= 1:
+            raise InputError(
+                f"Deformation scale must be < 1 (a factor 1 ± scale); got {self.scale}."
+            )
+        if self.alpha > 0 and self.sigma == 0:
+            raise InputError("Deformation sigma must be > 0 when alpha > 0 (or set alpha = 0).")
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``; a clear error otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"{name} must be an int; got {type(value).__name__} {value!r}.")
+    if value < minimum:
+        raise InputError(f"{name} must be an int >= {minimum}; got {value}.")
+    return int(value)
+
+
+def _as_images(source_x: Any, source_y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The originals as ``(n, h, w)`` (uint8 kept, else float32 in [0, 1]) and their labels."""
+    x, y = np.asarray(source_x), np.asarray(source_y)
+    if x.ndim == 2:
+        side = math.isqrt(x.shape[1])
+        if side * side != x.shape[1]:
+            raise InputError(
+                f"source_x rows have {x.shape[1]} features, not a square image; "
+                "pass images shaped (n, height, width)."
+            )
+        x = x.reshape(len(x), side, side)
+    if x.ndim != 3 or len(x) == 0:
+        raise InputError(f"source_x must be images shaped (n, height, width); got {x.shape}.")
+    if y.shape != (len(x),):
+        raise InputError(f"source_y must have one label per image ({len(x)}); got {y.shape}.")
+    if x.dtype == np.uint8:
+        return x, y
+    if not np.issubdtype(x.dtype, np.floating) and not np.issubdtype(x.dtype, np.integer):
+        raise InputTypeError(f"source_x must be uint8 or real pixels; got dtype {x.dtype}.")
+    x = x.astype(np.float32)
+    if not np.isfinite(x).all() or x.min() < 0 or x.max() > 1:
+        raise InputError(
+            "source_x pixels must be uint8 (0..255) or floats in [0, 1]; "
+            "divide 0..255 pixels by 255."
+        )
+    return x, y
+
+
+def _affine(rng: np.random.Generator, d: Deformation) -> np.ndarray:
+    """One row's 2 x 3 map from output pixel (about the centre) to input pixel."""
+    angle, shear = np.deg2rad(d.rotation) * rng.uniform(-1, 1), d.shear * rng.uniform(-1, 1)
+    sy, sx = 1 + d.scale * rng.uniform(-1, 1, size=2)
+    shift = d.shift * rng.uniform(-1, 1, size=2)
+    c, s = math.cos(angle), math.sin(angle)
+    rotate = np.array([[c, -s], [s, c]])
+    stretch = np.array([[1 / sy, 0.0], [shear, 1 / sx]])
+    return np.column_stack([rotate @ stretch, shift])
+
+
+def _deform(images: np.ndarray, rows: np.ndarray, seed: int, d: Deformation) -> np.ndarray:
+    """Deform ``images`` (b, h, w), drawing image ``k``'s randomness from ``[seed, rows[k]]``.
+
+    All images in one call: the elastic fields are smoothed as one stacked
+    array and the images resampled (bilinear, zero outside) by one
+    ``map_coordinates``; only the draws are per row.
+    """
+    from scipy import ndimage
+
+    b, h, w = images.shape
+    maps, fields = np.empty((b, 2, 3)), np.empty((b, 2, h, w))
+    for k, row in enumerate(rows):
+        rng = np.random.default_rng([seed, int(row)])
+        maps[k] = _affine(rng, d)
+        fields[k] = rng.uniform(-1, 1, size=(2, h, w))
+    if d.alpha > 0:
+        fields = d.alpha * ndimage.gaussian_filter(fields, (0, 0, d.sigma, d.sigma))
+    else:
+        fields[:] = 0
+    centre = np.array([(h - 1) / 2, (w - 1) / 2])
+    grid = np.stack(np.meshgrid(np.arange(h), np.arange(w), indexing="ij")) - centre[:, None, None]
+    where = np.einsum("bij,jhw->bihw", maps[:, :, :2], grid)
+    where += (maps[:, :, 2] + centre)[:, :, None, None] + fields
+    index = np.broadcast_to(np.arange(b, dtype=float)[:, None, None], (b, h, w))
+    coords = np.stack([index, where[:, 0], where[:, 1]])
+    out = ndimage.map_coordinates(images, coords, order=1, mode="constant", cval=0.0)
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
+def _rows_block(
+    rows: np.ndarray,
+    images: np.ndarray,
+    *,
+    seed: int,
+    deformation: Deformation,
+    originals: bool,
+) -> np.ndarray:
+    """Flattened float32 rows ``rows`` of the deformed set (the originals stay as they are)."""
+    n0 = len(images)
+    source = images[rows % n0]
+    source = source / np.float32(255) if source.dtype == np.uint8 else source
+    source = source.astype(np.float32, copy=False)
+    out = source.reshape(len(rows), -1).copy()
+    todo = rows >= n0 if originals else np.ones(len(rows), dtype=bool)
+    if todo.any():
+        out[todo] = _deform(source[todo], rows[todo], seed, deformation).reshape(
+            int(todo.sum()), -1
+        )
+    return out
+
+
+def deformed_mnist(
+    source_x: Any,
+    source_y: Any,
+    n_rows: int,
+    seed: int = 0,
+    chunk_size: int = 10_000,
+    *,
+    deformation: Deformation | None = None,
+    originals: bool = True,
+) -> tuple[Any, Any]:
+    """Lazy ``(x, y)``: ``n_rows`` digits grown from ``source_x`` by random deformations.
+
+    Parameters
+    ----------
+    source_x : array (n0, h, w) or (n0, h * w)
+        The originals: uint8 pixels (0..255) or floats in [0, 1]. For MNIST,
+        the 60,000 training rows only (never the test rows).
+    source_y : array (n0,)
+        Their labels.
+    n_rows : int
+        Rows to generate.
+    seed : int
+        Row ``i`` (a deformation of original ``i mod n0``) draws from
+        ``numpy.random.default_rng([seed, i])``: same seed, same rows, however
+        they are chunked or scheduled.
+    chunk_size : int
+        Rows per dask chunk (one task generates one chunk).
+    deformation : Deformation, optional
+        Ranges of the distortions (defaults: :class:`Deformation`).
+    originals : bool, default True
+        Rows ``0 .. n0 - 1`` are the originals themselves (then ``n_rows`` must
+        be at least ``n0``); with False every row is deformed.
+
+    Returns
+    -------
+    x : dask array (n_rows, h * w), float32 in [0, 1]
+    y : dask array (n_rows,), the labels of the originals
+    """
+    import dask.array as da
+
+    from npt_dask.runtime.scheduler import keep_blocks
+
+    images, labels = _as_images(source_x, source_y)
+    n_rows = _count("n_rows", n_rows, 1)
+    seed = _count("seed", seed, 0)
+    chunk_size = _count("chunk_size", chunk_size, 1)
+    deformation = deformation or Deformation()
+    if not isinstance(deformation, Deformation):
+        raise InputTypeError(
+            f"deformation must be a datasets.Deformation; got {type(deformation).__name__}."
+        )
+    if originals and n_rows < len(images):
+        raise InputError(
+            f"n_rows={n_rows} is fewer than the {len(images)} originals it starts with; "
+            f"ask for n_rows >= {len(images)}, or pass originals=False."
+        )
+    rows = da.arange(n_rows, chunks=chunk_size)
+    # under a distributed client the originals are sent to the cluster once, kept with
+    # lineage (the graph holds a reference); locally the tasks share the array itself
+    shared = keep_blocks([images])[0]
+    x = da.map_blocks(
+        _rows_block, rows, shared,
+        seed=seed, deformation=deformation, originals=bool(originals),
+        new_axis=1, chunks=(rows.chunks[0], (images.shape[1] * images.shape[2],)),
+        dtype=np.float32, meta=np.empty((0, 0), dtype=np.float32),
+    )  # fmt: skip
+    y = da.from_array(labels, chunks=-1)[rows % len(images)]
+    return x, y.rechunk(rows.chunks)
+
+
+def _refuse_foreign(path: Path, overwrite: bool) -> None:
+    """Refuse a ``path`` that exists unless ``overwrite`` and it is a generated store."""
+    if not path.exists():
+        return
+    if not overwrite:
+        raise InputError(f"{path} exists; remove it or pass overwrite=True to regenerate it.")
+    try:
+        open_generated(path)
+    except InputError as exc:
+        raise InputError(
+            f"{path} exists and is not a store written by write_deformed_mnist; "
+            "refusing to replace it. Choose another path or remove it."
+        ) from exc
+
+
+def write_deformed_mnist(
+    path: str | os.PathLike,
+    n_rows: int = 1_000_000,
+    seed: int = 0,
+    *,
+    source: str | os.PathLike = "mnist.npz",
+    chunk_size: int = 10_000,
+    deformation: Deformation | None = None,
+    originals: bool = True,
+    overwrite: bool = False,
+) -> Path:
+    """Write :func:`deformed_mnist` rows to a zarr v3 store at ``path``, atomically.
+
+    The store is an xarray Dataset: ``x`` (sample, feature) float32 in [0, 1],
+    ``y`` (sample) labels, attributes ``seed``, ``source``, ``n_originals``,
+    ``n_rows``, ``originals`` and the deformation ranges. Each dask task (on the workers
+    when a ``distributed`` client is active) generates one chunk of rows and
+    writes it. The store is written under a temporary name beside ``path``
+    and renamed into place when complete: an interrupted write leaves no
+    store at ``path`` (read it with :func:`open_generated`).
+
+    ``source`` is an ``.npz`` with MNIST's layout (``x`` uint8 images, ``y``
+    labels); only its training rows ``0 .. 59,999`` are used. A relative
+    ``source`` is looked up in ``$NPT_DATA_DIR`` as :func:`load_npz` does.
+    """
+    path = Path(path)
+    n_rows, seed = _count("n_rows", n_rows, 1), _count("seed", seed, 0)
+    recover_generated(path)
+    _refuse_foreign(path, overwrite)
+    found = _find(source)
+    with np.load(found, allow_pickle=False) as data:
+        images, labels = data["x"][:MNIST_TRAIN_ROWS], data["y"][:MNIST_TRAIN_ROWS]
+    deformation = deformation or Deformation()
+    x, y = deformed_mnist(
+        images, labels, n_rows, seed, chunk_size, deformation=deformation, originals=originals
+    )
+    attrs = {
+        "seed": seed, "source": found.name, "n_originals": len(images), "n_rows": n_rows,
+        "originals": bool(originals), "deformation": dataclasses.asdict(deformation),
+    }  # fmt: skip
+    _write_atomically(path, x, y, attrs, chunk_size)
+    return path
+
+
+def _write_atomically(path: Path, x: Any, y: Any, attrs: dict, chunk_size: int) -> None:
+    """Write the store under an owner-tagged temporary name beside ``path`` and move it
+    into place (:func:`npt_dask.runtime.atomic.write_into_place`): a killed write leaves no
+    store at ``path``, and its temporary is removed by the next write or open."""
+    import xarray as xr
+    import zarr
+
+    ds = xr.Dataset({"x": (("sample", "feature"), x), "y": (("sample",), y)}, attrs=attrs)
+
+    def write(tmp: Path) -> None:
+        encoding = {"x": {"chunks": (chunk_size, x.shape[1])}, "y": {"chunks": (chunk_size,)}}
+        ds.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False, encoding=encoding)
+        zarr.open_group(str(tmp), mode="r+").attrs[GENERATED_ATTR] = "deformed_mnist"
+
+    _atomic.write_into_place(path, write, replace=True)  # overwrite=True: checked before
+
+
+def _is_generated(path: Path) -> bool:
+    """Whether ``path`` holds a complete store of :func:`write_deformed_mnist` (its
+    generator attribute is written last)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and GENERATED_ATTR in (meta.get("attributes") or {})
+
+
+def recover_generated(path: str | os.PathLike) -> bool:
+    """Repair what a killed :func:`write_deformed_mnist` at ``path`` left: a store stranded
+    beside ``path`` by a swap killed between its renames is moved back, and the
+    temporaries of dead writers are removed (live writers' are left alone). True if a
+    store was moved into place."""
+    return _atomic.recover(Path(path), _is_generated)
+
+
+def open_generated(path: str | os.PathLike) -> Any:
+    """The xarray Dataset (lazy, chunk by chunk) of a store :func:`write_deformed_mnist` wrote.
+
+    A missing, foreign or incomplete store raises :class:`InputError`.
+    """
+    import xarray as xr
+
+    path = Path(path)
+    recover_generated(path)
+    if not (path / "zarr.json").is_file():
+        raise InputError(f"{path} is not a zarr store; write it with write_deformed_mnist.")
+    try:
+        ds = xr.open_zarr(path, consolidated=False)
+    except Exception as exc:
+        raise InputError(f"{path} could not be opened as a zarr dataset: {exc}") from exc
+    if GENERATED_ATTR not in ds.attrs or not {"x", "y"} <= set(ds.data_vars):
+        raise InputError(
+            f"{path} is not a complete generated store (no {GENERATED_ATTR!r} attribute: "
+            "foreign or interrupted); remove it and write it again with write_deformed_mnist."
+        )
+    return ds
+
+
+GENERATORS = ("deformed_mnist",)
+"""Names a pipeline's ``[data] generate`` table may give."""
+
+
+def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A config's generator table as keyword arguments of :func:`write_deformed_mnist`.
+
+    ``values`` holds ``name = "deformed_mnist"`` and any of ``n_rows``,
+    ``seed``, ``source``, ``chunk_size``, ``originals`` and ``deformation`` (a
+    table of :class:`Deformation` ranges). Unknown keys and bad values raise.
+
+    >>> generator_params({"name": "deformed_mnist", "n_rows": 70000})["n_rows"]
+    70000
+    """
+    if not isinstance(values, Mapping):
+        raise InputError(f"[data] generate must be a table; got {type(values).__name__}.")
+    values = dict(values)
+    name = values.pop("name", None)
+    if name not in GENERATORS:
+        raise InputError(f"[data] generate needs name = one of {GENERATORS}; got {name!r}.")
+    allowed = {"n_rows", "seed", "source", "chunk_size", "deformation", "originals"}
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise InputError(
+            f"Unknown key(s) {unknown} in [data] generate; allowed: {sorted(allowed)}."
+        )
+    for key, minimum in (("n_rows", 1), ("seed", 0), ("chunk_size", 1)):
+        if key in values:
+            values[key] = _count(f"[data] generate {key}", values[key], minimum)
+    if not isinstance(values.get("source", ""), str):
+        raise InputTypeError("[data] generate source must be a path string.")
+    if not isinstance(values.get("originals", True), bool):
+        raise InputTypeError("[data] generate originals must be true or false.")
+    table = values.pop("deformation", {})
+    if not isinstance(table, Mapping):
+        raise InputError("[data] generate deformation must be a table of Deformation ranges.")
+    fields = {f.name for f in dataclasses.fields(Deformation)}
+    unknown = sorted(set(table) - fields)
+    if unknown:
+        raise InputError(
+            f"Unknown key(s) {unknown} in [data] generate deformation; allowed: {sorted(fields)}."
+        )
+    defaults = {
+        key: p.default
+        for key, p in inspect.signature(write_deformed_mnist).parameters.items()
+        if key in allowed
+    }
+    return {**defaults, **values, "deformation": Deformation(**table)}
+
+
+def generated_mismatch(attrs: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    """How a generated store's ``attrs`` differ from :func:`generator_params` output, or None."""
+    wanted = {
+        "seed": params["seed"],
+        "n_rows": params["n_rows"],
+        "originals": params["originals"],
+        "source": Path(params["source"]).name,
+        "deformation": dataclasses.asdict(params["deformation"] or Deformation()),
+    }
+    diffs = [f"{k}={attrs.get(k)!r} (wanted {v!r})" for k, v in wanted.items() if attrs.get(k) != v]
+    return ", ".join(diffs) or None
