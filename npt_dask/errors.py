@@ -96,7 +96,7 @@ class StoreError(NPTError, ValueError):
     """
 
 
-# --- store errors a caller can tell apart (issue 27 item 9) ---------------------------
+# --- store errors a caller can tell apart -------------------------------------------------
 
 
 class StoreNotFoundError(FileNotFoundError, StoreError):
@@ -126,7 +126,7 @@ class StoreInUseError(StoreError):
     projection or transform reads): nothing computed from it was kept."""
 
 
-# --- end of the store errors ----------------------------------------------------------
+# --- end of the store errors --------------------------------------------------------------
 
 
 class ProjectionError(NPTError, ValueError):
@@ -182,7 +182,7 @@ class ResidualWarning(NPTWarning):
     matrix lacks the rows' self-similarities ``k(z, z)``): it is NaN."""
 
 
-# --- kernels of the wrong sign, refits said (issue 28) --------------------------------------
+# --- kernels of the wrong sign, refits said -----------------------------------------------
 
 
 class NegativeDefiniteKernelError(DegenerateKernelError):
@@ -214,7 +214,7 @@ def warn(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-# --- kernel ridge (issue 26) ---------------------------------------------------------------
+# --- kernel ridge -------------------------------------------------------------------------
 
 
 class CheckpointError(NPTError, ValueError):

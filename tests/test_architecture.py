@@ -120,7 +120,7 @@ def test_the_cycle_check_can_fail():
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-# --- no loops of any kind (issue 27 item 10) ------------------------------------------
+# --- no loops of any kind -----------------------------------------------------------------
 
 
 def _graph_of_any_kind() -> dict[str, set[str]]:
@@ -198,7 +198,7 @@ def test_every_exception_lives_in_errors():
     assert all(d.startswith("npt_dask.errors.") for d in defined), defined
 
 
-# --- one atomic writer ----------------------------------------------------------------
+# --- one atomic writer --------------------------------------------------------------------
 
 ATOMIC = "npt_dask.runtime.atomic"
 _RENAMES = {"os.rename", "os.replace", "os.renames", "shutil.move"}
@@ -227,7 +227,7 @@ def _renames(tree: ast.AST) -> list[str]:
 
 
 def test_only_the_atomic_module_renames_stores():
-    """Issue 27 item 6: temporary names, swaps, recovery and sweeps live in one module."""
+    """Temporary names, swaps, recovery and sweeps live in one module."""
     assert ATOMIC in MODULES
     offenders = {
         name: found
@@ -270,7 +270,7 @@ def test_block_engine_is_numpy_only():
     assert {m for m in imported if m.startswith("npt_dask")} <= allowed
 
 
-# --- the layers, one folder each ------------------------------------------------------------
+# --- the layers, one folder each ----------------------------------------------------------
 
 LAYERS: list[list[str]] = [
     ["npt_dask.errors", "npt_dask._version", "npt_dask._aliases"],
@@ -367,7 +367,7 @@ def test_benchmarks_import_only_public_names_that_exist():
     assert not offenders, offenders
 
 
-# --- array-API blocks (issue 27, item 5) ----------------------------------------------------
+# --- array-API blocks ---------------------------------------------------------------------
 
 
 def _strict(*arrays):

@@ -1,6 +1,6 @@
-"""The one atomic writer (issue 27 item 6): owner-tagged temporaries, the swap, recovery
+"""The one atomic writer: owner-tagged temporaries, the swap, recovery
 and the sweep, for model stores, projection stores and generated data sets alike --
-and the leftovers each of them used to strand (issue 27 bug 4, issue 28 item 11)."""
+and the leftovers each of them used to strand."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _names(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-# --- bug 4: a failed second rename strands the previous data set -------------------------
+# --- bug 4: a failed second rename strands the previous data set --------------------------
 
 
 def test_failed_swap_of_a_generated_store_puts_the_previous_one_back(tmp_path, source, monkeypatch):
@@ -79,7 +79,7 @@ def test_a_generated_store_stranded_aside_is_restored(tmp_path, source, aside):
     assert _names(tmp_path) == ["d.zarr"]
 
 
-# --- bug 4: the directories of discarded projections -------------------------------------
+# --- bug 4: the directories of discarded projections --------------------------------------
 
 
 def test_leftovers_of_discarded_projections_are_removed(tmp_path):
@@ -96,7 +96,7 @@ def test_leftovers_of_discarded_projections_are_removed(tmp_path):
     assert _names(tmp_path) == [live.name, "p.zarr"]
 
 
-# --- issue 28 item 11: a killed write_deformed_mnist ------------------------------------
+# --- a killed write_deformed_mnist --------------------------------------------------------
 
 _WRITER = """
 import sys

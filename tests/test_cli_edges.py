@@ -1,4 +1,4 @@
-"""Command-line edges (issue 28 item 17): ``--out`` through a link to a store not yet
+"""Command-line edges: ``--out`` through a link to a store not yet
 created, and pickled data files refused in one line, never loaded."""
 
 from __future__ import annotations

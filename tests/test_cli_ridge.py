@@ -1,5 +1,5 @@
 """``npt ridge`` with labels in a ``.npy`` file, a search given only its gammas, and
-candidate arrays refused by the table's entries (issue 27 audit, item 7) in the
+candidate arrays refused by the table's entries in the
 command line's words."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Warnings from the ``npt`` command line print as one line each (issue 28 audit):
+"""Warnings from the ``npt`` command line print as one line each:
 ``npt project: warning: KernelScaleWarning: ...``, not Python's two-line default that
 names the console script (``.../bin/npt:8: ...`` then ``  sys.exit(main())``). The
 library raises the same warnings as before."""

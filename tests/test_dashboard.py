@@ -1,5 +1,5 @@
-"""Where the dashboard is: ``npt.connect()`` and ``npt run`` print its link (issue 28
-item 19); the embedded cluster's port is random, so the line is the way to find it."""
+"""Where the dashboard is: ``npt.connect()`` and ``npt run`` print its link; the
+embedded cluster's port is random, so the line is the way to find it."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_project_on_cluster_matches_local(client, tmp_path):
 
 
 def test_landmark_pass_on_cluster_reports_progress_and_matches_the_projection(client, capsys):
-    """Issue 28 item 16 on a cluster: the training pass reports each row chunk from the
+    """On a cluster, the training pass reports each row chunk from the
     driver, and its certificate and moments are the projection's (another code path)."""
     assert current_client() is client
     x = np.random.default_rng(16).normal(size=(600, 4))

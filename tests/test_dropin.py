@@ -1,4 +1,4 @@
-"""Issue 22 items 1 and 3, issue 20's scikit-learn section: NonlinearProjection as KernelPCA.
+"""NonlinearProjection as a drop-in for scikit-learn's KernelPCA.
 
 Each test goes through the call a scikit-learn user types and compares with
 ``sklearn.decomposition.KernelPCA`` where there is a number to compare.

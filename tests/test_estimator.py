@@ -207,7 +207,7 @@ def test_fitted_attributes_match_dense_spectrum():
     [
         ({"gamma": -1.0}, ValueError, "gamma"),
         ({"gamma": 0.0}, ValueError, "gamma"),
-        ({"gamma": "auto"}, ValueError, "gamma"),  # "scale" is valid (issue 11)
+        ({"gamma": "auto"}, ValueError, "gamma"),  # "scale" is valid
         ({"kernel": "nope"}, ValueError, "kernel"),
         ({"n_components": 0}, ValueError, "n_components"),
         ({"n_components": 2.5}, TypeError, "n_components"),

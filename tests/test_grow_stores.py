@@ -1,5 +1,5 @@
-"""A grown model can replace a store (issue 28 item 8) and never lands outside the
-pipeline's output folder (item 10)."""
+"""A grown model can replace a store and never lands outside the
+pipeline's output folder."""
 
 from __future__ import annotations
 

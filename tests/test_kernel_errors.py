@@ -1,6 +1,6 @@
 """Kernel values that are not a kernel: callables of the wrong form or output, overflow.
 
-Issue 20, items 7, 11 and 18. Every kernel block is checked once for NaN/inf
+Every kernel block is checked once for NaN/inf
 where it is made (:meth:`npt_dask.kernels.KernelSpec.__call__`), so the error
 names the kernel instead of surfacing as "no positive eigenvalue" or a
 ``LinAlgError`` from the eigensolver; references are dense numpy.
@@ -25,7 +25,7 @@ def _centred_top(k: np.ndarray, r: int) -> np.ndarray:
     return np.linalg.eigvalsh(c @ k @ c)[::-1][:r]
 
 
-# --- item 7: block or pair, whatever the shapes
+# --- block or pair, whatever the shapes
 
 
 def test_per_pair_dot_with_as_many_rows_as_features_is_the_linear_kernel():
@@ -65,7 +65,7 @@ def test_a_declared_block_function_is_not_probed():
     assert shapes == [(7, 5)]
 
 
-# --- item 11: what a callable returns
+# --- what a callable returns
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_a_per_pair_callable_returning_none_on_a_later_pair_is_named():
         make_kernel(bad_pair)(np.array([[0.0, 1.0], [2.0, 1.0]]), X[:3, :2])
 
 
-# --- item 18: overflow
+# --- overflow
 
 
 @pytest.mark.filterwarnings("ignore::npt_dask.KernelScaleWarning")  # its float64 sample

@@ -1,5 +1,5 @@
-"""Kernels by kind (issue 19, item 1), a plan the solver obeys (item 2), errors that
-carry their parameter (item 4).
+"""Kernels by kind, a plan the solver obeys, errors that
+carry their parameter.
 
 Each kind of kernel is its own class; what differs by kind is said by the class
 (``evaluated``, ``storable``, ``feature_local`` and its methods), and the graph code
@@ -105,7 +105,7 @@ def test_the_graph_code_dispatches_once_on_the_kind():
     np.testing.assert_allclose(evaluated.matmat(v), given.matmat(v), rtol=1e-12, atol=1e-12)
 
 
-# --- the plan's explicit-path decision -------------------------------------------------
+# --- the plan's explicit-path decision ----------------------------------------------------
 
 
 def test_the_plan_decides_the_explicit_path_once():
@@ -133,7 +133,7 @@ def test_the_solver_obeys_the_explicit_path_it_is_given(decided):
     np.testing.assert_allclose(out.eigenvalues, ref.eigenvalues, rtol=1e-8)
 
 
-# --- errors carry their parameter ------------------------------------------------------
+# --- errors carry their parameter ---------------------------------------------------------
 
 
 def test_parameter_errors_name_their_parameter_and_keep_it_through_pickling():
@@ -177,7 +177,7 @@ def test_fields_of_another_kind_are_a_kernel_parameter_error(fields, match):
         KernelSpec(**fields)
 
 
-# --- review findings -------------------------------------------------------------------
+# --- review findings ----------------------------------------------------------------------
 
 
 def test_rpcholesky_stopping_early_plans_for_the_rows_it_chose():

@@ -1,4 +1,4 @@
-"""Kernel resolution happens in one function (issue 19, bug 3).
+"""Kernel resolution happens in one function.
 
 ``gamma="scale"`` and the other fit parameters of the kernel resolve through
 :func:`npt_dask.kernels.resolve_kernel` in the fit (so the estimator), in

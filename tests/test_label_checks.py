@@ -1,4 +1,4 @@
-"""Dask labels are refused as numpy labels are: NaN and continuous values (issue 20, item 8)."""
+"""Dask labels are refused as numpy labels are: NaN and continuous values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data that carries its own row labels and feature names (issue 28, items 1 and 2).
+"""Data that carries its own row labels and feature names.
 
 References are independent: xarray's and pandas' own alignment (``xr.align``,
 ``reindex``) for labels, scikit-learn's own ``feature_names_in_`` check for
@@ -47,7 +47,7 @@ def _moments(model):
     return np.concatenate([m.gram.ravel(), m.cross.ravel(), np.ravel(m.t_sum)])
 
 
-# --- item 1: labels matched by label ---------------------------------------------------------
+# --- labels matched by label --------------------------------------------------------------
 
 
 @pytest.mark.parametrize("lazy", [False, True])
@@ -133,7 +133,7 @@ def test_dask_labels_of_unknown_chunks_name_the_fix():
         RidgeClassifier().fit(da.from_array(X, chunks=60), labels)
 
 
-# --- item 2: feature names -------------------------------------------------------------------
+# --- feature names ------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """A scheduler killed under ``npt project --scheduler-file``: one line that says what is
-kept and how to resume, no screens of traceback (issue 28 item 17). That re-running
+kept and how to resume, no screens of traceback. That re-running
 resumes is ``test_reliability.py::test_killed_client_resumes``'s."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks from the table everywhere (issue 27 item 7): the methods on coordinates,
+"""Checks from the table everywhere: the methods on coordinates,
 the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
 their parameters as data in :mod:`npt_dask.runtime.params`, and refuse each bad value the table
 generates with the table's one error, before any work.
@@ -132,7 +132,7 @@ def test_the_data_bounds_are_checked_in_the_tables_words():
     assert "n_classes - 1 = 1" in message
 
 
-# --- the kernel ridge estimators (RIDGE_PARAMS, SEARCH_PARAMS) ---------------------------
+# --- the kernel ridge estimators (RIDGE_PARAMS, SEARCH_PARAMS) ----------------------------
 
 KERNEL_RIDGE: dict[type, tuple[Param, ...]] = {
     npt.KernelRidge: RIDGE_PARAMS,
@@ -181,7 +181,7 @@ def test_each_kernel_ridge_signature_is_its_table(cls):
 
 
 def test_an_array_and_a_number_share_one_wording():
-    """Issue 27 audit, item 7: ``alpha=[-1]`` was "alpha must be finite and >= 0", ``alpha=
+    """``alpha=[-1]`` was "alpha must be finite and >= 0", ``alpha=
     ['x']`` and ``gammas=['x']`` a bare ValueError; each is now the table's one error."""
     x, y = np.random.default_rng(2).normal(size=(30, 2)), np.arange(30.0)
 

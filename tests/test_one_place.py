@@ -1,4 +1,4 @@
-"""Each fixed choice and default is declared once (issue 19, items 2 and 5).
+"""Each fixed choice and default is declared once.
 
 The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.params`;
 the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
@@ -83,8 +83,8 @@ def _fit_params_keywords(function: typing.Callable[..., object]) -> list[tuple[s
 
 
 def test_fit_signature_is_the_table_and_passes_every_parameter_on():
-    """``npt.fit`` builds its FitParams explicitly from its own arguments (issue 27 item
-    11: a reader can follow each one), so its signature must hold exactly the table's
+    """``npt.fit`` builds its FitParams explicitly from its own arguments (a reader can
+    follow each one), so its signature must hold exactly the table's
     names and the call must pass each, under its own name (a parameter added to the table
     and not to the signature or the call, or the reverse, fails here)."""
     signature = list(inspect.signature(npt.fit).parameters)
@@ -101,7 +101,7 @@ def test_fit_signature_is_the_table_and_passes_every_parameter_on():
     assert model.diagnostics.tol == 1e-9
 
 
-# --- one label check (issue 27 item 12; the audit's alignment) ------------------------------
+# --- one label check ----------------------------------------------------------------------
 
 METHODS = Path(npt.__file__).parent / "methods"
 

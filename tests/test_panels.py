@@ -1,4 +1,4 @@
-"""The Krylov basis off the driver (issue 12, item 2): chunked panels equal the driver's.
+"""The Krylov basis off the driver: chunked panels equal the driver's.
 
 References: the driver path (numpy panels) and dense ``eigh``. The chunked
 panels run on local disk (threaded scheduler) and on a ``distributed``

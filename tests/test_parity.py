@@ -1,4 +1,4 @@
-"""scikit-learn parity (issue 14): NonlinearProjection against KernelPCA on the same data.
+"""scikit-learn parity: NonlinearProjection against KernelPCA on the same data.
 
 Precomputed and callable kernels, pre-images (inverse_transform, Mika's fixed
 point), remove_zero_eig and degenerate kernels, sparse input, dtype tags.

@@ -69,7 +69,7 @@ GENERATE = {"name": "deformed_mnist", "n_rows": 100, "seed": 2, "chunk_size": 32
     ("data", "message"),
     [
         ({"source": "zarr", "test": [0, 5]}, "needs path = '<store>.zarr'"),
-        (  # test rows are optional (issue 28 item 18), but test_path names rows of a file
+        (  # test rows are optional, but test_path names rows of a file
             {"source": "zarr", "path": "a.zarr", "test_path": "b.npz"},
             "needs test = [start, stop)",
         ),
@@ -184,7 +184,7 @@ def test_pipeline_generates_then_reads_the_store_in_place(tmp_path, source, clie
     assert again["methods"]["ridge"]["test_accuracy"] == report["methods"]["ridge"]["test_accuracy"]
 
 
-# --- issue 28 item 18: the config names the variables; labels and test rows optional ------
+# --- the config names the variables; labels and test rows optional ------------------------
 
 
 def _unlabelled_store(path, rows) -> None:

@@ -132,7 +132,7 @@ def test_cache_modes_and_kept_prefix():
 
 @pytest.mark.parametrize("itemsize", [8, 4])
 def test_cache_memory_over_budget_subtracts_kept_bytes_not_entries(itemsize):
-    """Issue 19, bug 1: n = 20,000, 1 GiB, cache="memory". Every block kept (1.79 GiB in
+    """N = 20,000, 1 GiB, cache="memory". Every block kept (1.79 GiB in
     float64) is the user's call; the rest fits, so the plan is accepted. The old check
     subtracted the kept blocks' entry count (0.22 G) as if bytes and refused it with a
     misleading "Krylov basis" message. (0.75 GiB besides the blocks with two threads and

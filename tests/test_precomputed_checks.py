@@ -1,4 +1,4 @@
-"""A precomputed kernel matrix that cannot be a kernel is refused (issue 20, items 12, 13)."""
+"""A precomputed kernel matrix that cannot be a kernel is refused."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_rounding_asymmetry_is_accepted_as_the_symmetric_part(dtype):
     np.testing.assert_allclose(model.eigenvalues, ref.eigenvalues, rtol=1e-5)
 
 
-# --- item 13: residual() of a precomputed model
+# --- residual() of a precomputed model
 
 
 def _rbf(a, b, gamma=0.3):

@@ -1,5 +1,5 @@
 """Projection stores that cannot lie: one writer at a time, a pinned model, atomic
-creation, non-finite kernels, precomputed models (issue 20 items 1, 2, 3, 5, 6)."""
+creation, non-finite kernels, precomputed models."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _lock_of(child: subprocess.Popen, out: Path) -> None:
     (out / projection._LOCK).write_text(json.dumps(content))
 
 
-# --- item 1: two writers on one store --------------------------------------------------
+# --- two writers on one store -------------------------------------------------------------
 
 
 def test_second_live_writer_is_refused_naming_the_holder(saved, tmp_path):
@@ -112,7 +112,7 @@ def test_identical_concurrent_runs_never_corrupt_the_store(saved, tmp_path):
     assert _done(out).all()
 
 
-# --- item 2: the model changes under a running projection ------------------------------
+# --- the model changes under a running projection -----------------------------------------
 
 
 def test_model_replaced_after_load_is_refused(saved, tmp_path):
@@ -160,7 +160,7 @@ def test_model_replaced_mid_run_fails_loudly(saved, tmp_path):
 def test_model_of_another_shape_replaced_mid_run_is_a_store_in_use_error(
     saved, tmp_path, monkeypatch, shape, when
 ):
-    """Issue 28 item 9: another n and r saved over the store a running projection reads
+    """Another n and r saved over the store a running projection reads
     ended it with a bare broadcasting ValueError (saved just before a task opened the
     store), or called the store damaged (saved between two of its reads)."""
     from npt_dask.errors import StoreInUseError
@@ -195,7 +195,7 @@ def test_model_of_another_shape_replaced_mid_run_is_a_store_in_use_error(
     assert not _done(out).any()  # nothing computed from the replaced model is kept
 
 
-# --- issue 28 item 4: a partial store does not read as a result --------------------------
+# --- a partial store does not read as a result --------------------------------------------
 
 
 def test_partial_store_does_not_read_as_a_result_and_resumes(saved, tmp_path, monkeypatch):
@@ -264,7 +264,7 @@ def test_interrupted_finish_still_reads_as_incomplete_and_resumes(saved, tmp_pat
     assert not (out / projection.INCOMPLETE).exists()
 
 
-# --- item 3: a kill or a full disk while the store is created ---------------------------
+# --- a kill or a full disk while the store is created -------------------------------------
 
 
 def _half_store(saved, out: Path, drop: str) -> None:
@@ -320,7 +320,7 @@ def test_builds_of_killed_writers_are_removed(saved, tmp_path):
     assert sorted(os.listdir(tmp_path)) == [live.name, "p.zarr"]
 
 
-# --- item 5: NaN from a callable kernel -----------------------------------------------
+# --- NaN from a callable kernel -----------------------------------------------------------
 
 
 def _nan_beyond_five(a, b):
@@ -343,7 +343,7 @@ def test_nan_from_a_callable_kernel_is_an_error_and_nothing_is_done(tmp_path):
     assert not _done(out).any()
 
 
-# --- item 6: a saved precomputed-kernel model ------------------------------------------
+# --- a saved precomputed-kernel model -----------------------------------------------------
 
 
 def test_saved_precomputed_model_projects_test_kernel_rows(tmp_path):
@@ -354,7 +354,7 @@ def test_saved_precomputed_model_projects_test_kernel_rows(tmp_path):
     kz = z @ x.T  # test x train kernel rows
     want = model.transform(kz)
     nan_residual = pytest.warns(ResidualWarning, match=r"residual column is NaN")
-    with nan_residual:  # said, as residual() says it (issue 28 item 17)
+    with nan_residual:  # said, as residual() says it
         ds = npt.project(loaded, kz, tmp_path / "p.zarr", chunk_size=7, progress=False)
     np.testing.assert_allclose(ds["coordinates"].values, want, atol=1e-12)
     assert np.isnan(ds["residual"].values).all()

@@ -1,5 +1,5 @@
 """Scratch of a ``basis="chunked"`` fit is never left behind: removed on SIGTERM, and
-that of processes killed outright removed by the next fit (issue 20 item 9)."""
+that of processes killed outright removed by the next fit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""basis="chunked" with an unusable temporary directory names the fix (issue 20, item 17)."""
+"""basis="chunked" with an unusable temporary directory names the fix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A warm start that cannot start the solver is refused naming start= (issue 20, item 16)."""
+"""A warm start that cannot start the solver is refused naming start=."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Store errors a caller can tell apart (issue 27 item 9), a manifest check that cannot be
-switched off (issue 28 item 5), landmark moments kept (item 6), a truncated array
-metadata file (item 17)."""
+"""Store errors a caller can tell apart, a manifest check that cannot be
+switched off, landmark moments kept, a truncated array
+metadata file."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _write_attributes(path: Path, meta: dict) -> None:
     (path / "zarr.json").write_text(json.dumps(meta))
 
 
-# --- issue 27 item 9: StoreError subclasses ----------------------------------------------
+# --- StoreError subclasses ----------------------------------------------------------------
 
 
 def test_store_errors_can_be_told_apart(fitted, tmp_path):
@@ -87,7 +87,7 @@ def test_store_errors_can_be_told_apart(fitted, tmp_path):
 @pytest.mark.parametrize("names", [["a", "b"], ["a", "b", 3], "abc"])
 def test_damaged_feature_names_are_an_integrity_error(tmp_path, names):
     """A manifest whose feature_names is not one string per feature is damaged: the
-    subclass that says so, not the bare base (issue 27 audit, item 9)."""
+    subclass that says so, not the bare base."""
     import pandas as pd
 
     x = pd.DataFrame(np.random.default_rng(3).normal(size=(40, 3)), columns=["a", "b", "c"])
@@ -123,7 +123,7 @@ def test_damaged_store_messages_raise_the_integrity_subclass():
     assert bare == [], f"store.py raises the bare StoreError for a damaged store at {bare}"
 
 
-# --- issue 28 item 5: the manifest check cannot be switched off -------------------------
+# --- the manifest check cannot be switched off --------------------------------------------
 
 
 def test_deleting_the_manifest_checksum_does_not_switch_the_check_off(fitted, tmp_path):
@@ -153,7 +153,7 @@ def test_emptying_the_array_checksums_does_not_switch_them_off(fitted, tmp_path)
         npt.load(path)
 
 
-# --- issue 28 item 6: landmark moments are saved ----------------------------------------
+# --- landmark moments are saved -----------------------------------------------------------
 
 
 def _same_moments(got, want) -> None:
@@ -198,7 +198,7 @@ def test_moments_a_store_cannot_hold_are_said_at_save_time(fitted, tmp_path):
     assert npt.load(path).moments is None
 
 
-# --- issue 28 item 17: a truncated array metadata file ----------------------------------
+# --- a truncated array metadata file ------------------------------------------------------
 
 
 def test_truncated_array_metadata_is_a_store_error(fitted, tmp_path):
@@ -213,7 +213,7 @@ def test_truncated_array_metadata_is_a_store_error(fitted, tmp_path):
     assert main(["info", str(path)]) == 2  # one line, no JSONDecodeError traceback
 
 
-# --- issue 28 audit: a refused save names the command that writes such a model -----------
+# --- a refused save names the command that writes such a model ----------------------------
 
 
 def test_a_refused_save_names_the_command_of_its_model(tmp_path):

@@ -1,6 +1,5 @@
 """Model stores that cannot lie: manifest checksum, forward compatibility, corrupted
-chunks at transform, and recovery from a killed save (issue 20 items 4, 10, 19;
-issue 19 bug 4)."""
+chunks at transform, and recovery from a killed save."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ def _edit_manifest(path: Path, edit) -> None:
     (path / "zarr.json").write_text(json.dumps(meta))
 
 
-# --- item 4: every field of the manifest is verified -----------------------------------
+# --- every field of the manifest is verified ----------------------------------------------
 
 
 def test_edited_kernel_gamma_is_refused(fitted, tmp_path):
@@ -62,13 +61,13 @@ def test_edited_result_fields_are_refused(fitted, tmp_path, edit):
         npt.load(path)
 
 
-# --- issue 19 bug 4: forward compatibility -------------------------------------------
+# --- forward compatibility ----------------------------------------------------------------
 
 
 def _without_checksum(path: Path, edit) -> None:
     """Edit the manifest and sign it again (as a newer npt-dask, or a careful hand, would):
     the edit then meets the checks behind the checksum. (Deleting the checksum instead,
-    as earlier versions of these tests did, is now refused on its own: issue 28 item 5.)"""
+    as earlier versions of these tests did, is now refused on its own.)"""
     meta = json.loads((path / "zarr.json").read_text())
     edit(meta["attributes"]["npt"])
     meta["attributes"][store.CHECKSUM] = store.checksum_of(meta["attributes"]["npt"])
@@ -118,7 +117,7 @@ def test_malformed_fields_are_a_store_error(fitted, tmp_path, edit):
         npt.load(path)
 
 
-# --- item 19: a corrupted chunk read after load(verify=False) -------------------------
+# --- a corrupted chunk read after load(verify=False) --------------------------------------
 
 
 def test_corrupted_chunk_at_transform_names_path_and_array(fitted, tmp_path):
@@ -135,7 +134,7 @@ def test_corrupted_chunk_at_transform_names_path_and_array(fitted, tmp_path):
         np.asarray(loaded.x_train)
 
 
-# --- item 10: a save killed over an existing model -------------------------------------
+# --- a save killed over an existing model -------------------------------------------------
 
 
 def _fitted_other(z_dim: int = 5):

@@ -118,7 +118,7 @@ SOLVER_ALIASES: Mapping[str, Solver] = dict.fromkeys(get_args(SolverAlias), "kry
 iterative solvers for the top eigenpairs; ours is exact to ``tol``)."""
 
 
-# --- constraints -----------------------------------------------------------------------
+# --- constraints --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -885,7 +885,7 @@ def names() -> Iterable[str]:
     return (p.name for p in PARAMS)
 
 
-# --- kernel ridge (npt_dask.ridge.estimators) -------------------------------------------------
+# --- kernel ridge (npt_dask.ridge.estimators) ---------------------------------------------
 
 RidgeSolver = Literal["auto", "direct", "cg"]
 """Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
@@ -1018,7 +1018,7 @@ chooses, ``kernel`` defaulting to ``"rbf"`` (a search over gammas needs a kernel
 takes one)."""
 
 
-# --- methods on coordinates, npt.project, growth (issue 27 item 7) ------------------------
+# --- methods on coordinates, npt.project, growth ------------------------------------------
 
 COORDINATE_CHUNK = 8192
 """Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""

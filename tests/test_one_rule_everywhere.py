@@ -1,4 +1,4 @@
-"""Issue 28 (items 3, 7, 13-17, 20) and issue 27 item 12: each through the call a user types.
+"""Rules decided once and applied at every entry point, each through the call a user types.
 
 References are independent where there is one: scikit-learn's ``KernelPCA`` for the
 refusal of ``-K``, ``npt.fit`` itself for the estimator's landmark route, the source
@@ -36,7 +36,7 @@ def full():
     return npt.fit(PIXELS[:80], gamma=GAMMA, n_components=None)
 
 
-# --- item 3: rows on another scale, one rule --------------------------------------------------
+# --- rows on another scale, one rule ------------------------------------------------------
 
 
 def test_rows_on_another_scale_warn_everywhere(full, tmp_path):
@@ -107,7 +107,7 @@ def test_lazy_transform_stays_lazy(full, task_counter):
     assert task_counter.tasks == before  # the scale rule reads nothing of lazy rows
 
 
-# --- issue 27 item 12: the decisions written twice --------------------------------------------
+# --- the decisions written twice ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_decision_written_once(pattern, home):
     assert holders == [home]
 
 
-# --- item 7: -K -------------------------------------------------------------------------------
+# --- -K -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -147,7 +147,7 @@ def test_estimator_refuses_a_negative_kernel_matrix_as_kernel_pca_does(seed):
     assert not out.any()
 
 
-# --- item 13: the landmark route from the estimator -------------------------------------------
+# --- the landmark route from the estimator ------------------------------------------------
 
 
 def test_estimator_takes_landmarks_and_grid_search_tunes_them():
@@ -167,7 +167,7 @@ def test_estimator_takes_landmarks_and_grid_search_tunes_them():
         npt.NonlinearProjection(landmarks=30, landmark_method="bad").fit(x)
 
 
-# --- item 14: partial_fit of a truncated estimator --------------------------------------------
+# --- partial_fit of a truncated estimator -------------------------------------------------
 
 
 def test_truncated_partial_fit_says_it_refits_and_nothing_about_start():
@@ -182,7 +182,7 @@ def test_truncated_partial_fit_says_it_refits_and_nothing_about_start():
     assert est.model_.n_samples == 100
 
 
-# --- item 15: a start's kernel wins unless another is named -----------------------------------
+# --- a start's kernel wins unless another is named ----------------------------------------
 
 
 def test_start_kernel_wins_over_a_default_kernel(tmp_path, capsys):
@@ -229,7 +229,7 @@ def test_rbf_named_is_rbf_even_with_a_laplacian_start(tmp_path, capsys, how):
     assert model.kernel.gamma == pytest.approx(1.0 / (x.shape[1] * x.var()))
 
 
-# --- item 16: progress over the landmark pass -------------------------------------------------
+# --- progress over the landmark pass ------------------------------------------------------
 
 
 def test_progress_covers_the_landmark_training_pass(capsys):
@@ -242,7 +242,7 @@ def test_progress_covers_the_landmark_training_pass(capsys):
     assert re.search(r"npt fit: training pass \[#+\] \d+/\d+ chunks", err), err
 
 
-# --- item 17 ----------------------------------------------------------------------------------
+# --- --------------------------------------------------------------------------------------
 
 
 def test_float32_model_grows_as_float32(tmp_path):
@@ -267,7 +267,7 @@ def test_negative_landmark_indices_are_named():
         npt.fit(PIXELS, gamma=GAMMA, landmarks=[1, 3, 3, 4], n_components=2)
 
 
-# --- item 20: wording -------------------------------------------------------------------------
+# --- wording ------------------------------------------------------------------------------
 
 
 def test_gamma_auto_gets_its_own_hint():
@@ -307,7 +307,7 @@ def test_readmes_say_what_there_is():
     assert "about ten minutes" in main_readme
 
 
-# --- item 12: one run spec per key under a distributed scheduler ---------------------------
+# --- one run spec per key under a distributed scheduler -----------------------------------
 
 
 def test_landmark_fit_then_other_graphs_on_the_same_rows_send_one_run_spec(caplog):

@@ -1,4 +1,4 @@
-"""Issue 22: what a user trips on after the quickstart, through the calls they type.
+"""The command line's messages: what a user trips on after the quickstart, as they type it.
 
 The command line runs in this process (``npt_dask.interface.cli.main``), so each case is
 fast; the messages checked are the ones a user reads.
@@ -45,7 +45,7 @@ def _fit_model(files: tuple[Path, np.ndarray], capsys: pytest.CaptureFixture[str
     return out
 
 
-# --- item 2: 3-D input and rows on another scale -----------------------------------------
+# --- 3-D input and rows on another scale --------------------------------------------------
 
 
 def test_project_refuses_3d_npz(files, capsys) -> None:
@@ -71,7 +71,7 @@ def test_project_warns_when_rows_are_on_another_scale(files, capsys, tmp_path) -
         npt.project(model, x[:30], tmp_path / "scaled.zarr", progress=False)
 
 
-# --- item 4: save(path, overwrite=False) ---------------------------------------------------
+# --- save(path, overwrite=False) ----------------------------------------------------------
 
 
 def test_save_refuses_to_replace_a_model_without_overwrite(files, tmp_path) -> None:
@@ -86,7 +86,7 @@ def test_save_refuses_to_replace_a_model_without_overwrite(files, tmp_path) -> N
     assert npt.load(path).kernel.gamma == 0.1
 
 
-# --- item 9: --n-components default, did you mean -----------------------------------------
+# --- --n-components default, did you mean -------------------------------------------------
 
 
 def test_fit_without_n_components_uses_the_table_default(files, capsys) -> None:
@@ -105,7 +105,7 @@ def test_misspelled_option_gets_did_you_mean(files, capsys) -> None:
     assert "did you mean --n-components?" in capsys.readouterr().err
 
 
-# --- item 10: --rows ------------------------------------------------------------------------
+# --- --rows -------------------------------------------------------------------------------
 
 
 def test_rows_select_the_training_and_projected_rows(files, capsys) -> None:
@@ -133,7 +133,7 @@ def test_bad_rows_named(files, capsys, rows: str, says: str) -> None:
     assert says in capsys.readouterr().err
 
 
-# --- item 11: parse errors ------------------------------------------------------------------
+# --- parse errors -------------------------------------------------------------------------
 
 
 def test_invalid_json_is_named(files, capsys) -> None:
@@ -161,7 +161,7 @@ def test_tiny_memory_budget_message_shows_bytes(files) -> None:
     assert "0.0 GiB" not in str(info.value)
 
 
-# --- item 14/15: one word for overwrite; paths -----------------------------------------------
+# --- one word for overwrite; paths --------------------------------------------------------
 
 
 def test_project_overwrite_and_deprecated_no_resume(files, capsys) -> None:
@@ -203,7 +203,7 @@ def test_fit_docstring_lists_precomputed_and_callables() -> None:
     assert "callable" in doc.split("kernel_params")[0]
 
 
-# --- item 14: progress wording --------------------------------------------------------------
+# --- progress wording ---------------------------------------------------------------------
 
 
 def test_resumed_bar_counts_on_from_the_chunks_done(files, capsys, tmp_path, monkeypatch) -> None:
@@ -259,7 +259,7 @@ def test_a_fit_reports_at_once(files, capsys) -> None:
     assert first.startswith("npt fit: Krylov solver, n = 120, r = 3")
 
 
-# --- items 7, 8, 11, 12: a landmark pipeline's report ---------------------------------------
+# --- a landmark pipeline's report ---------------------------------------------------------
 
 
 def test_landmark_pipeline_report(tmp_path, capsys, monkeypatch) -> None:
@@ -332,7 +332,7 @@ def test_config_errors_use_the_config_keys(tmp_path, capsys) -> None:
     assert "Unknown key 'n_component' (did you mean 'n_components'?) in [model]" in err
 
 
-# --- item 13: plots ---------------------------------------------------------------------------
+# --- plots --------------------------------------------------------------------------------
 
 
 def test_scatter_names_the_wrong_argument() -> None:
@@ -366,7 +366,7 @@ def test_legends_beside_the_points_titled_by_what_colours_them() -> None:
     assert [ax.get_title() for ax in panels[:2]] == ["label 0", "label 1"]
 
 
-# --- item 5: numpy inputs are shipped once, never inside a task graph -------------------------
+# --- numpy inputs are shipped once, never inside a task graph -----------------------------
 
 
 def test_numpy_input_on_a_cluster_sends_no_large_graph() -> None:

@@ -1,4 +1,4 @@
-"""What a new user meets in the first hour (project issue 14), one regression test per item.
+"""What a new user meets first, one test per case: the README's entry points.
 
 Each test replays what a user with only the README ran into: an unguarded
 script, a plot of the model, opening a projection, a data file by name, the
@@ -39,7 +39,7 @@ def fitted():
     return model, data
 
 
-# --- item 2: an unguarded script gets one clear error ----------------------------------
+# --- an unguarded script gets one clear error ---------------------------------------------
 
 
 def _run_script(tmp_path, source, timeout=60):
@@ -93,7 +93,7 @@ def test_guard_detection_accepts_guarded_and_function_calls(tmp_path):
     assert second == "None"
 
 
-# --- item 4: plot functions take the model, its dataset, a projection ------------------
+# --- plot functions take the model, its dataset, a projection -----------------------------
 
 
 def test_plot_functions_take_what_users_hold(fitted, tmp_path):
@@ -121,7 +121,7 @@ def test_plot_functions_take_what_users_hold(fitted, tmp_path):
         plot.histogram_by_label(ds)
 
 
-# --- item 5: a projection store opens silently -------------------------------------------
+# --- a projection store opens silently ----------------------------------------------------
 
 
 def test_projection_store_opens_without_consolidation_warning(fitted, tmp_path):
@@ -157,7 +157,7 @@ def test_projection_store_opens_without_consolidation_warning(fitted, tmp_path):
         npt.project(model, data, out, chunk_size=20, progress=False)
 
 
-# --- item 7: load_npz finds a bare name in $NPT_DATA_DIR ---------------------------------
+# --- load_npz finds a bare name in $NPT_DATA_DIR ------------------------------------------
 
 
 def test_load_npz_looks_in_npt_data_dir(tmp_path, monkeypatch):
@@ -182,7 +182,7 @@ def test_load_npz_looks_in_npt_data_dir(tmp_path, monkeypatch):
     assert load_npz("tiny.npz")[1].tolist() == [5]  # the current directory comes first
 
 
-# --- item 8: rounding is not "kernel not PSD" --------------------------------------------
+# --- rounding is not "kernel not PSD" -----------------------------------------------------
 
 
 def test_repr_calls_only_significant_negative_eigenvalues_not_psd(fitted):
@@ -198,7 +198,7 @@ def test_repr_calls_only_significant_negative_eigenvalues_not_psd(fitted):
     assert "most negative eigenvalue -0.5 (kernel not PSD)" in with_min(-0.5)
 
 
-# --- item 10: progress in logs and pipes -------------------------------------------------
+# --- progress in logs and pipes -----------------------------------------------------------
 
 
 class _Stream(io.StringIO):
@@ -258,7 +258,7 @@ def test_progress_is_line_oriented_off_a_terminal(monkeypatch):
     ) + "\n"  # fmt: skip
 
 
-# --- item 6: an interrupted projection says it resumes ----------------------------------
+# --- an interrupted projection says it resumes --------------------------------------------
 
 
 def test_interrupted_projection_propagates_and_resume_says_so(fitted, tmp_path, capsys):
@@ -289,7 +289,7 @@ def test_interrupted_projection_propagates_and_resume_says_so(fitted, tmp_path, 
 
 
 def test_warnings_point_at_the_callers_line():
-    """Item 8: a warning names the user's line, not a line inside npt-dask."""
+    """A warning names the user's line, not a line inside npt-dask."""
     import warnings
 
     x = np.random.default_rng(0).normal(size=(60, 4)) * 1000.0  # unscaled: rbf is ~identity

@@ -1,10 +1,9 @@
-"""Issue 28 audit: what the items' fixes left open, each through the call a user types.
+"""``partial_fit`` of landmark and exact estimators, through the call a user types.
 
-Items 13 and 14 together: ``NonlinearProjection(landmarks=m)`` (item 13) with a truncated
-``partial_fit`` (item 14). A landmark model keeps only its m landmark rows, so its refit
-cannot be on "every row seen so far"; it refitted exactly (no landmarks) on the landmark
-rows and the batch, a model that grew by the whole batch at each call, under a warning
-that said it refitted on every row seen.
+``NonlinearProjection(landmarks=m)`` with a truncated ``partial_fit``. A landmark model
+keeps only its m landmark rows, so its refit cannot be on "every row seen so far"; it
+refitted exactly (no landmarks) on the landmark rows and the batch, a model that grew by
+the whole batch at each call, under a warning that said it refitted on every row seen.
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def test_exact_estimator_partial_fit_still_refits_on_every_row_seen():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_shifted_negative_kernel_matrix_is_refused_whatever_rounding_gives(seed):
-    """Item 7's variant ``-K + c``: centred it is ``-K`` centred, its diagonal positive, and
+    """A variant of ``-K``, ``-K + c``: centred it is ``-K`` centred, its diagonal positive, and
     rounding may put its top eigenvalue just below zero; it is refused as negative
     semi-definite (as scikit-learn's KernelPCA refuses it), never fitted to all-zero
     coordinates, while constant data (a zero matrix up to rounding) still gives zeros."""
