@@ -43,6 +43,7 @@ from npt_dask.kernel_ridge import (
     KernelRidgeClassifier,
     KernelRidgeClassifierCV,
     KernelRidgeCV,
+    load_ridge,
 )
 from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
 from npt_dask.model import NPTModel, SolverDiagnostics, load
@@ -86,6 +87,7 @@ __all__ = [
     "connect",
     "fit",
     "load",
+    "load_ridge",
     "make_kernel",
     "project",
 ]
