@@ -920,7 +920,7 @@ def load_ridge(
         )
     estimator = cls()
     known = estimator.get_params(deep=False)
-    params = dict(stored.manifest.params)
+    params = stored.manifest.parameters()
     unknown = sorted(set(params) - set(known))
     if unknown:
         warn(
@@ -928,9 +928,6 @@ def load_ridge(
             "does not have (saved by a newer version?); they are left out.",
             StoreWarning,
         )
-    for name in set(params) & set(known):  # JSON keeps lists: a tuple default stays one
-        if isinstance(known[name], tuple) and isinstance(params[name], list):
-            params[name] = tuple(params[name])
     estimator.set_params(**{k: v for k, v in params.items() if k in known})
     estimator._restore(stored)
     return estimator

@@ -127,6 +127,7 @@ class RidgeManifest:
     checksums: Mapping[str, str]
     kind: str = KIND
     classes_dtype: str = ""  # the classifier's classes_ dtype ("object": strings as objects)
+    param_types: Mapping[str, str] = field(default_factory=dict)  # "tuple", "ndarray:<dtype>"
     feature_names: list[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer version, kept
 
@@ -155,7 +156,7 @@ class RidgeManifest:
                 f"format {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
         names = set(cls.__dataclass_fields__) - {"extra"}
-        missing = names - set(data) - {"kind", "classes_dtype", "feature_names"}
+        missing = names - set(data) - {"kind", "classes_dtype", "param_types", "feature_names"}
         if missing:
             raise StoreIntegrityError(
                 f"{path}: the kernel ridge manifest lacks {sorted(missing)}; the store is "
@@ -174,6 +175,15 @@ class RidgeManifest:
                 "strings; the store is damaged. Save the model again."
             )
         return cls(**known, extra={k: data[k] for k in data if k not in names})
+
+    def parameters(self) -> dict[str, Any]:
+        """The hyperparameters as given: tuples and numpy arrays as they were."""
+        out = dict(self.params)
+        for name, kind in self.param_types.items():
+            if name in out and isinstance(out[name], list):
+                is_array = kind.startswith("ndarray:")
+                out[name] = np.asarray(out[name], kind[8:]) if is_array else tuple(out[name])
+        return out
 
     @property
     def checksum(self) -> str:
@@ -288,6 +298,17 @@ def _arrays(state: RidgeState) -> dict[str, tuple[Any, tuple[str, ...]]]:
     return out
 
 
+def _param_types(params: Mapping[str, Any]) -> dict[str, str]:
+    """The parameters JSON would turn into lists: tuples and numeric numpy arrays."""
+    out = {}
+    for name, value in params.items():
+        if isinstance(value, tuple):
+            out[name] = "tuple"
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+            out[name] = f"ndarray:{value.dtype}"
+    return out
+
+
 def _manifest(state: RidgeState, arrays: Mapping[str, tuple[Any, Any]]) -> RidgeManifest:
     m, k = state.dual_coef.shape
     classes_dtype = "" if state.classes is None else str(np.asarray(state.classes).dtype)
@@ -313,7 +334,8 @@ def _manifest(state: RidgeState, arrays: Mapping[str, tuple[Any, Any]]) -> Ridge
             for name, (values, _) in arrays.items()
         },
         checksums={name: store.array_digest(values) for name, (values, _) in arrays.items()},
-        classes_dtype="object" if classes_dtype == "object" else classes_dtype,
+        classes_dtype=classes_dtype,
+        param_types=_param_types(state.params),
         feature_names=None if state.feature_names is None else list(state.feature_names),
     )
 
