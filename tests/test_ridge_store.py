@@ -130,6 +130,19 @@ def test_an_exact_fit_on_dask_rows_round_trips(data, tmp_path):
         _same_bits(got, want)
 
 
+def test_sparse_rows_and_array_hyperparameters_round_trip(data, tmp_path):
+    import scipy.sparse
+
+    x, z, y, _ = data
+    sparse = scipy.sparse.csr_matrix(np.where(np.abs(x) > 0.8, x, 0.0))
+    est = npt.KernelRidge(kernel="rbf", gamma=0.4, alpha=np.array([0.1, 1.0]), chunk_size=64)
+    est.fit(sparse, np.c_[y, -y])
+    loaded = npt.load_ridge(est.save(tmp_path / "m.zarr"))
+    _same_bits(loaded.predict(scipy.sparse.csr_matrix(z)), est.predict(scipy.sparse.csr_matrix(z)))
+    assert isinstance(loaded.alpha, np.ndarray)
+    np.testing.assert_array_equal(loaded.alpha, est.alpha)
+
+
 def test_feature_names_and_object_classes_round_trip(data, tmp_path):
     import pandas as pd
 
