@@ -46,6 +46,7 @@ from npt_dask.ridge.estimators import (
     KernelRidgeClassifier,
     KernelRidgeClassifierCV,
     KernelRidgeCV,
+    load_ridge,
 )
 from npt_dask.runtime.cluster import TLSConfig, connect
 from npt_dask.storage.store import ModelManifest
@@ -89,6 +90,7 @@ __all__ = [
     "connect",
     "fit",
     "load",
+    "load_ridge",
     "make_kernel",
     "project",
 ]

@@ -40,6 +40,7 @@ __all__ = [
     "StoreIntegrityError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "StoreVersionWarning",
     "StoreWarning",
     "warn",
 ]
@@ -171,6 +172,11 @@ class KernelScaleWarning(NPTWarning):
 
 class StoreWarning(NPTWarning):
     """A store holds something this version does not use (fields of a newer version)."""
+
+
+class StoreVersionWarning(StoreWarning):
+    """A store was written under another scikit-learn (major.minor) or a newer npt-dask
+    than the one loading it: it loads, but its estimator may not behave as saved."""
 
 
 class RankWarning(NPTWarning):

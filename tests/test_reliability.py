@@ -253,7 +253,7 @@ def test_task_killing_every_worker_ends_in_killed_worker(cluster, client, data, 
 _KILL_SELF = textwrap.dedent(
     """
     import os, signal, sys
-    from npt_dask import projection
+    from npt_dask.npt import project as projection
     from npt_dask.interface.cli import main
 
     step = projection.ProgressBar.step

@@ -116,14 +116,14 @@ def test_failed_save_keeps_previous_model(fitted, tmp_path, monkeypatch):
     model, z = fitted
     path = model.save(tmp_path / "m.zarr")
     before = npt.load(path).transform(z)
-    original = store._write_array
+    original = store.write_array
 
     def failing(group, name, *args, **kwargs):
         if name == "x_train":
             raise OSError("disk full (simulated)")
         return original(group, name, *args, **kwargs)
 
-    monkeypatch.setattr(store, "_write_array", failing)
+    monkeypatch.setattr(store, "write_array", failing)
     with pytest.raises(OSError, match="simulated"):
         model.save(path, overwrite=True)
     np.testing.assert_array_equal(npt.load(path).transform(z), before)

@@ -102,7 +102,8 @@ def _parser() -> _Parser:
     ridge = sub.add_parser(
         "ridge", help="kernel ridge classification (or --regression) of DATA, scored on --test"
     )
-    ridge.add_argument("data", help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")
+    ridge.add_argument("data", nargs="?",
+                       help=".npy, .npz (--key), zarr array, or xarray zarr (--var)")  # fmt: skip
     ridge.add_argument("--labels", help="file of the labels (default: DATA, at --labels-key)")
     ridge.add_argument("--labels-key", default="y", help="labels' array in a .npz (default y)")
     ridge.add_argument("--labels-var", default="y", help="labels' variable in xarray zarr")
@@ -115,6 +116,8 @@ def _parser() -> _Parser:
                        help="numeric targets: KernelRidge and R^2 (default: classes)")  # fmt: skip
     ridge.add_argument("--checkpoint", help="CG's state file: a killed run resumes from it")
     ridge.add_argument("--predictions", help="write the test predictions here (.npy)")
+    ridge.add_argument("--out", help="save the fitted model here (zarr; 'npt ridge --model')")
+    ridge.add_argument("--model", help="predict --test with this saved model (no DATA, no fit)")
     _ridge_options(ridge)
     _data_options(ridge)
     _cluster_options(ridge)
@@ -467,6 +470,9 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
     from npt_dask.runtime.scheduler import compute
 
+    if args.model is not None:
+        return _ridge_predict(args)
+    _check_ridge_out(args)
     x = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
     y = _open_labels(args.labels or args.data, args.labels_key, args.labels_var, args.rows)
     search = args.alphas is not None or args.gammas is not None
@@ -488,6 +494,8 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with _client_from_args(args):
         est.fit(x, y, checkpoint=args.checkpoint)
+        if args.out is not None:
+            result["model"] = str(est.save(args.out))
         result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,
                    "alpha": float(getattr(est, "alpha_", values.get("alpha", np.nan))),
                    "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
@@ -502,6 +510,104 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
                 _save_npy(Path(args.predictions), pred)
                 result["predictions"] = str(args.predictions)
     return result
+
+
+def _check_ridge_out(args: argparse.Namespace) -> None:
+    """``npt ridge``'s DATA is there, and its ``--out`` can take the model: checked before
+    the fit (never over a saved model, an input or the predictions)."""
+    from npt_dask.errors import InputError
+    from npt_dask.storage.store import check_target
+
+    if args.data is None:
+        raise InputError(
+            "npt ridge needs DATA to fit on; or pass --model M.zarr --test T.npy to predict "
+            "with a saved model."
+        )
+    if args.out is None:
+        return
+    out = Path(os.path.realpath(Path(args.out).expanduser()))
+    if args.predictions and Path(os.path.realpath(args.predictions)) == out:
+        raise InputError("--predictions and --out name the same path; give each its own.")
+    if (out / "zarr.json").is_file():
+        raise InputError(
+            f"--out {args.out} already holds a zarr store; npt ridge never replaces one: "
+            "remove it or choose another path."
+        )
+    _check_parent(args.out)
+    check_target(out)  # a file or foreign data there (DATA itself): refused before the fit
+
+
+_FIT_ONLY = {"data": "DATA", "labels": "--labels", "rows": "--rows", "out": "--out",
+             "regression": "--regression", "checkpoint": "--checkpoint"}  # fmt: skip
+
+
+def _ignored_by_model(args: argparse.Namespace) -> list[str]:
+    """The fitting options given beside ``--model`` (each would be ignored)."""
+    from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
+
+    flags = dict(_FIT_ONLY)
+    flags |= {p.name: p.flag for p in (*RIDGE_PARAMS, *SEARCH_PARAMS) if p.name != "progress"}
+    defaults = _parser().commands["ridge"]
+    return [flag for name, flag in flags.items()
+            if getattr(args, name, None) != defaults.get_default(name)]  # fmt: skip
+
+
+def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
+    """``npt ridge --model M.zarr --test T.npy``: predict (and score, with labels at hand)
+    with a saved model, no refit."""
+    import numpy as np
+
+    import npt_dask as npt
+    from npt_dask.errors import InputError
+    from npt_dask.npt.project import open_data
+    from npt_dask.runtime.scheduler import compute
+
+    ignored = _ignored_by_model(args)
+    if ignored:
+        raise InputError(
+            f"--model predicts with a saved model, so {', '.join(ignored)} would be ignored "
+            "(they are for fitting): leave them out, or drop --model to fit a new one."
+        )
+    if args.test is None:
+        raise InputError("--model needs --test FILE: the rows to predict.")
+    scored = args.test_labels is not None or _has_labels(args.test, args.labels_key)
+    if args.predictions is None and not scored:
+        raise InputError(
+            f"Nothing to do: {args.test} carries no labels to score; pass --predictions P.npy "
+            "to write the predictions (or --test-labels to score them)."
+        )
+    if args.predictions is not None:
+        target = Path(os.path.realpath(args.predictions))
+        given = [Path(os.path.realpath(p)) for p in (args.model, args.test, args.test_labels) if p]
+        if any(target == p or p in target.parents for p in given):
+            raise InputError(
+                f"--predictions {args.predictions} would overwrite an input (--model, --test "
+                "or --test-labels); choose another path."
+            )
+    est = npt.load_ridge(args.model)
+    z = _select_rows(open_data(args.test, key=args.key, var=args.var), args.test_rows)
+    result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__}
+    with _client_from_args(args):
+        pred = np.asarray(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
+        result["rows"] = int(pred.shape[0])
+        if scored:
+            labels = args.test_labels or args.test
+            truth = _open_labels(labels, args.labels_key, args.labels_var, args.test_rows)
+            result["test_score"] = float(est.score(z, np.asarray(truth)))
+    if args.predictions is not None:
+        _save_npy(Path(args.predictions), pred)
+        result["predictions"] = str(args.predictions)
+    return result
+
+
+def _has_labels(path: str, key: str) -> bool:
+    """Whether ``path`` is a ``.npz`` holding the labels' array ``key``."""
+    import numpy as np
+
+    if Path(path).suffix != ".npz" or not Path(path).is_file():
+        return False
+    with np.load(path, allow_pickle=False) as data:
+        return key in data.files
 
 
 def _save_npy(path: Path, values: Any) -> None:

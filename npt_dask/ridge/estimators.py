@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -39,7 +41,7 @@ from npt_dask.engine.budget import default_memory_budget
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.row_pass import Centres, map_rows
 from npt_dask.engine.scale import warn_kernel_scale
-from npt_dask.errors import InputError, InputTypeError
+from npt_dask.errors import InputError, InputTypeError, StoreIntegrityError, StoreWarning, warn
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
@@ -67,6 +69,7 @@ from npt_dask.runtime.params import (
     table_defaults,
 )
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
+from npt_dask.storage import ridge_store
 
 __all__ = [
     "CERTIFICATE_ROWS",
@@ -74,6 +77,7 @@ __all__ = [
     "KernelRidgeCV",
     "KernelRidgeClassifier",
     "KernelRidgeClassifierCV",
+    "load_ridge",
 ]
 
 _D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
@@ -385,6 +389,82 @@ class _KernelRidgeBase(BaseEstimator):
         energy = self.kernel_.diag(sample)
         res = np.sqrt(np.maximum(energy - np.einsum("ij,ij->j", inside, inside), 0.0))
         return certificate(res, energy) | {"rows_sampled": len(idx), "jitter": jitter}
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def save(self, path: Any, *, overwrite: bool = False) -> Path:
+        """Write the fitted estimator to a zarr v3 store at ``path``, atomically and
+        checksummed, without pickle (:mod:`npt_dask.storage.ridge_store`); :func:`load_ridge`
+        reads it back, predicting bit for bit as this one.
+
+        Stored: the hyperparameters (a ``random_state`` that is a Generator is stored as
+        None: the fit's draw is in the stored landmarks), the resolved kernel, the dual
+        coefficients and the centres (every training row for exact ridge, the landmark
+        rows otherwise), the classes, the feature names, the plan and solve details, the
+        CV results, and the npt-dask and scikit-learn versions. A model already at
+        ``path`` is replaced only with ``overwrite=True``; a callable kernel is refused
+        (a function is code). Returns the path.
+        """
+        check_is_fitted(self, "dual_coef_")
+        return ridge_store.save(self._state(), path, overwrite=overwrite)
+
+    _FITTED = ("solver_", "n_iter_", "plan_", "fit_seconds_", "solve_details_", "gamma_",
+               "alpha_", "best_score_")  # fmt: skip
+
+    def _state(self) -> ridge_store.RidgeState:
+        """The fitted estimator as :class:`~npt_dask.storage.ridge_store.RidgeState` data."""
+        params = self.get_params(deep=False)
+        if not isinstance(params.get("random_state"), numbers.Integral | None):
+            params["random_state"] = None  # a Generator: its draw is in the landmarks
+        fitted = {name: getattr(self, name) for name in self._FITTED if hasattr(self, name)}
+        cv = dict(getattr(self, "cv_results_", {}))
+        arrays = {name: np.asarray(cv.pop(name)) for name in ("scores", "fit_rows",
+                  "held_out_rows") if name in cv}  # fmt: skip
+        if hasattr(self, "cv_results_"):
+            fitted["cv_results_"] = cv
+        names = getattr(self, "feature_names_in_", None)
+        return ridge_store.RidgeState(
+            estimator=type(self).__name__, params=params, kernel=self.kernel_,
+            precision=str(self.dtype_), n_train=self._n_train, n_features=self.n_features_in_,
+            feature_names=None if names is None else tuple(str(v) for v in names),
+            dual_coef=self._coef, target_ndim=int(np.ndim(self.dual_coef_)),
+            centres=self.X_fit_ if self.kernel_.evaluated else None, landmarks=self.landmarks_,
+            residuals=self.residuals_, fitted=fitted, classes=getattr(self, "classes_", None),
+            cv_arrays=arrays, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
+        )  # fmt: skip
+
+    def _restore(self, stored: ridge_store.StoredRidge) -> None:
+        """The fitted attributes of ``stored`` (:func:`load_ridge`)."""
+        manifest, arrays = stored.manifest, stored.arrays
+        try:
+            self.kernel_ = KernelSpec.from_dict(manifest.kernel)
+        except (TypeError, ValueError) as exc:
+            raise StoreIntegrityError(
+                f"{stored.path}: the stored kernel is malformed ({exc}); the store is damaged. "
+                "Save the model again."
+            ) from exc
+        fitted = dict(manifest.fitted)
+        for name in self._FITTED:
+            if name in fitted:
+                setattr(self, name, fitted[name])
+        if "cv_results_" in fitted:
+            cv = dict(fitted["cv_results_"])
+            for name in ("scores", "fit_rows", "held_out_rows"):
+                if ridge_store.CV_PREFIX + name in arrays:
+                    cv[name] = arrays[ridge_store.CV_PREFIX + name].tolist()
+            self.cv_results_ = cv
+        self.landmarks_ = arrays.get("landmarks")
+        self.residuals_ = arrays["residuals"]
+        self.dtype_ = np.dtype(manifest.precision)
+        self._n_train, self._n_centres = manifest.n_train, manifest.n_centres
+        self.X_fit_ = arrays.get("centres")
+        self.n_features_in_ = manifest.n_features
+        if manifest.feature_names is not None:
+            self.feature_names_in_ = np.asarray(manifest.feature_names, dtype=object)
+        if stored.classes is not None:
+            self.classes_ = stored.classes
+        self._coef = arrays["dual_coef"]
+        self.dual_coef_ = self._coef[:, 0] if manifest.target_ndim == 1 else self._coef
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -809,3 +889,45 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
     _score = staticmethod(accuracy_score)
 
     __init__ = KernelRidgeCV.__init__
+
+
+# --- loading a saved estimator --------------------------------------------------------------
+
+_SAVED = {cls.__name__: cls for cls in (KernelRidge, KernelRidgeClassifier, KernelRidgeCV,
+                                        KernelRidgeClassifierCV)}  # fmt: skip
+
+
+def load_ridge(
+    path: str | os.PathLike, *, verify: bool = True
+) -> KernelRidge | KernelRidgeClassifier:
+    """Load a kernel ridge estimator saved by :meth:`KernelRidge.save` (any of the four
+    estimators, as it was saved): it predicts bit for bit as the saved one did, without
+    refitting.
+
+    ``verify`` re-computes the SHA-256 of every array against the manifest (CRC32C
+    checks of each chunk happen regardless). Refused: anything altered or damaged
+    (:class:`~npt_dask.errors.StoreIntegrityError`), a newer store layout
+    (:class:`~npt_dask.errors.StoreVersionError`), an NPT model (load it with
+    :func:`npt_dask.load`); another scikit-learn major.minor than the saving one's is a
+    :class:`~npt_dask.errors.StoreVersionWarning`.
+    """
+    stored = ridge_store.read(path, verify=verify)
+    cls = _SAVED.get(stored.manifest.estimator)
+    if cls is None:
+        raise StoreIntegrityError(
+            f"{stored.path} holds an estimator named {stored.manifest.estimator!r}, which is "
+            f"none of {sorted(_SAVED)}; the store is damaged (or from a newer npt-dask)."
+        )
+    estimator = cls()
+    known = estimator.get_params(deep=False)
+    params = stored.manifest.parameters()
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        warn(
+            f"{stored.path} records parameters {unknown} that this npt-dask's {cls.__name__} "
+            "does not have (saved by a newer version?); they are left out.",
+            StoreWarning,
+        )
+    estimator.set_params(**{k: v for k, v in params.items() if k in known})
+    estimator._restore(stored)
+    return estimator

@@ -74,25 +74,36 @@ from npt_dask.runtime import atomic as _atomic
 
 __all__ = [
     "FORMAT_VERSION",
+    "RIDGE_KIND",
     "ModelManifest",
     "SavedModel",
     "StoreError",
     "StoredModel",
     "StoredTraining",
+    "array_digest",
     "check_identity",
     "check_target",
+    "check_writable",
+    "checked_array",
     "checksum_of",
+    "classes_from_codes",
     "manifest_checksum",
     "model_identity",
+    "open_group",
     "parse_fields",
     "read",
+    "read_array",
     "read_manifest",
     "recover",
     "save",
+    "storable_classes",
+    "write_array",
+    "write_group",
 ]
 
 FORMAT_VERSION = 1
 KIND = "npt-model"
+RIDGE_KIND = "npt-kernel-ridge"  # the kind of :mod:`npt_dask.storage.ridge_store`'s stores
 CHECKSUM = "npt_checksum"  # group attribute: manifest_checksum of the "npt" manifest
 _ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "x_train")
 _PRECOMPUTED_ARRAYS = ("eigenvalues", "eigenvectors", "row_means", "residuals", "train_diagonal")
@@ -191,6 +202,11 @@ class ModelManifest:
         in ``extra`` (so the manifest's checksum is unchanged) with a note; a
         missing field or one of the wrong type is a StoreIntegrityError.
         """
+        if isinstance(data, Mapping) and data.get("kind") == RIDGE_KIND:
+            raise StoreError(
+                "The store holds a kernel ridge model, not an NPT model: load it with "
+                "npt_dask.load_ridge(path) (on the command line: npt ridge --model PATH)."
+            )
         if not isinstance(data, Mapping) or data.get("kind") != KIND:
             raise StoreError("The store's 'npt' attribute does not describe an npt model.")
         version = data.get("format_version")
@@ -311,7 +327,7 @@ def model_identity(model: SavedModel) -> str:
     return manifest_checksum(_manifest(model, _arrays_of(model)))
 
 
-def _array_digest(values: np.ndarray | da.Array) -> str:
+def array_digest(values: np.ndarray | da.Array) -> str:
     """SHA-256 of an array's bytes, streamed chunk by chunk for dask arrays."""
     digest = hashlib.sha256()
     if isinstance(values, da.Array):
@@ -365,7 +381,7 @@ _MOMENT_DIMS = {
 _UTF32 = "classes_utf32"  # string classes, as their UTF-32 code points (k, longest)
 
 
-def _storable_classes(classes: np.ndarray) -> tuple[str, np.ndarray] | None:
+def storable_classes(classes: np.ndarray) -> tuple[str, np.ndarray] | None:
     """``(array name, values)`` of a moments' classes, None if they cannot be stored
     (numbers and booleans as they are, strings as UTF-32 code points, no objects)."""
     values = np.asarray(classes)
@@ -380,6 +396,12 @@ def _storable_classes(classes: np.ndarray) -> tuple[str, np.ndarray] | None:
     return None
 
 
+def classes_from_codes(codes: np.ndarray) -> np.ndarray:
+    """String classes from the UTF-32 code points :func:`storable_classes` stored."""
+    codes = np.ascontiguousarray(codes, dtype="<u4")
+    return codes.view(f"<U{codes.shape[1]}").reshape(len(codes))
+
+
 def moment_arrays(moments: LinearMoments | None) -> dict[str, tuple[Any, tuple[str, ...]]]:
     """The arrays :func:`save` writes for ``moments`` (none if there are none, or if their
     classes are of a kind a store cannot hold: then :func:`save` says so)."""
@@ -391,7 +413,7 @@ def moment_arrays(moments: LinearMoments | None) -> dict[str, tuple[Any, tuple[s
         for name, dims in _MOMENT_DIMS.items()
     }
     if moments.classes is not None:
-        found = _storable_classes(moments.classes)
+        found = storable_classes(moments.classes)
         if found is None:
             return {}
         name, values = found
@@ -405,8 +427,7 @@ def _moments_from(small: Mapping[str, np.ndarray]) -> LinearMoments | None:
         return None
     classes = small.get(MOMENTS + "classes")
     if MOMENTS + _UTF32 in small:
-        codes = np.ascontiguousarray(small[MOMENTS + _UTF32], dtype="<u4")
-        classes = codes.view(f"<U{codes.shape[1]}").reshape(len(codes))
+        classes = classes_from_codes(small[MOMENTS + _UTF32])
     parts = [small[MOMENTS + name] for name in _MOMENT_DIMS]
     return LinearMoments.from_tuple([float(parts[0]), *parts[1:]], classes)
 
@@ -443,12 +464,12 @@ def _manifest(model: SavedModel, arrays: Mapping[str, tuple[Any, Any]]) -> Model
             name: {"shape": list(np.shape(values)), "dtype": str(values.dtype)}
             for name, (values, _) in arrays.items()
         },
-        checksums={name: _array_digest(values) for name, (values, _) in arrays.items()},
+        checksums={name: array_digest(values) for name, (values, _) in arrays.items()},
         feature_names=None if model.feature_names is None else list(model.feature_names),
     )
 
 
-def _write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows: int) -> None:
+def write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows: int) -> None:
     chunks = (rows, *tuple(values.shape[1:])) if dims[:1] == ("sample",) else values.shape
     target = group.create_array(
         name, shape=values.shape, dtype=values.dtype, chunks=chunks,
@@ -477,16 +498,9 @@ def save(
     -------
     Path of the saved store.
     """
-    import zarr
-
     path = Path(path)
     _check_storable(model)
-    check_target(path)
-    if (path / "zarr.json").is_file() and not overwrite:
-        raise StoreError(
-            f"{path} already holds a model; pass overwrite=True to replace it "
-            f"({command} --overwrite), or choose another path."
-        )
+    check_writable(path, overwrite=overwrite, command=command)
     if model.moments is not None and not moment_arrays(model.moments):
         classes = np.asarray(model.moments.classes)
         warn(
@@ -498,17 +512,46 @@ def save(
         )
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
+    write_group(path, arrays, manifest.to_dict(), manifest_checksum(manifest), model.chunk_size)
+    return path
+
+
+def check_writable(path: Path, *, overwrite: bool, command: str | None) -> None:
+    """Refuse, before any work, a path :func:`check_target` refuses, or one that holds a
+    model already unless ``overwrite`` (the refusal names ``command --overwrite``, the
+    command line's spelling, when there is one)."""
+    check_target(path)
+    if (path / "zarr.json").is_file() and not overwrite:
+        spelling = f" ({command} --overwrite)" if command else ""
+        raise StoreError(
+            f"{path} already holds a model; pass overwrite=True to replace it{spelling}, "
+            "or choose another path."
+        )
+
+
+def write_group(
+    path: Path,
+    arrays: Mapping[str, tuple[Any, tuple[str, ...]]],
+    manifest: Mapping[str, Any],
+    checksum: str,
+    rows: int,
+) -> None:
+    """Write ``arrays`` (``name: (values, dimension names)``, a ``"sample"`` first
+    dimension chunked by ``rows``) and then, last and in one write, the ``"npt"``
+    manifest and its checksum (a store without them is no model) as a zarr v3 group at
+    ``path``, atomically (:func:`npt_dask.runtime.atomic.write_into_place`): a killed write
+    leaves the previous store, or none, never a partial one that loads."""
+    import zarr
+
     recover(path)
 
     def write(tmp: Path) -> None:
         group = zarr.open_group(str(tmp), mode="w-", zarr_format=3)
         for name, (values, dims) in arrays.items():
-            _write_array(group, name, values, dims, model.chunk_size)
-        # last, in one write: a store without them is no model
-        group.attrs.update({"npt": manifest.to_dict(), CHECKSUM: manifest_checksum(manifest)})
+            write_array(group, name, values, dims, rows)
+        group.attrs.update({"npt": dict(manifest), CHECKSUM: checksum})
 
     _atomic.write_into_place(path, write, replace=True, check=check_target)
-    return path
 
 
 def check_target(path: Path) -> None:
@@ -561,19 +604,25 @@ def read_manifest(path: str | os.PathLike, *, note: bool = True) -> ModelManifes
     return _open_manifest(Path(path), note=note)[1]
 
 
-def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest]:
+def open_group(path: Path) -> Any:
+    """The zarr group at ``path``, read-only: nothing there is a StoreNotFoundError, a
+    group that does not open a StoreIntegrityError."""
     import zarr
 
     if not (path / "zarr.json").is_file():
         what = "it does not exist" if not path.exists() else "no zarr.json"
         raise StoreNotFoundError(f"{path} is not a zarr store ({what}); nothing to load.")
     try:
-        group = zarr.open_group(str(path), mode="r", use_consolidated=False)
+        return zarr.open_group(str(path), mode="r", use_consolidated=False)
     except Exception as exc:
         raise StoreIntegrityError(
             f"{path} could not be opened as a zarr group ({type(exc).__name__}: {exc}); its "
             "zarr.json is damaged. Restore the store from a copy or save the model again."
         ) from exc
+
+
+def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest]:
+    group = open_group(path)
     if "npt" not in group.attrs:
         raise StoreError(f"{path} is a zarr group but not an npt model (no 'npt' attribute).")
     meta = group.attrs["npt"]
@@ -626,9 +675,10 @@ def _member(group: Any, name: str, path: Path) -> Any:
         ) from exc
 
 
-def _checked_array(group: Any, name: str, manifest: ModelManifest, path: Path) -> Any:
+def checked_array(group: Any, name: str, want: Mapping[str, Any], path: Path) -> Any:
+    """``group[name]``, refused as damaged unless its shape and dtype are ``want``'s (a
+    manifest's entry for it) and every chunk exists (zarr would fill a missing one)."""
     array = _member(group, name, path)
-    want = manifest.arrays[name]
     if list(array.shape) != list(want["shape"]) or str(array.dtype) != want["dtype"]:
         raise StoreIntegrityError(
             f"{path}/{name} has shape {array.shape} and dtype {array.dtype}; the manifest "
@@ -642,7 +692,7 @@ def _checked_array(group: Any, name: str, manifest: ModelManifest, path: Path) -
     return array
 
 
-def _read(array: Any, name: str, path: Path) -> np.ndarray:
+def read_array(array: Any, name: str, path: Path) -> np.ndarray:
     try:
         return np.asarray(array[...])
     except ValueError as exc:  # zarr's checksum mismatch
@@ -679,8 +729,8 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
     recover(path)
     group, manifest = _open_manifest(path)
     names = _names(manifest)
-    arrays = {name: _checked_array(group, name, manifest, path) for name in names}
-    small = {name: _read(arrays[name], name, path) for name in names if name != "x_train"}
+    arrays = {name: checked_array(group, name, manifest.arrays[name], path) for name in names}
+    small = {name: read_array(arrays[name], name, path) for name in names if name != "x_train"}
     if "x_train" in arrays:
         x_train = da.from_array(
             CheckedArray(
@@ -698,7 +748,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredModel:
         for name in names:
             values = x_train if name == "x_train" else small[name]
             try:
-                digest = _array_digest(values)
+                digest = array_digest(values)
             except ValueError as exc:
                 raise StoreIntegrityError(
                     f"{path}/{name} failed its integrity check: {exc}"
