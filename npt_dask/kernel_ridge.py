@@ -47,12 +47,14 @@ from npt_dask._inputs import (
     wrap_rows,
 )
 from npt_dask._scheduler import compute, persist_blocks, task_threads, worker_processes
+from npt_dask.checkpoint import Checkpoint
 from npt_dask.consumers import Apply
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.operator import Centres, map_rows
 from npt_dask.params import (
+    CHECKPOINT_PARAM,
     DEFAULT_CHUNK_SIZE,
     RIDGE_CV_PARAMS,
     RIDGE_PARAMS,
@@ -251,12 +253,20 @@ class _KernelRidgeBase(BaseEstimator):
         variance = data_variance(rows) if spec.needs_variance else None
         return spec.resolve(int(rows.shape[1]), variance)
 
-    def _centres(self, rows: da.Array, spec: KernelSpec) -> np.ndarray | None:
-        """The sorted landmark rows (None: every row is a centre)."""
+    def _centres(
+        self, rows: da.Array, spec: KernelSpec, held: Checkpoint | None
+    ) -> np.ndarray | None:
+        """The sorted landmark rows (None: every row is a centre). Drawn without a seed,
+        they are the ones a held checkpoint saved, if it saved as many (a re-run of a
+        killed fit resumes on them; another problem's are refused by the solver)."""
         if self.landmarks is None:
             return None
         n = int(rows.shape[0])
         checked = check_landmarks(self.landmarks, n)
+        saved = None if held is None else held.centres
+        if (isinstance(checked, int) and self.random_state is None and saved is not None
+                and len(saved) == checked and (saved < n).all()):  # fmt: skip
+            return saved
         if not spec.evaluated and isinstance(checked, int) and self.landmark_method != "uniform":
             raise InputError(
                 "landmark_method='rpcholesky' needs the kernel function; with "
@@ -285,7 +295,18 @@ class _KernelRidgeBase(BaseEstimator):
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
         warn_kernel_scale(rows, rows, spec, fitting=True)
-        centres = self._centres(rows, spec)
+        if checkpoint is None:
+            return self._solve(rows, X, t, weights, alphas, spec, None)
+        with Checkpoint(checkpoint) as held:  # locked for the whole fit
+            return self._solve(rows, X, t, weights, alphas, spec, held)
+
+    def _solve(
+        self, rows: da.Array, X: Any, t: Any, weights: Any, alphas: np.ndarray,
+        spec: KernelSpec, held: Checkpoint | None,
+    ) -> np.ndarray:  # fmt: skip
+        """Centres, plan and solve; the fitted attributes; the dual coefficients."""
+        n, k = int(rows.shape[0]), int(t.shape[1])
+        centres = self._centres(rows, spec, held)
         budget = self.memory_budget or default_memory_budget()
         plan = plan_ridge(
             n=n, m=None if centres is None else len(centres), d=int(rows.shape[1]), k=k,
@@ -297,7 +318,7 @@ class _KernelRidgeBase(BaseEstimator):
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
-        solution = solve_ridge(problem, checkpoint=checkpoint, progress=self.progress)
+        solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
         self.kernel_ = spec
         self.gamma_ = getattr(spec, "gamma", None)
         self.landmarks_ = centres
@@ -518,6 +539,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         every iteration and resumes from it (see Notes).
         """
         check_estimator(self._param_table, self)  # before any work, in the table's words
+        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
@@ -579,6 +601,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
         check_estimator(self._param_table, self)  # before any work, in the table's words
+        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
