@@ -172,8 +172,7 @@ def _read_arrays(target: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise
     except Exception as exc:  # whatever a damaged archive raises
         raise CheckpointError(
-            f"{target} is not a readable npt-dask checkpoint ({type(exc).__name__}: {exc}). "
-            + _FIX
+            f"{target} is not a readable npt-dask checkpoint ({type(exc).__name__}: {exc}). " + _FIX
         ) from exc
     return meta, arrays
 
