@@ -485,7 +485,15 @@ _NOTES_DOC = """
     factor and the kernel blocks kept within the budget. Everything is in
     ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
     after each iteration; a killed fit called again with the same path and the
-    same problem resumes at the last iteration (another problem is refused).
+    same problem resumes at the last iteration. The checkpoint keeps the
+    centres, so landmarks drawn without ``random_state`` are the saved ones on
+    a re-run. Another problem is refused (``CheckpointError``): other data,
+    targets, weights, alpha or precision, or another kernel -- a kernel function
+    is compared by its values on a few rows of the data, so a changed parameter
+    it closes over is seen. So are a file altered since it was written (every
+    array's SHA-256 is recorded and checked), a file that is not a checkpoint
+    (left as it is), and a second fit on the same path while one runs (a lock
+    beside the file). A symbolic link is written through to its target.
 """
 
 
@@ -536,7 +544,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
 
         ``checkpoint``: a file path; the iterative route writes its state there after
-        every iteration and resumes from it (see Notes).
+        every iteration and resumes from it, on the centres it saved (see Notes).
         """
         check_estimator(self._param_table, self)  # before any work, in the table's words
         CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)

@@ -176,6 +176,19 @@ def test_an_altered_checkpoint_is_refused(tmp_path, change, consistent, words):
         _resumed(path)
 
 
+@pytest.mark.parametrize(("version", "words"), [(2, "an older npt-dask"), (9, "a newer")])
+def test_another_layout_is_refused_by_name(tmp_path, version, words):
+    path = tmp_path / "cg.npz"
+    _stopped(path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: np.array(data[name]) for name in data.files}
+    meta = json.loads(bytes(arrays["meta"]).decode()) | {"version": version}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    with pytest.raises(CheckpointError, match=f"{words} .*layout {version}"):
+        _resumed(path)
+
+
 def test_a_forged_converged_state_is_checked_against_the_true_residual(tmp_path):
     """Zeroed iterates and residuals flagged converged, digests recomputed: the flags
     are not believed; the fit reaches the true normal equations' solution."""
