@@ -461,19 +461,20 @@ def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmark
 _KILLED_FIT = """
 import sys, time
 import numpy as np
+from npt_dask.ridge.checkpoint import Checkpoint
 import npt_dask.ridge.checkpoint as checkpoint
 import npt_dask.ridge.solvers as solvers
 from npt_dask import KernelRidge
 
 checkpoint_path, out, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "slow"
 if slow:  # the parent kills this process between iterations
-    save = checkpoint.save_state
+    save = Checkpoint.save
 
     def slow_save(*args, **kwargs):
         save(*args, **kwargs)
         time.sleep(0.5)
 
-    solvers.save_state = slow_save
+    Checkpoint.save = slow_save
 rng = np.random.default_rng(0)
 x = rng.normal(size=(400, 5))
 t = np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0])])

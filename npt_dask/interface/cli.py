@@ -114,7 +114,8 @@ def _parser() -> _Parser:
                        help="score on these rows of the test file (e.g. 60000:70000)")  # fmt: skip
     ridge.add_argument("--regression", action="store_true",
                        help="numeric targets: KernelRidge and R^2 (default: classes)")  # fmt: skip
-    ridge.add_argument("--checkpoint", help="CG's state file: a killed run resumes from it")
+    ridge.add_argument("--checkpoint", help="CG's state file: the same command run again "
+                       "after a kill resumes from it, on the landmarks it saved")  # fmt: skip
     ridge.add_argument("--predictions", help="write the test predictions here (.npy)")
     ridge.add_argument("--out", help="save the fitted model here (zarr; 'npt ridge --model')")
     ridge.add_argument("--model", help="predict --test with this saved model (no DATA, no fit)")

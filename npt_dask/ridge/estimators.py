@@ -46,6 +46,7 @@ from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.npt.training import class_labels
+from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.planning import plan_ridge
 from npt_dask.ridge.search import GAMMA_FACTORS, accuracy_score, r2_score, search
 from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
@@ -61,6 +62,7 @@ from npt_dask.runtime.inputs import (
     wrap_rows,
 )
 from npt_dask.runtime.params import (
+    CHECKPOINT_PARAM,
     DEFAULT_CHUNK_SIZE,
     RIDGE_CV_PARAMS,
     RIDGE_PARAMS,
@@ -255,12 +257,20 @@ class _KernelRidgeBase(BaseEstimator):
         variance = data_variance(rows) if spec.needs_variance else None
         return spec.resolve(int(rows.shape[1]), variance)
 
-    def _centres(self, rows: da.Array, spec: KernelSpec) -> np.ndarray | None:
-        """The sorted landmark rows (None: every row is a centre)."""
+    def _centres(
+        self, rows: da.Array, spec: KernelSpec, held: Checkpoint | None
+    ) -> np.ndarray | None:
+        """The sorted landmark rows (None: every row is a centre). Drawn without a seed,
+        they are the ones a held checkpoint saved, if it saved as many (a re-run of a
+        killed fit resumes on them; another problem's are refused by the solver)."""
         if self.landmarks is None:
             return None
         n = int(rows.shape[0])
         checked = check_landmarks(self.landmarks, n)
+        saved = None if held is None else held.centres
+        if (isinstance(checked, int) and self.random_state is None and saved is not None
+                and len(saved) == checked and (saved < n).all()):  # fmt: skip
+            return saved
         if not spec.evaluated and isinstance(checked, int) and self.landmark_method != "uniform":
             raise InputError(
                 "landmark_method='rpcholesky' needs the kernel function; with "
@@ -289,7 +299,18 @@ class _KernelRidgeBase(BaseEstimator):
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
         warn_kernel_scale(rows, rows, spec, fitting=True)
-        centres = self._centres(rows, spec)
+        if checkpoint is None:
+            return self._solve(rows, X, t, weights, alphas, spec, None)
+        with Checkpoint(checkpoint) as held:  # locked for the whole fit
+            return self._solve(rows, X, t, weights, alphas, spec, held)
+
+    def _solve(
+        self, rows: da.Array, X: Any, t: Any, weights: Any, alphas: np.ndarray,
+        spec: KernelSpec, held: Checkpoint | None,
+    ) -> np.ndarray:  # fmt: skip
+        """Centres, plan and solve; the fitted attributes; the dual coefficients."""
+        n, k = int(rows.shape[0]), int(t.shape[1])
+        centres = self._centres(rows, spec, held)
         budget = self.memory_budget or default_memory_budget()
         plan = plan_ridge(
             n=n, m=None if centres is None else len(centres), d=int(rows.shape[1]), k=k,
@@ -301,7 +322,7 @@ class _KernelRidgeBase(BaseEstimator):
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
-        solution = solve_ridge(problem, checkpoint=checkpoint, progress=self.progress)
+        solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
         self.kernel_ = spec
         self.gamma_ = getattr(spec, "gamma", None)
         self.landmarks_ = centres
@@ -544,7 +565,15 @@ _NOTES_DOC = """
     factor and the kernel blocks kept within the budget. Everything is in
     ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
     after each iteration; a killed fit called again with the same path and the
-    same problem resumes at the last iteration (another problem is refused).
+    same problem resumes at the last iteration. The checkpoint keeps the
+    centres, so landmarks drawn without ``random_state`` are the saved ones on
+    a re-run. Another problem is refused (``CheckpointError``): other data,
+    targets, weights, alpha or precision, or another kernel -- a kernel function
+    is compared by its values on a few rows of the data, so a changed parameter
+    it closes over is seen. So are a file altered since it was written (every
+    array's SHA-256 is recorded and checked), a file that is not a checkpoint
+    (left as it is), and a second fit on the same path while one runs (a lock
+    beside the file). A symbolic link is written through to its target.
 """
 
 
@@ -595,9 +624,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
 
         ``checkpoint``: a file path; the iterative route writes its state there after
-        every iteration and resumes from it (see Notes).
+        every iteration and resumes from it, on the centres it saved (see Notes).
         """
         check_estimator(self._param_table, self)  # before any work, in the table's words
+        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
@@ -659,6 +689,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
         check_estimator(self._param_table, self)  # before any work, in the table's words
+        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
         y, sample_weight = self._aligned(X, y, sample_weight)
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(

@@ -49,7 +49,7 @@ from npt_dask.linalg import cg
 from npt_dask.linalg.dense import cholesky_upper, upper_from_lower
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.linalg.tiles import TiledUpper
-from npt_dask.ridge.checkpoint import fingerprint, load_state, save_state
+from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
 from npt_dask.ridge.planning import RidgePlan
 from npt_dask.runtime.progress import FitProgress, ProgressBar
 from npt_dask.runtime.scheduler import compute, task_threads
@@ -371,19 +371,39 @@ def _centre_kernel(problem: RidgeProblem) -> np.ndarray:
     return out
 
 
-def _kernel_identity(kernel: KernelSpec) -> Any:
-    """The kernel as a checkpoint pins it: its dict, and a function's compiled code (two
-    functions of one name are not taken for the same kernel)."""
-    code = getattr(getattr(kernel, "function", None), "__code__", None)
-    extra = {} if code is None else {"code": code.co_code.hex(), "consts": repr(code.co_consts)}
-    return kernel.to_dict() | extra
+PROBE_ROWS = 8
+"""Rows of the first chunk (and centres) whose kernel values a checkpoint pins: a kernel
+function is known by what it gives, not by its code (which says nothing of the values it
+closes over or takes by default)."""
+
+
+def _spread(count: int, limit: int) -> np.ndarray:
+    """Up to ``limit`` indices spread evenly over ``range(count)``."""
+    return np.unique(np.linspace(0, count - 1, min(count, limit)).astype(np.int64))
+
+
+def _dense(block: Any) -> np.ndarray:
+    return np.asarray(block.toarray() if hasattr(block, "toarray") else block)
+
+
+def kernel_probe(problem: RidgeProblem, rows: da.Array) -> np.ndarray:
+    """The kernel's values (float64) between :data:`PROBE_ROWS` rows of the first chunk and
+    as many centres (the same rows on the exact route); empty for a precomputed kernel,
+    whose values are the data (digested with them)."""
+    if not problem.kernel.evaluated or rows.shape[0] == 0:
+        return np.zeros((0, 0))
+    a = _dense(compute(rows[_spread(int(rows.chunks[0][0]), PROBE_ROWS)])[0])
+    c = a
+    if problem.centre_x is not None:
+        c = _dense(problem.centre_x[_spread(len(problem.centre_x), PROBE_ROWS)])
+    return np.asarray(problem.kernel(a, c.astype(a.dtype, copy=False)), dtype=np.float64)
 
 
 def _problem_fingerprint(problem: RidgeProblem, rows: da.Array, digests: list[bytes]) -> str:
-    spec = _kernel_identity(problem.kernel)
     return fingerprint({
         "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
-        "kernel": spec, "precision": str(problem.rows.dtype), "alphas": problem.alphas,
+        "kernel": problem.kernel.to_dict(), "precision": str(problem.rows.dtype),
+        "alphas": problem.alphas,
         "centres": problem.centres if problem.centres is not None else np.zeros(0, np.int64),
         "data": b"".join(digests), "shape": list(rows.shape), "k": problem.k,
     })  # fmt: skip
@@ -400,28 +420,37 @@ class _Iterations:
     """The CG loop: operator product, step, checkpoint, report."""
 
     def __init__(
-        self, problem: RidgeProblem, rows: da.Array, checkpoint: Any, progress: bool
-    ) -> None:
+        self, problem: RidgeProblem, rows: da.Array, checkpoint: Checkpoint | None,
+        progress: bool,
+    ) -> None:  # fmt: skip
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
         self.report = FitProgress(0, problem.plan.tol, enabled=progress, prefix="npt ridge")
         self.key: str | None = None
+        self.probe = np.zeros((0, 0))
         self.passes = 0  # operator products: iterations and the checks of converged columns
 
-    def resume(self) -> cg.CGState | None:
-        """The checkpointed state of this problem, if a checkpoint was given and exists."""
+    def start(
+        self,
+        b: np.ndarray,
+        digests: list[bytes] | None,
+        precondition: Callable[[np.ndarray], np.ndarray],
+    ) -> cg.CGState:
+        """The checkpointed state of this problem (``digests``: of the data's row chunks,
+        when a checkpoint is held; ``b``: the right-hand side the data give), else CG's
+        start at ``x = 0``."""
+        tol = self.problem.plan.tol
         if self.checkpoint is None:
-            return None
-        from pathlib import Path
-
-        if not Path(self.checkpoint).exists():
-            return None
-        self.key = _problem_fingerprint(self.problem, self.rows,
-                                        _data_digests(self.rows, self.problem))  # fmt: skip
-        state = load_state(self.checkpoint, self.key)
-        if state is not None:
-            cg.retarget(state, self.problem.plan.tol)  # saved under another tol, perhaps
-            self.report.stage(f"cg: resuming at iteration {state.iteration} "
-                              f"from {self.checkpoint}")  # fmt: skip
+            return cg.start(b, precondition, tol)
+        assert digests is not None
+        self.key = _problem_fingerprint(self.problem, self.rows, digests)
+        self.probe = kernel_probe(self.problem, self.rows)
+        state = self.checkpoint.resume(self.key, self.probe, b,
+                                       precision=str(self.rows.dtype))  # fmt: skip
+        if state is None:
+            return cg.start(b, precondition, tol)
+        cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
+        self.report.stage(f"cg: resuming at iteration {state.iteration} "
+                          f"from {self.checkpoint.given}")  # fmt: skip
         return state
 
     def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray) -> str:
@@ -440,14 +469,13 @@ class _Iterations:
     def _save(self, state: cg.CGState) -> None:
         if self.checkpoint is not None:
             assert self.key is not None
-            save_state(self.checkpoint, state, self.key)
+            self.checkpoint.save(state, self.key, self.problem.centres, self.probe)
 
     def run(
         self,
         state: cg.CGState,
         product: Callable[[np.ndarray, np.ndarray], np.ndarray],
         precondition: Callable[[np.ndarray], np.ndarray],
-        digests: list[bytes] | None,
     ) -> cg.CGState:
         """Iterate until every target's *true* residual ``b - H x`` meets tol or ``max_iter``
         iterations. A column the steps call converged is checked (:func:`npt_dask.linalg.cg.verify`)
@@ -455,9 +483,6 @@ class _Iterations:
         kernel blocks, not the columns): one pass more than the iterations, at the end.
         Checkpointed and reported after every pass."""
         plan = self.problem.plan
-        if self.checkpoint is not None and self.key is None:
-            assert digests is not None
-            self.key = _problem_fingerprint(self.problem, self.rows, digests)
         while True:
             act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
             if state.iteration >= plan.max_iter:
@@ -516,7 +541,7 @@ def _finish(
 
 
 def solve_cg_nystrom(
-    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+    problem: RidgeProblem, *, checkpoint: Checkpoint | None = None, progress: bool = False
 ) -> RidgeSolution:
     """Preconditioned CG on ``(K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y``, Falkon's
     preconditioner; one pass over the rows per iteration."""
@@ -531,14 +556,11 @@ def solve_cg_nystrom(
     clock.lap("preconditioner")
     centres = _centres_of(problem)
     slots = _slot_array(rows, idx)
-    state, digests = loop.resume(), None
-    if state is None:
-        rhs = {"cross": Cross(block_precision=True), "digest": Digest()}
-        first = row_pass(rows, centres, problem.kernel, rhs,
-                         aux={"targets": problem.targets, "weights": problem.weights},
-                         chains=task_threads())  # fmt: skip
-        digests = first.rows["digest"]
-        state = cg.start(first.sums["cross"], pc, plan.tol)
+    rhs = {"cross": Cross(block_precision=True), "digest": Digest()}
+    first = row_pass(rows, centres, problem.kernel, rhs,
+                     aux={"targets": problem.targets, "weights": problem.weights},
+                     chains=task_threads())  # fmt: skip
+    state = loop.start(first.sums["cross"], first.rows["digest"], pc)
     clock.lap("rhs")
     m = len(idx)
 
@@ -549,7 +571,7 @@ def solve_cg_nystrom(
         kp = _assemble(out.rows["kp"], m, np.float64)
         return out.sums["q"] + problem.alphas[cols] * kp
 
-    state = loop.run(state, product, pc, digests)
+    state = loop.run(state, product, pc)
     details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
     return _finish(state, plan, clock, details, loop.passes)
 
@@ -590,7 +612,7 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
 
 
 def solve_cg_exact(
-    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+    problem: RidgeProblem, *, checkpoint: Checkpoint | None = None, progress: bool = False
 ) -> RidgeSolution:
     """Preconditioned CG on ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the landmark
     model's low-rank preconditioner; one pass of the symmetric operator per iteration."""
@@ -612,10 +634,8 @@ def solve_cg_exact(
     b = y if s is None else y * s[:, None]
     op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
                         products=rows.dtype)  # fmt: skip
-    state, digests = loop.resume(), None
-    if state is None:
-        digests = _data_digests(rows, problem) if checkpoint is not None else None
-        state = cg.start(b, pc, plan.tol)
+    digests = _data_digests(rows, problem) if checkpoint is not None else None
+    state = loop.start(b, digests, pc)
     clock.lap("rhs")
 
     def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -626,7 +646,7 @@ def solve_cg_exact(
         return kv + problem.alphas[cols] * p
 
     try:
-        state = loop.run(state, product, pc, digests)
+        state = loop.run(state, product, pc)
     finally:
         op.release()
     if s is not None:
@@ -637,7 +657,7 @@ def solve_cg_exact(
 
 
 def solve_ridge(
-    problem: RidgeProblem, *, checkpoint: Any = None, progress: bool = False
+    problem: RidgeProblem, *, checkpoint: Checkpoint | None = None, progress: bool = False
 ) -> RidgeSolution:
     """The route the plan chose."""
     plan = problem.plan

@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import numpy as np
 from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
 
 __all__ = [
+    "CHECKPOINT_PARAM",
     "COORDINATE_CHUNK",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_RTOL",
@@ -1003,6 +1005,17 @@ SEARCH_PARAMS: tuple[Param, ...] = (
     ),
 )
 """``KernelRidgeCV``'s search parameters (the rest are :data:`RIDGE_PARAMS`)."""
+
+CHECKPOINT_PARAM = Param(
+    "checkpoint",
+    (InstanceOf((str, os.PathLike), "a file path (str or os.PathLike)"), _NONE),
+    None,
+    "CG's state file: written after every iteration, a killed fit resumes from it",
+    hint="Pass a file path such as 'cg.npz' (a killed fit called again with it resumes), "
+    "or None for no checkpoint.",
+)
+"""The ``checkpoint`` argument of the kernel ridge estimators' ``fit``."""
+
 
 RIDGE_CV_PARAMS: tuple[Param, ...] = (
     *SEARCH_PARAMS,
