@@ -18,6 +18,7 @@ __all__ = [
     "ClusterError",
     "ConvergenceWarning",
     "DegenerateKernelError",
+    "DeviceError",
     "InputError",
     "InputTypeError",
     "KernelParameterError",
@@ -87,6 +88,11 @@ class KernelValueError(InputError):
 
 class ClusterError(NPTError, ValueError):
     """A dask scheduler could not be reached or used (wrong address, down, TLS refused)."""
+
+
+class DeviceError(NPTError, ValueError):
+    """The device asked for cannot be used: ``device="gpu"`` (or a CUDA cluster) where
+    CuPy or dask-cuda is not installed, or no CUDA device is visible."""
 
 
 class StoreError(NPTError, ValueError):

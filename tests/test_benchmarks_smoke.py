@@ -46,3 +46,16 @@ def test_benchmark_runs_tiny(name, monkeypatch, capsys):
     report = json.loads(capsys.readouterr().out)
     assert isinstance(report, dict)
     assert report
+
+
+def test_gpu_benchmark_without_cupy_says_so_and_exits_2(monkeypatch, capsys):
+    module = importlib.import_module("benchmarks.gpu")
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as on a machine without the gpu extra
+    monkeypatch.setattr(sys, "argv", ["gpu.py", "--quick"])
+    with pytest.raises(SystemExit) as stopped:
+        module.main()
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    assert "needs CuPy" in captured.err
+    assert "pip install 'npt-dask[gpu]'" in captured.err
+    assert captured.out == ""

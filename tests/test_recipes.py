@@ -22,7 +22,7 @@ def _yaml(name: str) -> list[dict]:
 
 
 def test_every_recipe_has_a_readme_and_every_script_compiles():
-    for folder in ("local", "jobqueue", "kubernetes", "tls"):
+    for folder in ("local", "jobqueue", "kubernetes", "tls", "gpu"):
         readme = CLUSTER / folder / "README.md"
         assert readme.is_file(), readme
         assert "npt" in readme.read_text()
@@ -114,3 +114,15 @@ def test_tls_script_makes_a_verifiable_chain(tmp_path):
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
         assert paths[f"{role}-key"].stat().st_mode & 0o077 == 0
+
+
+def test_gpu_recipe_starts_a_cuda_cluster_or_names_the_extra(monkeypatch, capsys, tmp_path):
+    run = recipe("gpu/cuda_cluster.py")
+    readme = (CLUSTER / "gpu" / "README.md").read_text()
+    for needed in ("LocalCUDACluster", "rmm_pool_size", "CUDA_VISIBLE_DEVICES", "--device gpu",
+                   "npt.connect(gpu=True", "pip install 'npt-dask[gpu]'"):  # fmt: skip
+        assert needed in readme, needed
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # as on a machine without the extra
+    assert run.main(["--scheduler-file", str(tmp_path / "s.json"), "--devices", "0"]) == 2
+    assert "pip install 'npt-dask[gpu]'" in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()

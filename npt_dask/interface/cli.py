@@ -69,6 +69,7 @@ def _parser() -> _Parser:
     _rows_option(fit, "fit on these rows of DATA only (e.g. 0:48000, the training rows)")
     _fit_options(fit)
     _data_options(fit)
+    _device_option(fit)
     _cluster_options(fit)
 
     proj = sub.add_parser("project", help="project DATA with MODEL into --out (resumable)")
@@ -82,6 +83,7 @@ def _parser() -> _Parser:
     proj.add_argument("--no-resume", action="store_true", help=argparse.SUPPRESS)  # deprecated
     _rows_option(proj, "project these rows of DATA only (e.g. 48000:56000)")
     _data_options(proj)
+    _device_option(proj)
     _cluster_options(proj)
 
     grow = sub.add_parser(
@@ -121,6 +123,7 @@ def _parser() -> _Parser:
     ridge.add_argument("--model", help="predict --test with this saved model (no DATA, no fit)")
     _ridge_options(ridge)
     _data_options(ridge)
+    _device_option(ridge)
     _cluster_options(ridge)
 
     run = sub.add_parser("run", help="run a pipeline config (TOML): fit, project, methods, report")
@@ -263,6 +266,23 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device gpu``: the rows' chunks on the CUDA device (CuPy), from the device table."""
+    from npt_dask.arrays.device import DEVICES
+    from npt_dask.runtime.params import DEVICE_PARAM
+
+    parser.add_argument(
+        DEVICE_PARAM.flag, choices=DEVICES, default=None, help=f"{DEVICE_PARAM.help} (default cpu)"
+    )
+
+
+def _on_device(data: Any, args: argparse.Namespace) -> Any:
+    """The rows with their chunks on ``--device`` (as they are for cpu)."""
+    from npt_dask.arrays.device import to_device
+
+    return to_device(data, args.device)
+
+
 def _cluster_options(parser: argparse.ArgumentParser, default: str = "local threads") -> None:
     group = parser.add_argument_group(f"cluster (default: {default})")
     group.add_argument("--scheduler", metavar="ADDRESS", help="tcp://host:8786 or tls://host:8786")
@@ -309,15 +329,19 @@ def _client_from_args(args: argparse.Namespace) -> Iterator[Any]:
 
 def _fit(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
+    from npt_dask.arrays.device import check_device
     from npt_dask.errors import InputError
     from npt_dask.npt.project import open_data
     from npt_dask.storage.store import check_target
 
+    check_device(args.device)  # a GPU asked for and missing: refused before any work
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     _check_parent(args.out)
     check_target(Path(args.out))  # a file or foreign data there: refused before the fit
-    data = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+    data = _on_device(
+        _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows), args
+    )
     with _client_from_args(args):
         model = _fit_model(npt, data, args)
         model.save(args.out, overwrite=args.overwrite)
@@ -375,8 +399,12 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
 
 def _project(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
+    from npt_dask.arrays.device import check_device
     from npt_dask.npt.project import open_data
 
+    if check_device(args.device) == "gpu":  # missing: refused before the store is touched
+        data = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+        args.data, args.rows = _on_device(data, args), None
     if args.no_resume:
         print(
             "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
@@ -467,14 +495,17 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     import npt_dask as npt
+    from npt_dask.arrays.device import check_device
+    from npt_dask.arrays.namespace import to_numpy
     from npt_dask.npt.project import open_data
     from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
     from npt_dask.runtime.scheduler import compute
 
+    check_device(args.device)  # a GPU asked for and missing: refused before any work
     if args.model is not None:
         return _ridge_predict(args)
     _check_ridge_out(args)
-    x = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+    x = _on_device(_select_rows(open_data(args.data, key=args.key, var=args.var), args.rows), args)
     y = _open_labels(args.labels or args.data, args.labels_key, args.labels_var, args.rows)
     search = args.alphas is not None or args.gammas is not None
     table = {p.name for p in RIDGE_PARAMS} - {"progress"}
@@ -503,9 +534,10 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
         if args.test is not None or args.test_rows is not None:
             source = args.test or args.data
             z = _select_rows(open_data(source, key=args.key, var=args.var), args.test_rows)
+            z = _on_device(z, args)
             labels = args.test_labels or args.labels or source
             truth = _open_labels(labels, args.labels_key, args.labels_var, args.test_rows)
-            pred = np.asarray(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
+            pred = to_numpy(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
             result["test_score"] = float(est.score(z, np.asarray(truth)))
             if args.predictions:
                 _save_npy(Path(args.predictions), pred)

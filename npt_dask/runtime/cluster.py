@@ -1,4 +1,5 @@
-"""One way to obtain a dask ``Client``: an embedded ``LocalCluster`` or an existing cluster.
+"""One way to obtain a dask ``Client``: an embedded ``LocalCluster`` (or, with ``gpu=True``,
+dask-cuda's ``LocalCUDACluster``: one worker per GPU) or an existing cluster.
 
 :func:`connect` returns a ``distributed.Client`` that is the current
 scheduler for everything npt-dask computes. As a context manager it closes
@@ -18,12 +19,13 @@ import os
 import sys
 import tempfile
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from npt_dask.errors import ClusterError, InputError, InputTypeError
+from npt_dask.arrays.device import GPU_INSTALL
+from npt_dask.errors import ClusterError, DeviceError, InputError, InputTypeError
 
 __all__ = [
     "TLSConfig",
@@ -246,6 +248,9 @@ def connect(
     local_directory: str | os.PathLike | None = None,
     timeout: float = 10.0,
     show_dashboard: bool = True,
+    gpu: bool = False,
+    rmm_pool_size: int | str | None = None,
+    cuda_visible_devices: str | Sequence[int] | None = None,
 ) -> Any:
     """A ``distributed.Client``: an embedded LocalCluster, or an existing scheduler.
 
@@ -267,6 +272,15 @@ def connect(
     show_dashboard : bool, default True
         Print the link of the cluster's dashboard (task stream, progress, worker
         memory) on stderr, one line: the embedded cluster's port is chosen at random.
+    gpu : bool, default False
+        Embed dask-cuda's ``LocalCUDACluster`` instead: one worker process per
+        visible GPU (``n_workers`` defaults to their number), one thread each; needs
+        ``pip install 'npt-dask[gpu]'``. Only without ``address`` and ``scheduler_file``.
+    rmm_pool_size : int or str, optional
+        With ``gpu=True``: each worker's RMM memory pool on its GPU (``"60GB"``, or
+        bytes), allocated once at start-up (no allocation per task).
+    cuda_visible_devices : str or list of int, optional
+        With ``gpu=True``: the GPUs to use (``"0,1"`` or ``[0, 1]``); default all.
 
     Returns
     -------
@@ -278,6 +292,8 @@ def connect(
     ------
     ClusterError
         The scheduler did not answer (a ValueError: the address is wrong or down).
+    DeviceError
+        ``gpu=True`` without dask-cuda, or dask-cuda found no GPU to start on.
     InputError, InputTypeError
         Conflicting or malformed arguments.
 
@@ -303,6 +319,8 @@ def connect(
     >>> with connect(n_workers=1, threads_per_worker=1) as client:  # doctest: +SKIP
     ...     model = npt.fit(X, n_components=10)
     >>> connect("tcp://10.0.0.5:8786")  # doctest: +SKIP
+    >>> with connect(gpu=True, rmm_pool_size="60GB"):  # doctest: +SKIP
+    ...     model = npt.fit(to_device(X, "gpu"), n_components=100)
     """
     if isinstance(tls, Mapping):
         tls = TLSConfig.from_dict(tls)
@@ -311,7 +329,12 @@ def connect(
     _check_embedded_only(
         address, scheduler_file, n_workers=n_workers, threads_per_worker=threads_per_worker,
         memory_limit=memory_limit, local_directory=local_directory,
+        gpu=gpu or None, rmm_pool_size=rmm_pool_size, cuda_visible_devices=cuda_visible_devices,
     )  # fmt: skip
+    if not gpu and (rmm_pool_size is not None or cuda_visible_devices is not None):
+        raise InputError(
+            "rmm_pool_size and cuda_visible_devices configure the GPU cluster; pass gpu=True."
+        )
     if scheduler_file is not None:
         address = _scheduler_from_file(scheduler_file)
     if address is not None:
@@ -321,6 +344,12 @@ def connect(
             "tls applies to an existing tls:// scheduler (give its address); the embedded "
             "LocalCluster listens on 127.0.0.1 only."
         )
+    elif gpu:
+        _check_main_guard()
+        client = _embedded_cuda(
+            n_workers, threads_per_worker, memory_limit, local_directory,
+            rmm_pool_size=rmm_pool_size, cuda_visible_devices=cuda_visible_devices,
+        )  # fmt: skip
     else:
         _check_main_guard()
         client = _embedded(n_workers, threads_per_worker, memory_limit, local_directory)
@@ -474,3 +503,61 @@ def _embedded(
         dashboard_address="127.0.0.1:0",
         set_as_default=True,
     )
+
+
+def _embedded_cuda(
+    n_workers: int | None,
+    threads: int | None,
+    memory_limit: int | str | None,
+    local_directory: Any,
+    *,
+    rmm_pool_size: int | str | None,
+    cuda_visible_devices: str | Sequence[int] | None,
+) -> Any:
+    """A client owning a dask-cuda ``LocalCUDACluster`` on 127.0.0.1: one worker per GPU
+    (dask-cuda's rule), each with its GPU in ``CUDA_VISIBLE_DEVICES`` first; closing the
+    client closes the cluster."""
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        raise DeviceError(
+            "connect(gpu=True) starts dask-cuda's LocalCUDACluster, and dask-cuda is not "
+            f"installed here: {GPU_INSTALL} (CuPy for CUDA 12 and dask-cuda)."
+        ) from None
+    spill = Path(local_directory) if local_directory is not None else spill_directory()
+    spill.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = {
+        "CUDA_VISIBLE_DEVICES": cuda_visible_devices, "n_workers": n_workers,
+        "threads_per_worker": threads or 1, "memory_limit": memory_limit or "auto",
+        "local_directory": str(spill), "rmm_pool_size": rmm_pool_size,
+        "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
+    }  # fmt: skip
+    try:
+        cluster = LocalCUDACluster(**options)
+    except (ImportError, RuntimeError, OSError) as exc:  # no driver, no device (NVML)
+        raise DeviceError(
+            f"dask-cuda could not start a LocalCUDACluster ({type(exc).__name__}: {exc}). "
+            "Check that a CUDA device is visible (nvidia-smi; CUDA_VISIBLE_DEVICES), or "
+            "use npt.connect() without gpu=True."
+        ) from exc
+    return _owning_client(cluster)
+
+
+def _owning_client(cluster: Any) -> Any:
+    """A default ``distributed.Client`` of ``cluster`` that closes it when it closes (as a
+    client that started its LocalCluster itself does)."""
+    from distributed import Client
+
+    class OwningClient(Client):
+        def close(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().close(*args, **kwargs)
+            finally:
+                with contextlib.suppress(Exception):
+                    cluster.close()
+
+    try:
+        return OwningClient(cluster, set_as_default=True)
+    except BaseException:
+        cluster.close()
+        raise

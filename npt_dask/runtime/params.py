@@ -29,6 +29,7 @@ from typing import Any, Literal, NoReturn, get_args
 
 import numpy as np
 
+from npt_dask.arrays.device import DEVICES, GPU_INSTALL
 from npt_dask.errors import InputError, InputTypeError, KernelParameterError, NPTError
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_RTOL",
     "DEFAULT_TOL",
+    "DEVICE_PARAM",
     "ESTIMATOR_PARAMS",
     "FISHER_PARAMS",
     "GROW_PARAMS",
@@ -1176,3 +1178,14 @@ GROW_PARAMS: tuple[Param, ...] = (
 )
 """``partial_fit`` and ``npt grow``: growth's parameters (``max_landmarks`` below the
 model's rows is refused once the model is known)."""
+
+DEVICE_PARAM = Param(
+    "device",
+    (Options(DEVICES), _NONE),
+    None,
+    "where the rows' arithmetic runs: 'gpu' moves their chunks to the CUDA device "
+    f"through CuPy ({GPU_INSTALL}); 'cpu' or None leaves them in host memory",
+    parse=_optional,
+)
+"""``npt fit``/``ridge``/``project --device`` and a pipeline's top-level ``device`` key
+(:func:`npt_dask.arrays.device.to_device` moves the rows)."""

@@ -19,6 +19,10 @@ and the output folder (a config whose stages all read the rows themselves --
     [output]
     dir = "results/quickstart"
 
+A top-level ``device = "gpu"`` moves the rows' chunks to the CUDA device (CuPy,
+``pip install 'npt-dask[gpu]'``) before the fit and the projections; a run on a machine
+without CuPy or a GPU stops before anything is written.
+
 Every section is validated before anything runs: unknown keys and bad values
 raise :class:`~npt_dask.errors.InputError` naming the key and the allowed
 values. ``to_dict``/``from_dict`` round-trip; nothing here reads data.
@@ -36,7 +40,7 @@ from typing import Any
 
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.grow import GrowConfig
-from npt_dask.runtime.params import FitParams, names
+from npt_dask.runtime.params import DEVICE_PARAM, FitParams, names
 
 __all__ = [
     "ClusterConfig",
@@ -299,11 +303,13 @@ class PipelineConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     grow: GrowConfig | None = None  # the [grow] stage (npt_dask.interface.pipeline.grow)
     version: int = CONFIG_VERSION
+    device: str | None = None  # "gpu": the rows' chunks on the CUDA device (fit, projection)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> PipelineConfig:
         """Validate a parsed TOML document (the caller's mapping is not modified)."""
-        allowed = {"name", "version", "data", "model", "methods", "cluster", "output", "grow"}
+        allowed = {"name", "version", "data", "model", "methods", "cluster", "output", "grow",
+                   "device"}  # fmt: skip
         check_keys(values, allowed, "at the top level")
         if "name" not in values:
             raise InputError("The config needs a top-level name = '...'.")
@@ -340,6 +346,7 @@ class PipelineConfig:
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
             output=_build(OutputConfig, "output", values.get("output", {})),
             grow=_build(GrowConfig, "grow", values["grow"]) if "grow" in values else None,
+            device=_device(values.get("device")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -352,6 +359,7 @@ class PipelineConfig:
         return {
             "name": self.name,
             "version": self.version,
+            **({"device": self.device} if self.device is not None else {}),
             "data": plain(self.data),
             **({"model": plain(self.model)} if self.model is not None else {}),
             "methods": [m.to_dict() for m in self.methods],
@@ -365,6 +373,15 @@ class PipelineConfig:
         for section, values in sections.items():
             current[section] = {**current.get(section, {}), **values}
         return PipelineConfig.from_dict(current)
+
+
+def _device(value: Any) -> str | None:
+    """The top-level ``device`` key, checked by its table entry (the GPU's presence is
+    checked when the pipeline runs, before anything is written)."""
+    try:
+        return DEVICE_PARAM.check(value)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"In the config's top level: {exc}", param="device") from None
 
 
 def load_config(path: str | Path) -> PipelineConfig:

@@ -25,6 +25,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.device import check_device, to_device
 from npt_dask.errors import InputError, StoreError
 from npt_dask.interface.pipeline.config import LABEL_STAGES, PipelineConfig
 from npt_dask.interface.pipeline.data import Split, generate_if_absent, load_split
@@ -88,6 +89,7 @@ def fit_or_reuse(
     progress: bool = False,
     rows: Any = None,
     labels: Any = None,
+    device: str | None = None,
 ) -> tuple[NPTModel, bool]:
     """Load the model at ``path`` if it is this config's fit on ``x``, else fit and save.
 
@@ -96,14 +98,16 @@ def fit_or_reuse(
     ``labels`` a new fit also returns the ridge moments of the training rows
     (:attr:`NPTModel.moments`, from the same pass as a landmark model's
     certificate; saved with it). A reused model's stored moments are dropped:
-    its rows are checked to be this config's, its labels are not.
+    its rows are checked to be this config's, its labels are not. ``device="gpu"``
+    fits on the rows' chunks moved to the CUDA device (the stored model is the same).
     """
     if path.exists():
         with contextlib.suppress(StoreError):
             model = load(path)
             if _matches(model, cfg, x, rows):
                 return dataclasses.replace(model, moments=None), True
-    model = fit_params(x if rows is None else rows, cfg.replace(progress=progress), labels=labels)
+    fit_rows = to_device(x if rows is None else rows, device)
+    model = fit_params(fit_rows, cfg.replace(progress=progress), labels=labels)
     model.save(path, overwrite=True)  # not this config's fit (checked above): replace it
     return load(path), False  # streams its training blocks from the store when projecting
 
@@ -267,7 +271,7 @@ def _model_stages(
     wants_moments = any(method.name in MOMENT_STAGES for method in config.methods)
     model, reused = clock(
         "fit", fit_or_reuse, config.model, split.x_train, out / "model.zarr", progress,
-        rows["train"], split.y_train if wants_moments else None,
+        rows["train"], split.y_train if wants_moments else None, config.device,
     )  # fmt: skip
     grown = (
         clock("grow", grow_stored, config.grow, out, config.data.data_dir,
@@ -278,6 +282,7 @@ def _model_stages(
     resume = reused and not config.output.overwrite
     if not needs_train_coordinates(config.methods, model):
         rows.pop("train")  # the training pass gave what the stages need
+    rows = {part: to_device(data, config.device) for part, data in rows.items()}
     proj = _project_both(model, rows, out, clock, resume=resume, progress=progress)
     return model, reused, proj, grown
 
@@ -298,6 +303,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     progress : bool
         Progress for the fit's passes and the projections' chunks (stderr).
     """
+    check_device(config.device)  # a GPU asked for and missing: refused before any write
     for method in config.methods:
         check_params(method.name, method.params)
     out = Path(config.output.dir)
