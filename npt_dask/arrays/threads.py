@@ -22,17 +22,12 @@ import numpy as np
 
 from npt_dask.errors import InputError
 
-__all__ = ["elementwise_threads", "map_row_slices", "set_elementwise_threads"]
+__all__ = ["map_row_slices", "set_elementwise_threads"]
 
 _MIN_ELEMENTS_PER_THREAD = 1 << 16
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _n_threads: int = max(1, min(os.cpu_count() or 1, 8))
-
-
-def elementwise_threads() -> int:
-    """Number of threads used for elementwise kernel passes."""
-    return _n_threads
 
 
 def set_elementwise_threads(n_threads: int) -> None:

@@ -4,7 +4,7 @@ Kernel ridge's normal matrix ``G = K_nm^T W K_nm`` (m x m) is summed chunk by
 chunk, then factored and solved. Done on one ``m x m`` array, every BLAS call
 on a tile that is not contiguous makes scipy's wrappers copy it in and out --
 fresh allocations of up to half a gigabyte a call, whose page faults cost as
-much as the products (measured: the moments pass at 2.0 times its flops). Here
+much as the products. Here
 each upper tile ``(I, J)``, ``I <= J``, of :data:`TILE` rows and columns is an
 array of its own in Fortran order, so every call works in place:
 
@@ -100,9 +100,8 @@ class TiledUpper:
 
     def plus_full(self, a: Any, alpha: float = 1.0) -> TiledUpper:
         """A new matrix ``G + alpha A`` (``A`` symmetric, ``m x m``, any dtype; the sum in
-        this dtype): one pass writing each tile once into prefaulted memory, where
-        :meth:`copy` then :meth:`add_full` wrote each twice into fresh pages (measured at
-        m = 10,000: 0.3 s against 1.6 s, half the time of the factorisation it precedes)."""
+        this dtype): one pass writing each tile once into prefaulted memory (not
+        :meth:`copy` then :meth:`add_full`, which write each twice into fresh pages)."""
         out = TiledUpper.__new__(TiledUpper)
         out.m, out.tile, out.dtype, out.spans = self.m, self.tile, self.dtype, self.spans
         out.tiles = {}

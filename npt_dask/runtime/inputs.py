@@ -301,8 +301,6 @@ def check_symmetric(k: da.Array, name: str) -> None:
         )
 
 
-_check_finite_block = check_finite_block  # the old name (npt_dask.methods.ridge imports it)
-
 
 def _all_finite(block: Any) -> bool:
     values = block.data if scipy.sparse.issparse(block) else block
