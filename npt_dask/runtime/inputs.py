@@ -301,7 +301,6 @@ def check_symmetric(k: da.Array, name: str) -> None:
         )
 
 
-
 def _all_finite(block: Any) -> bool:
     values = block.data if scipy.sparse.issparse(block) else block
     return bool(np.isfinite(values).all())
