@@ -329,6 +329,8 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.projection import open_data
     from npt_dask.store import check_target
 
+    inputs = {"DATA": Path(args.data)} | ({"--start": Path(args.start)} if args.start else {})
+    _check_not_an_input("--out", args.out, inputs)  # a warm-start model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     _check_parent(args.out)
@@ -398,6 +400,7 @@ def _project(args: argparse.Namespace) -> dict[str, Any]:
             "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
             file=sys.stderr,
         )
+    _check_not_an_input("--out", args.out, {"MODEL": Path(args.model), "DATA": Path(args.data)})
     _check_parent(args.out)
     model = npt.load(args.model)
     data = args.data

@@ -147,3 +147,30 @@ def test_predictions_without_test_rows_are_refused(folder, capsys):
     assert main(command) == 2
     assert "no test rows are given: add --test FILE or --test-rows" in capsys.readouterr().err
     assert not (folder / "p.npy").exists()
+
+
+def test_fit_out_over_its_warm_start_model_is_refused(folder, capsys):
+    model = folder / "m.zarr"
+    assert main(["fit", str(folder / "x.npy"), "--out", str(model), "--n-components", "2",
+                 "--quiet"]) == 0  # fmt: skip
+    before = (model / "zarr.json").read_bytes()
+    command = ["fit", str(folder / "x.npy"), "--out", str(model), "--start", str(model),
+               "--overwrite", "--n-components", "3", "--quiet"]  # fmt: skip
+    assert main(command) == 2
+    assert f"--out {model} is the input --start" in capsys.readouterr().err
+    assert (model / "zarr.json").read_bytes() == before
+
+
+def test_project_out_over_its_data_store_is_refused(folder, capsys):
+    model = folder / "m.zarr"
+    assert main(["fit", str(folder / "x.npy"), "--out", str(model), "--quiet"]) == 0
+    store = folder / "rows.zarr"
+    import xarray as xr
+
+    rows = xr.Dataset({"x": (("sample", "feature"), np.load(folder / "x.npy"))})
+    rows.to_zarr(store, consolidated=False)
+    command = ["project", str(model), str(store), "--var", "x", "--out", str(store),
+               "--overwrite", "--quiet"]  # fmt: skip
+    assert main(command) == 2
+    assert f"--out {store} is the input DATA" in capsys.readouterr().err
+    assert xr.open_zarr(store, consolidated=False)["x"].shape == (80, 3)
