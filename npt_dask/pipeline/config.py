@@ -37,6 +37,7 @@ from typing import Any
 from npt_dask.errors import InputError
 from npt_dask.params import FitParams, names
 from npt_dask.pipeline.grow import GrowConfig
+from npt_dask.pipeline.outputs import check_free
 
 __all__ = [
     "ClusterConfig",
@@ -332,14 +333,17 @@ class PipelineConfig:
             model = model_config(values.get("model", {}))
         if "grow" in values and model is None:
             raise InputError("[grow] grows the NPT model: add a [model] table.")
+        output = _build(OutputConfig, "output", values.get("output", {}))
+        grow = _build(GrowConfig, "grow", values["grow"]) if "grow" in values else None
+        _check_outputs_apart(data, grow, output)
         return cls(
             name=str(values["name"]),
             data=data,
             model=model,
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
-            output=_build(OutputConfig, "output", values.get("output", {})),
-            grow=_build(GrowConfig, "grow", values["grow"]) if "grow" in values else None,
+            output=output,
+            grow=grow,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -365,6 +369,16 @@ class PipelineConfig:
         for section, values in sections.items():
             current[section] = {**current.get(section, {}), **values}
         return PipelineConfig.from_dict(current)
+
+
+def _check_outputs_apart(data: DataConfig, grow: GrowConfig | None, output: OutputConfig) -> None:
+    """Refuse a ``[grow] out`` or a zarr ``[data] path`` that is one of the stores the run
+    writes in its output folder (its model, projections, staged rows, report, figures,
+    checkpoints): before any stage runs, not after one replaced the other."""
+    if grow is not None:
+        check_free(f"[grow] out = {grow.out!r}", Path(output.dir) / grow.out, output.dir)
+    if data.source == "zarr" and data.path:
+        check_free(f"[data] path = {data.path!r}", data.path, output.dir)
 
 
 def load_config(path: str | Path) -> PipelineConfig:
