@@ -329,3 +329,35 @@ def test_npt_run_shows_the_kernel_ridge_stages_progress(tmp_path, client, capsys
     _ridge_run(tmp_path, client, progress=True)
     err = capsys.readouterr().err
     assert "iteration" in err.lower(), err
+
+
+def test_an_interrupted_kernel_ridge_stage_resumes_from_its_checkpoint(
+    tmp_path, client, monkeypatch, capsys
+):
+    """Ctrl-C after the stage's third iteration, then the same run: the stage resumes from
+    its checkpoint (its centres drawn with the stage's fixed seed) and agrees with a run
+    that was never stopped."""
+    import npt_dask.ridge_solvers as solvers
+
+    values = {**RIDGE_STAGES, "methods": [{**RIDGE_STAGES["methods"][0], "landmarks": 40}],
+              "output": {"dir": str(tmp_path / "out"), "plots": False}}  # fmt: skip
+    config = PipelineConfig.from_dict(values)
+    whole = run(config, client=client, progress=False)["methods"]["first"]
+    saved = solvers.save_state
+
+    def save_then_stop(path, state, problem):
+        saved(path, state, problem)
+        if state.iteration >= 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(solvers, "save_state", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, client=client, progress=False)
+    (checkpoint,) = (tmp_path / "out").glob("first.*.cg.npz")
+    monkeypatch.undo()
+    capsys.readouterr()
+    again = run(config, client=client, progress=True)["methods"]["first"]
+    assert f"cg: resuming at iteration 3 from {checkpoint}" in capsys.readouterr().err
+    assert again["test_accuracy"] == whole["test_accuracy"]
+    assert again["n_iter"] == whole["n_iter"]
+    assert not checkpoint.exists()
