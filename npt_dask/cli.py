@@ -5,7 +5,8 @@
     npt grow MODEL NEW_DATA [NEW_DATA ...] --out NEW_MODEL [--residual-tol 0.01]
     npt info MODEL
     npt ridge DATA --rows 0:60000 --test-rows 60000:70000 --kernel rbf --gamma 0.02 \
-        --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz]
+        --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz] \
+        [--scale 255] [--predictions PRED.npy [--overwrite]]
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
 ``fit`` and ``project`` run on local threads, or on an existing dask cluster
@@ -13,8 +14,11 @@ given by ``--scheduler``/``--scheduler-file`` (``tls://`` schedulers with
 ``--tls-ca-file --tls-cert --tls-key``), through :func:`npt_dask.cluster.connect`.
 
 DATA is a ``.npy`` file, a ``.npz`` file (``--key``, default ``x``), a zarr
-array, or an xarray dataset in zarr (``--var``). Errors print one line and
-exit with status 2; a finished command exits 0.
+array, or an xarray dataset in zarr (``--var``). ``npt ridge`` looks a relative
+``.npy``/``.npz`` path that is not here up in ``$NPT_DATA_DIR`` (as
+:func:`npt_dask.datasets.load_npz` does), flattens images to rows (saying so) and
+divides by ``--scale``; no output path of a command may be one of its inputs.
+Errors print one line and exit with status 2; a finished command exits 0.
 """
 
 from __future__ import annotations
@@ -491,11 +495,12 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
 
     files = _ridge_files(args)
     _check_ridge_outputs(args, files)  # before any row is read, and long before the fit
-    x = _ridge_rows(files["DATA"], args, args.rows, "DATA")
+    x = _ridge_rows(files["DATA"], args, args.rows, "DATA", note=True)
     y = _open_labels(str(files["--labels"]), args.labels_key, args.labels_var, args.rows)
     test = None
     if "--test" in files:
-        z = _ridge_rows(files["--test"], args, args.test_rows, "--test")
+        same = files["--test"] == files["DATA"]  # its note given once
+        z = _ridge_rows(files["--test"], args, args.test_rows, "--test", note=not same)
         truth = _open_labels(
             str(files["--test-labels"]), args.labels_key, args.labels_var, args.test_rows
         )
@@ -565,22 +570,24 @@ def _find_input(path: str, option: str) -> Path:
     raise InputError(f"{option} {path} does not exist; check the path.")
 
 
-def _ridge_rows(path: Path, args: argparse.Namespace, rows: slice | None, option: str) -> Any:
-    """The rows of ``path`` (``--key``/``--var``) as 2-D rows: images flattened (a note
-    says so), divided by ``--scale``, then the ``rows`` selected."""
+def _ridge_rows(
+    path: Path, args: argparse.Namespace, rows: slice | None, option: str, *, note: bool
+) -> Any:
+    """The rows of ``path`` (``--key``/``--var``) as 2-D rows: images flattened (with a
+    ``note`` saying so), divided by ``--scale``, then the ``rows`` selected."""
     from npt_dask.projection import open_data
 
     if path.suffix == ".npz":  # read whole, as open_data does; images flattened below
         data: Any = _read_array(path, args.key or "x")
     else:
         data = open_data(path, key=args.key, var=args.var)
-    data = _as_rows(data, path, option, args)
+    data = _as_rows(data, path, option, args, note=note)
     if args.scale is not None:
         data = data / args.scale
     return _select_rows(data, rows)
 
 
-def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace) -> Any:
+def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace, *, note: bool) -> Any:
     """``data`` as ``(n_samples, n_features)``: one sample per row, an image flattened."""
     import numpy as np
 
@@ -596,7 +603,7 @@ def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace) -> An
         return data
     values = data.data if hasattr(data, "dims") else data  # an xarray variable: its array
     flat = values.reshape(values.shape[0], -1)
-    if not args.quiet:
+    if note and not args.quiet:
         hint = ""
         if np.issubdtype(values.dtype, np.integer) and args.scale is None:
             hint = " (integer pixels: --scale 255 maps them to [0, 1])"
