@@ -17,6 +17,7 @@ import xarray as xr
 import npt_dask as npt
 from npt_dask.errors import KernelScaleWarning, NPTWarning, StoreError
 from npt_dask.interface.cli import main
+from npt_dask.runtime.params import parse_bytes
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_memory_budget_with_units(files, capsys) -> None:
     code, _, err = _run(capsys, "fit", tmp / "train.npy", "--memory-budget", "2GB",
                         "--n-components", "3", "--out", tmp / "mb.zarr", "--quiet")  # fmt: skip
     assert code == 0, err
-    assert npt.params.parse_bytes("1.5GiB") == 3 * 2**29
+    assert parse_bytes("1.5GiB") == 3 * 2**29
 
 
 def test_tiny_memory_budget_message_shows_bytes(files) -> None:

@@ -534,7 +534,7 @@ def test_a_killed_iterative_job_resumes_to_the_same_answer(tmp_path):
 
 def test_pipeline_kernel_ridge_stage_without_a_model(tmp_path):
     """A config whose only stage is kernel_ridge fits no NPT model; its accuracy is the
-    estimator's on the same split; a re-run resumes from the stage's CG checkpoint."""
+    estimator's on the same split; the stage's CG checkpoint is removed once it is done."""
     from sklearn.datasets import make_moons
     from sklearn.model_selection import train_test_split
 
@@ -560,7 +560,7 @@ def test_pipeline_kernel_ridge_stage_without_a_model(tmp_path):
                                 solver="cg", tol=1e-8, random_state=0).fit(xtr, ytr)  # fmt: skip
     assert stage["test_accuracy"] == pytest.approx(ref.score(xte, yte))
     assert stage["route"] == "cg"
-    assert (tmp_path / "out" / "kernel_ridge.cg.npz").exists()
+    assert not list((tmp_path / "out").glob("*.cg.npz"))  # the stage is done: removed
     again = run(config, progress=False)["methods"]["kernel_ridge"]
     assert again["test_accuracy"] == stage["test_accuracy"]
 
@@ -606,7 +606,7 @@ def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, 
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), ref.predict(x[300:]))
     assert out["route"] == "cg"
     assert (tmp_path / "cg.npz").exists()
-    assert main([*args[:-1], "--alpha", "-1"]) == 2
+    assert main([*args[:-1], "--overwrite", "--alpha", "-1"]) == 2
     assert "The --alpha option of KernelRidgeClassifier must be" in capsys.readouterr().err
 
 

@@ -86,9 +86,49 @@ def test_a_connection_error_before_the_client_notices_is_a_lost_scheduler():
     """The race the probe saw in 2 of 6 kills: ``ConnectionResetError`` reaches ``npt
     project`` while the client still says "running"; it is the lost scheduler (one line,
     re-run to resume), not a task's error. A task's own error stays one."""
-    from npt_dask.npt.project import _scheduler_lost  # the rule itself, without a cluster
+    from npt_dask.npt.project import (
+        scheduler_lost,  # the rule itself, without a cluster
+    )
 
     reset = ConnectionResetError(104, "Connection reset by peer")
-    assert _scheduler_lost(_Client(after=0.3), reset, wait=3.0)
-    assert not _scheduler_lost(_Client(after=None), reset, wait=0.3)  # a live scheduler
-    assert not _scheduler_lost(_Client(after=0.0 + 1e9), ValueError("a task's"), wait=3.0)
+    assert scheduler_lost(_Client(after=0.3), reset, wait=3.0)
+    assert not scheduler_lost(_Client(after=None), reset, wait=0.3)  # a live scheduler
+    assert not scheduler_lost(_Client(after=0.0 + 1e9), ValueError("a task's"), wait=3.0)
+
+
+def test_killed_scheduler_ends_npt_ridge_with_one_line_saying_how_to_resume(tmp_path):
+    """A scheduler killed under a checkpointed ``npt ridge``: one line naming the lost
+    scheduler and the checkpoint a re-run resumes from; no traceback."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(3000, 8))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", (x[:, 0] + 0.3 * x[:, 1] > 0).astype(int))
+    checkpoint = tmp_path / "cg.npz"
+    loopback = recipe("local/loopback.py")
+    with loopback.LoopbackCluster(1, workdir=tmp_path / "cluster", timeout=60) as cluster:
+        cmd = [
+            sys.executable, "-m", "npt_dask.interface.cli", "ridge", str(tmp_path / "x.npy"),
+            "--labels", str(tmp_path / "y.npy"), "--kernel", "rbf", "--gamma", "0.05",
+            "--alpha", "1e-6", "--solver", "cg", "--tol", "1e-12", "--max-iter", "100000",
+            "--chunk-size", "500", "--checkpoint", str(checkpoint), "--quiet",
+            "--scheduler-file", str(cluster.scheduler_file), "--scheduler-timeout", "2",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not checkpoint.exists():  # polling: an iteration's state written
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "no iteration was done in time"
+                time.sleep(0.05)
+            loopback._killpg(cluster.scheduler, signal.SIGKILL)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err  # no traceback, no log records
+    assert lines[0].startswith("npt ridge: error: Lost the connection to the dask scheduler")
+    assert f"kept in {checkpoint}" in lines[0]
+    assert "run the same command again to resume" in lines[0]

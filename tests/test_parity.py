@@ -26,6 +26,7 @@ from npt_dask import NonlinearProjection
 from npt_dask.errors import RankWarning, StoreError
 from npt_dask.kernels import KernelSpec, make_kernel
 from npt_dask.npt.preimage import rbf_preimage
+from npt_dask.storage.store import read_manifest
 from tests.conftest import align_signs
 
 RNG = np.random.default_rng(7)
@@ -82,7 +83,7 @@ def test_precomputed_model_saves_without_training_rows(gram, tmp_path):
     model = npt.fit(k, kernel=make_kernel("precomputed"), n_components=4, chunk_size=64)
     path = model.save(tmp_path / "m.zarr")
     assert "x_train" not in zarr.open_group(str(path), mode="r")
-    manifest = npt.store.read_manifest(path)
+    manifest = read_manifest(path)
     assert manifest.training_rows.startswith("none: a precomputed kernel")
     loaded = npt.load(path)
     np.testing.assert_array_equal(loaded.transform(kz), model.transform(kz))

@@ -217,3 +217,147 @@ def test_landmark_ridge_pipeline_reads_the_training_rows_once(tmp_path, client):
     acc = float(np.mean(ref.predict(test["coordinates"].values) == test["label"].values))
     assert ridge["alpha"] == ref.alpha_
     assert ridge["test_accuracy"] == acc
+
+
+def _grow_config(tmp_path: Path, out: str) -> dict:
+    return {
+        "name": "g",
+        "model": {"kernel": "rbf", "gamma": 1.0},
+        "grow": {"model": str(tmp_path / "full.zarr"), "files": ["day1.npy"], "out": out},
+        "output": {"dir": str(tmp_path / "out")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("out", "owner"),
+    [
+        ("model.zarr", "the pipeline's fitted model (model.zarr)"),
+        ("./train.zarr", "the projected training rows (train.zarr)"),
+        ("test.zarr/grown.zarr", "the projected test rows (test.zarr)"),
+        ("input_train.zarr", "the staged training rows (input_train.zarr)"),
+        ("report.json", "the run's report (report.json)"),
+        ("spectrum.png", "a figure of the report (spectrum.png)"),
+    ],
+)
+def test_grow_out_over_a_pipeline_store_is_refused_by_the_config(tmp_path, out, owner):
+    with pytest.raises(InputError) as info:
+        PipelineConfig.from_dict(_grow_config(tmp_path, out))
+    assert str(info.value).startswith(f"[grow] out = {out!r} is {owner} in the output folder")
+    assert "would replace each other" in str(info.value)
+    assert "out = 'grown.zarr'" in str(info.value)
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_grow_out_through_a_link_to_the_model_is_refused_before_any_work(tmp_path, client):
+    config = PipelineConfig.from_dict(_grow_config(tmp_path, "grown.zarr"))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "grown.zarr").symlink_to(tmp_path / "out" / "model.zarr")
+    with pytest.raises(InputError, match=r"is the pipeline's fitted model \(model.zarr\)"):
+        run(config, client=client, progress=False)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["grown.zarr"]
+
+
+def test_a_zarr_data_path_that_is_a_pipeline_store_is_refused(tmp_path):
+    values = {"name": "z", "data": {"source": "zarr", "path": str(tmp_path / "out/train.zarr")},
+              "methods": [{"name": "kpca"}], "output": {"dir": str(tmp_path / "out")}}  # fmt: skip
+    with pytest.raises(InputError, match=r"\[data\] path = .* is the projected training rows"):
+        PipelineConfig.from_dict(values)
+
+
+RIDGE_STAGES = {
+    "name": "kr",
+    "data": {"source": "moons", "n_samples": 160, "noise": 0.2, "test_fraction": 0.25},
+    "methods": [
+        {"name": "kernel_ridge", "label": "first", "kernel": "rbf", "gamma": 2.0,
+         "alpha": 0.1, "solver": "cg", "tol": 1e-8},
+        {"name": "kernel_ridge", "label": "second", "kernel": "rbf", "gamma": 2.0,
+         "alpha": 0.05, "solver": "cg", "tol": 1e-8},
+    ],
+}  # fmt: skip
+
+
+def _ridge_run(tmp_path, client, alpha=0.05, overwrite=False, progress=False):
+    values = {**RIDGE_STAGES, "output": {"dir": str(tmp_path / "out"), "plots": False,
+                                         "overwrite": overwrite}}  # fmt: skip
+    values["methods"] = [RIDGE_STAGES["methods"][0], {**RIDGE_STAGES["methods"][1],
+                                                      "alpha": alpha}]  # fmt: skip
+    return run(PipelineConfig.from_dict(values), client=client, progress=progress)
+
+
+def test_two_kernel_ridge_stages_and_a_changed_alpha_each_solve_their_own_problem(tmp_path, client):
+    from sklearn.kernel_ridge import KernelRidge
+
+    report = _ridge_run(tmp_path, client)
+    assert not list((tmp_path / "out").glob("*.cg.npz"))  # removed once each stage is done
+    rerun = _ridge_run(tmp_path, client, alpha=0.02)  # changed settings: no stale state
+    assert not list((tmp_path / "out").glob("*.cg.npz"))
+    from npt_dask.interface.pipeline.data import load_split
+
+    split = load_split(PipelineConfig.from_dict(RIDGE_STAGES).data, needs_labels=True)
+    for result, alpha in [(report["methods"]["first"], 0.1), (report["methods"]["second"],
+                          0.05), (rerun["methods"]["second"], 0.02)]:  # fmt: skip
+        targets = np.where(split.y_train[:, None] == np.unique(split.y_train), 1.0, -1.0)
+        ref = KernelRidge(alpha=alpha, kernel="rbf", gamma=2.0).fit(split.x_train, targets)
+        expected = np.mean(ref.predict(split.x_test).argmax(axis=1) == split.y_test)
+        assert result["route"] == "cg"
+        assert result["test_accuracy"] == pytest.approx(expected)
+
+
+def test_each_kernel_ridge_stage_has_its_own_checkpoint_and_overwrite_clears_stale_ones(
+    tmp_path, client
+):
+    from npt_dask.interface.pipeline.methods import run_stage_params
+
+    out = tmp_path / "out"
+    stage = RIDGE_STAGES["methods"][0]
+    params = {k: v for k, v in stage.items() if k not in ("name", "label")}
+    names = {
+        Path(run_stage_params("kernel_ridge", p, out, key=k, problem=d)["checkpoint"]).name
+        for k, p, d in [("first", params, "a"), ("second", params, "a"),
+                        ("first", {**params, "alpha": 1.0}, "a"), ("first", params, "b")]
+    }  # fmt: skip
+    assert len(names) == 4  # stage, settings and data each change the name
+    out.mkdir()
+    stale = [out / "kernel_ridge.cg.npz", out / f"first.{'0' * 12}.cg.npz"]
+    for path in stale:
+        path.write_bytes(b"a killed run's state of another problem")
+    _ridge_run(tmp_path, client, overwrite=True)
+    assert not list(out.glob("*.cg.npz"))
+
+
+def test_npt_run_shows_the_kernel_ridge_stages_progress(tmp_path, client, capsys):
+    _ridge_run(tmp_path, client, progress=True)
+    err = capsys.readouterr().err
+    assert "iteration" in err.lower(), err
+
+
+def test_an_interrupted_kernel_ridge_stage_resumes_from_its_checkpoint(
+    tmp_path, client, monkeypatch, capsys
+):
+    """Ctrl-C after the stage's third iteration, then the same run: the stage resumes from
+    its checkpoint (its centres drawn with the stage's fixed seed) and agrees with a run
+    that was never stopped."""
+    from npt_dask.ridge.checkpoint import Checkpoint
+
+    values = {**RIDGE_STAGES, "methods": [{**RIDGE_STAGES["methods"][0], "landmarks": 40}],
+              "output": {"dir": str(tmp_path / "out"), "plots": False}}  # fmt: skip
+    config = PipelineConfig.from_dict(values)
+    whole = run(config, client=client, progress=False)["methods"]["first"]
+    saved = Checkpoint.save
+
+    def save_then_stop(self, state, *args, **kwargs):
+        saved(self, state, *args, **kwargs)
+        if state.iteration >= 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Checkpoint, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, client=client, progress=False)
+    (checkpoint,) = (tmp_path / "out").glob("first.*.cg.npz")
+    monkeypatch.undo()
+    capsys.readouterr()
+    again = run(config, client=client, progress=True)["methods"]["first"]
+    assert f"cg: resuming at iteration 3 from {checkpoint}" in capsys.readouterr().err
+    assert again["test_accuracy"] == whole["test_accuracy"]
+    assert again["n_iter"] == whole["n_iter"]
+    assert not checkpoint.exists()

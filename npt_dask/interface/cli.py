@@ -5,7 +5,8 @@
     npt grow MODEL NEW_DATA [NEW_DATA ...] --out NEW_MODEL [--residual-tol 0.01]
     npt info MODEL
     npt ridge DATA --rows 0:60000 --test-rows 60000:70000 --kernel rbf --gamma 0.02 \
-        --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz]
+        --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz] \
+        [--scale 255] [--predictions PRED.npy [--overwrite]]
     npt run CONFIG [--output DIR] [--data-dir DIR] [--scheduler ADDRESS | --scheduler-file FILE]
 
 ``fit`` and ``project`` run on local threads, or on an existing dask cluster
@@ -13,8 +14,11 @@ given by ``--scheduler``/``--scheduler-file`` (``tls://`` schedulers with
 ``--tls-ca-file --tls-cert --tls-key``), through :func:`npt_dask.runtime.cluster.connect`.
 
 DATA is a ``.npy`` file, a ``.npz`` file (``--key``, default ``x``), a zarr
-array, or an xarray dataset in zarr (``--var``). Errors print one line and
-exit with status 2; a finished command exits 0.
+array, or an xarray dataset in zarr (``--var``). ``npt ridge`` looks a relative
+``.npy``/``.npz`` path that is not here up in ``$NPT_DATA_DIR`` (as
+:func:`npt_dask.storage.datasets.load_npz` does), flattens images to rows (saying so) and
+divides by ``--scale``; no output path of a command may be one of its inputs.
+Errors print one line and exit with status 2; a finished command exits 0.
 """
 
 from __future__ import annotations
@@ -118,7 +122,14 @@ def _parser() -> _Parser:
                        help="numeric targets: KernelRidge and R^2 (default: classes)")  # fmt: skip
     ridge.add_argument("--checkpoint", help="CG's state file: the same command run again "
                        "after a kill resumes from it, on the landmarks it saved")  # fmt: skip
-    ridge.add_argument("--predictions", help="write the test predictions here (.npy)")
+    ridge.add_argument("--predictions", help="write the test predictions here (.npy; needs "
+                       "--test or --test-rows)")  # fmt: skip
+    ridge.add_argument("--overwrite", action="store_true",
+                       help="replace a file already at --predictions")  # fmt: skip
+    ridge.add_argument(
+        "--scale", type=_positive, metavar="S",
+        help="divide DATA's and --test's rows by S (255: pixels to [0, 1])",
+    )  # fmt: skip
     ridge.add_argument("--out", help="save the fitted model here (zarr; 'npt ridge --model')")
     ridge.add_argument("--model", help="predict --test with this saved model (no DATA, no fit)")
     _ridge_options(ridge)
@@ -152,6 +163,19 @@ def _row_range(text: str) -> slice:
     if start is not None and stop is not None and stop <= start:
         raise argparse.ArgumentTypeError(f"{text!r} selects no rows: STOP must exceed START.")
     return slice(start, stop)
+
+
+def _positive(text: str) -> float:
+    """A positive finite number (``--scale``)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number, e.g. 255.")
+    return value
 
 
 def _select_rows(data: Any, rows: slice | None) -> Any:
@@ -249,14 +273,14 @@ def _typed(parse: Any) -> Any:
     return typed
 
 
-def _check_parent(out: str) -> None:
+def _check_parent(out: str, option: str = "--out") -> None:
     """Refuse an output path whose folder does not exist (a typo would create a tree)."""
     from npt_dask.errors import InputError
 
     parent = Path(os.path.realpath(Path(out).expanduser())).parent  # where a link points
     if not parent.is_dir():
         raise InputError(
-            f"--out {out}: the folder {parent} does not exist; create it first or fix the path."
+            f"{option} {out}: the folder {parent} does not exist; create it first or fix the path."
         )
 
 
@@ -335,6 +359,8 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.storage.store import check_target
 
     check_device(args.device)  # a GPU asked for and missing: refused before any work
+    inputs = {"DATA": Path(args.data)} | ({"--start": Path(args.start)} if args.start else {})
+    _check_not_an_input("--out", args.out, inputs)  # a warm-start model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     _check_parent(args.out)
@@ -410,6 +436,7 @@ def _project(args: argparse.Namespace) -> dict[str, Any]:
             "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
             file=sys.stderr,
         )
+    _check_not_an_input("--out", args.out, {"MODEL": Path(args.model), "DATA": Path(args.data)})
     _check_parent(args.out)
     model = npt.load(args.model)
     data = args.data
@@ -497,7 +524,6 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
     from npt_dask.arrays.namespace import to_numpy
-    from npt_dask.npt.project import open_data
     from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
     from npt_dask.runtime.scheduler import compute
 
@@ -505,8 +531,19 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     if args.model is not None:
         return _ridge_predict(args)
     _check_ridge_out(args)
-    x = _on_device(_select_rows(open_data(args.data, key=args.key, var=args.var), args.rows), args)
-    y = _open_labels(args.labels or args.data, args.labels_key, args.labels_var, args.rows)
+    files = _ridge_files(args)
+    _check_ridge_outputs(args, files)  # before any row is read, and long before the fit
+    x = _on_device(_ridge_rows(files["DATA"], args, args.rows, "DATA", note=True), args)
+    y = _open_labels(str(files["--labels"]), args.labels_key, args.labels_var, args.rows)
+    test = None
+    if "--test" in files:
+        same = files["--test"] == files["DATA"]  # its note given once
+        z = _ridge_rows(files["--test"], args, args.test_rows, "--test", note=not same)
+        truth = _open_labels(
+            str(files["--test-labels"]), args.labels_key, args.labels_var, args.test_rows
+        )
+        test = _on_device(z, args), np.asarray(truth)
+        _check_test_labels(z, test[1], files["--test-labels"])
     search = args.alphas is not None or args.gammas is not None
     table = {p.name for p in RIDGE_PARAMS} - {"progress"}
     table |= {p.name for p in SEARCH_PARAMS} if search else set()
@@ -524,21 +561,17 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     est = kinds[(args.regression, search)](**values, progress=not args.quiet)
     result: dict[str, Any] = {}
-    with _client_from_args(args):
+    with _client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
         est.fit(x, y, checkpoint=args.checkpoint)
         if args.out is not None:
             result["model"] = str(est.save(args.out))
         result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,
                    "alpha": float(getattr(est, "alpha_", values.get("alpha", np.nan))),
                    "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
-        if args.test is not None or args.test_rows is not None:
-            source = args.test or args.data
-            z = _select_rows(open_data(source, key=args.key, var=args.var), args.test_rows)
-            z = _on_device(z, args)
-            labels = args.test_labels or args.labels or source
-            truth = _open_labels(labels, args.labels_key, args.labels_var, args.test_rows)
+        if test is not None:
+            z, truth = test
             pred = to_numpy(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
-            result["test_score"] = float(est.score(z, np.asarray(truth)))
+            result["test_score"] = float(est.score(z, truth))
             if args.predictions:
                 _save_npy(Path(args.predictions), pred)
                 result["predictions"] = str(args.predictions)
@@ -592,7 +625,6 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.errors import InputError
-    from npt_dask.npt.project import open_data
     from npt_dask.runtime.scheduler import compute
 
     ignored = _ignored_by_model(args)
@@ -617,8 +649,13 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
                 f"--predictions {args.predictions} would overwrite an input (--model, --test "
                 "or --test-labels); choose another path."
             )
+        if target.exists() and not args.overwrite:
+            raise InputError(
+                f"--predictions {args.predictions} already exists; pass --overwrite to "
+                "replace it, or choose another path."
+            )
     est = npt.load_ridge(args.model)
-    z = _select_rows(open_data(args.test, key=args.key, var=args.var), args.test_rows)
+    z = _ridge_rows(_find_input(args.test, "--test"), args, args.test_rows, "--test", note=True)
     result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__}
     with _client_from_args(args):
         pred = np.asarray(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
@@ -643,17 +680,211 @@ def _has_labels(path: str, key: str) -> bool:
         return key in data.files
 
 
-def _save_npy(path: Path, values: Any) -> None:
-    """``values`` as a ``.npy`` file, written atomically (no pickle)."""
+def _ridge_files(args: argparse.Namespace) -> dict[str, Path]:
+    """The input files of ``npt ridge`` by option, found as :func:`npt_dask.load_npz` finds
+    one (a relative ``.npy``/``.npz`` path not here is looked up in ``$NPT_DATA_DIR``);
+    ``--test`` and ``--test-labels`` only when test rows are asked for."""
+    files = {"DATA": _find_input(args.data, "DATA")}
+    files["--labels"] = _find_input(args.labels, "--labels") if args.labels else files["DATA"]
+    if args.test is not None or args.test_rows is not None:
+        files["--test"] = _find_input(args.test, "--test") if args.test else files["DATA"]
+        labels = files["--labels"] if args.labels else files["--test"]  # as the rows
+        if args.test_labels:
+            labels = _find_input(args.test_labels, "--test-labels")
+        files["--test-labels"] = labels
+    return files
+
+
+def _find_input(path: str, option: str) -> Path:
+    """An input file or store: ``path`` itself, or a ``.npy``/``.npz`` file looked up in
+    ``$NPT_DATA_DIR``; an error naming the option and where it looked otherwise."""
+    from npt_dask.errors import InputError
+    from npt_dask.storage.datasets import find_file
+
+    given = Path(path).expanduser()
+    if given.exists():
+        return given
+    if given.suffix in (".npy", ".npz"):
+        try:
+            return find_file(given)
+        except InputError as exc:
+            raise InputError(f"{option}: {exc}") from None
+    raise InputError(f"{option} {path} does not exist; check the path.")
+
+
+def _ridge_rows(
+    path: Path, args: argparse.Namespace, rows: slice | None, option: str, *, note: bool
+) -> Any:
+    """The rows of ``path`` (``--key``/``--var``) as 2-D rows: images flattened (with a
+    ``note`` saying so), divided by ``--scale``, then the ``rows`` selected."""
+    from npt_dask.npt.project import open_data
+
+    if path.suffix == ".npz":  # read whole, as open_data does; images flattened below
+        data: Any = _read_array(path, args.key or "x")
+    else:
+        data = open_data(path, key=args.key, var=args.var)
+    data = _as_rows(data, path, option, args, note=note)
+    if args.scale is not None:
+        data = data / args.scale
+    return _select_rows(data, rows)
+
+
+def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace, *, note: bool) -> Any:
+    """``data`` as ``(n_samples, n_features)``: one sample per row, an image flattened."""
     import numpy as np
 
-    from npt_dask.runtime.atomic import write_file
+    from npt_dask.errors import InputError
+
+    if data.ndim < 2:
+        raise InputError(
+            f"{option} {path} holds an array of shape {tuple(data.shape)}; the rows must be "
+            "2-D (n_samples, n_features), or images (n_samples, height, width). A single "
+            "feature: save x.reshape(-1, 1)."
+        )
+    if data.ndim == 2:
+        return data
+    values = data.data if hasattr(data, "dims") else data  # an xarray variable: its array
+    flat = values.reshape(values.shape[0], -1)
+    if note and not args.quiet:
+        hint = ""
+        if np.issubdtype(values.dtype, np.integer) and args.scale is None:
+            hint = " (integer pixels: --scale 255 maps them to [0, 1])"
+        print(
+            f"npt ridge: note: {option} {path} holds images of shape {tuple(values.shape)}; "
+            f"each is flattened to a row of {flat.shape[1]} values{hint}.",
+            file=sys.stderr,
+        )
+    return flat
+
+
+def _read_array(path: Path, key: str) -> Any:
+    """Array ``key`` of the ``.npz`` file ``path``, never unpickled."""
+    import numpy as np
+
+    from npt_dask.errors import InputError
+    from npt_dask.storage.datasets import read_numpy
+
+    def load() -> Any:
+        with np.load(path, allow_pickle=False) as data:
+            if key not in data.files:
+                raise InputError(f"{path} has no array {key!r}; it has {data.files} (--key).")
+            return np.asarray(data[key])
+
+    return read_numpy(path, load)
+
+
+def _check_test_labels(z: Any, truth: Any, source: Path) -> None:
+    """Refuse test labels whose count is not the test rows' (before the fit)."""
+    from npt_dask.errors import InputError
+
+    if truth.ndim != 1 or len(truth) != int(z.shape[0]):
+        raise InputError(
+            f"--test-labels {source} gives {truth.shape} labels for {int(z.shape[0])} test "
+            "rows; they must be one label per test row: check --test-labels, --test-rows "
+            "and --labels-key."
+        )
+
+
+def _check_ridge_outputs(args: argparse.Namespace, files: dict[str, Path]) -> None:
+    """Refuse, before any work, a ``--predictions`` or ``--checkpoint`` path that is one
+    of the inputs (a link to one, a hard link, or a path inside an input store), a
+    ``--predictions`` without test rows, in a missing folder, or over an existing file
+    without ``--overwrite``."""
+    from npt_dask.errors import InputError
+
+    if args.checkpoint:
+        _check_not_an_input("--checkpoint", args.checkpoint, files)
+    if not args.predictions:
+        return
+    if "--test" not in files:
+        raise InputError(
+            "--predictions writes the test rows' predictions, and no test rows are given: "
+            "add --test FILE or --test-rows START:STOP, or drop --predictions."
+        )
+    inputs = files | ({"--checkpoint": Path(args.checkpoint)} if args.checkpoint else {})
+    _check_not_an_input("--predictions", args.predictions, inputs)
+    _check_parent(args.predictions, "--predictions")
+    target = Path(os.path.realpath(Path(args.predictions).expanduser()))
+    if target.is_dir():
+        raise InputError(f"--predictions {args.predictions} is a folder; name a file in it.")
+    if target.exists() and not args.overwrite:
+        raise InputError(
+            f"--predictions {args.predictions} already exists; pass --overwrite to replace "
+            "it, or choose another path."
+        )
+
+
+def _check_not_an_input(option: str, out: str, inputs: dict[str, Path]) -> None:
+    """Refuse an output path that is, links to, or lies inside one of ``inputs``."""
+    from npt_dask.errors import InputError
+
+    target = Path(os.path.realpath(Path(out).expanduser()))
+    for name, source in inputs.items():
+        if _same_place(target, source):
+            raise InputError(
+                f"{option} {out} is the input {name} ({source}): writing it would destroy "
+                f"that input. Choose another path for {option}."
+            )
+
+
+def _same_place(target: Path, source: Path) -> bool:
+    """Whether writing ``target`` would write ``source``: the same path once links are
+    resolved, the same file (a hard link), or a path inside the store ``source``."""
+    real = Path(os.path.realpath(source))
+    if target == real or real in target.parents:
+        return True
+    try:
+        return target.exists() and os.path.samefile(target, real)
+    except OSError:
+        return False
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """How to go on after a stop: the same command resumes from ``--checkpoint``."""
+    if not args.checkpoint:
+        return ""
+    return (
+        f" CG's state is kept in {args.checkpoint} after each iteration: run the same "
+        "command again to resume from it."
+    )
+
+
+@contextlib.contextmanager
+def _lost_scheduler(client: Any, hint: str) -> Iterator[None]:
+    """A run that stopped because the scheduler went away: one
+    :class:`~npt_dask.errors.ClusterError` saying so and how to go on (``hint``); a
+    task's own error as it is."""
+    from npt_dask.errors import ClusterError
+    from npt_dask.npt.project import scheduler_lost
+
+    try:
+        yield
+    except ClusterError:
+        raise
+    except Exception as exc:
+        if client is None or not scheduler_lost(client, exc):
+            raise
+        address = getattr(getattr(client, "scheduler", None), "address", "?")
+        raise ClusterError(
+            f"Lost the connection to the dask scheduler at {address}: it stopped, or the "
+            f"network to it failed.{hint}"
+        ) from None
+
+
+def _save_npy(path: Path, values: Any) -> None:
+    """``values`` as a ``.npy`` file, written atomically where a link points (no pickle):
+    an interrupted write leaves the previous file, or none."""
+    import numpy as np
+
+    from npt_dask.runtime.atomic import real, write_file
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:
             np.save(handle, values, allow_pickle=False)
+            handle.flush()
+            os.fsync(handle.fileno())
 
-    write_file(path, write)
+    write_file(real(path), write)
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -731,6 +962,15 @@ def _one_line_warnings(command: str) -> Iterator[None]:
         warnings.formatwarning = before
 
 
+def _interrupted_ridge(args: argparse.Namespace) -> str:
+    """What an interrupted ``npt ridge`` kept: CG's state, when a checkpoint was written."""
+    if not args.checkpoint or not Path(args.checkpoint).is_file():
+        return ""
+    return (
+        f"; CG's state is kept in {args.checkpoint}: run the same command again to resume from it"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
@@ -750,12 +990,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)  # end a progress line rewritten in place
         out = getattr(args, "out", None)
-        hint = (
-            f"; chunks already written are kept in {out}: run the same command again to "
-            "resume (they are checked, not projected again)"
-            if args.command == "project"
-            else ""
-        )
+        hint = _interrupted_ridge(args) if args.command == "ridge" else ""
+        if args.command == "project":
+            hint = (
+                f"; chunks already written are kept in {out}: run the same command again to "
+                "resume (they are checked, not projected again)"
+            )
         print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
         return 130
     except (NPTError, OSError) as exc:  # the library's own errors and files; a bug propagates

@@ -90,7 +90,7 @@ from npt_dask.runtime.scheduler import (
 )
 from npt_dask.storage.datasets import read_numpy
 
-__all__ = ["ProjectionError", "open_data", "project"]
+__all__ = ["ProjectionError", "open_data", "project", "scheduler_lost"]
 
 _CLI = {"resume=False": "--overwrite"}
 """This module's Python spellings in error messages, as ``npt project`` spells them."""
@@ -530,7 +530,7 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
                 client.cancel(futures)
             raise
         except Exception as exc:
-            if not _scheduler_lost(client, exc):
+            if not scheduler_lost(client, exc):
                 if lost_data(exc):  # retried: no task of this attempt may write after that
                     _settle(futures)
                 raise  # a task's own error, or lost data (the caller retries): as it is
@@ -575,7 +575,7 @@ LOST_SCHEDULER_WAIT = 5.0
 """Seconds a connection error waits for the client to notice a lost scheduler."""
 
 
-def _scheduler_lost(client: Any, exc: BaseException, wait: float = LOST_SCHEDULER_WAIT) -> bool:
+def scheduler_lost(client: Any, exc: BaseException, wait: float = LOST_SCHEDULER_WAIT) -> bool:
     """Whether ``exc`` ended a run because the client lost its scheduler (killed, or the
     network gone), not because a task failed. A connection error (``OSError``: distributed's
     ``CommClosedError``, ``ConnectionResetError``) can reach the caller a moment before the

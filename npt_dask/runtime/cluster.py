@@ -393,18 +393,25 @@ class _ConnectionNoise(logging.Filter):
         return "reconnect" not in record.getMessage().lower()
 
 
+_CONNECTION_LOGGERS = ("distributed.client", "distributed.batched")
+"""The loggers a lost scheduler fills with tracebacks: the client's reconnections, and
+its batched stream's closed comm."""
+
+
 @contextlib.contextmanager
 def quiet_lost_scheduler() -> Iterator[None]:
     """Within the block, ``distributed``'s client does not log tracebacks of failed
     reconnections (a killed scheduler gives screens of them); the command line reports
     a lost scheduler in one line instead."""
-    logger = logging.getLogger("distributed.client")
+    loggers = [logging.getLogger(name) for name in _CONNECTION_LOGGERS]
     noise = _ConnectionNoise()
-    logger.addFilter(noise)
+    for logger in loggers:
+        logger.addFilter(noise)
     try:
         yield
     finally:
-        logger.removeFilter(noise)
+        for logger in loggers:
+            logger.removeFilter(noise)
 
 
 def _check_main_guard() -> None:

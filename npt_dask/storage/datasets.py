@@ -45,6 +45,7 @@ __all__ = [
     "Deformation",
     "data_path",
     "deformed_mnist",
+    "find_file",
     "first_per_class",
     "generated_mismatch",
     "generator_params",
@@ -95,6 +96,13 @@ def _find(path: str | os.PathLike) -> Path:
         else f"; set {DATA_DIR_ENV} to the folder holding it, or give its full path"
     )
     raise InputError(f"No file {os.fspath(path)!r}: looked for {where}{hint}.")
+
+
+def find_file(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a file, else ``$NPT_DATA_DIR/path`` for a relative one (as
+    :func:`load_npz` looks a file up); an :class:`~npt_dask.errors.InputError` naming
+    every place looked in when neither exists."""
+    return _find(path)
 
 
 T = TypeVar("T")

@@ -40,6 +40,7 @@ from typing import Any
 
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.grow import GrowConfig
+from npt_dask.interface.pipeline.outputs import check_free
 from npt_dask.runtime.params import DEVICE_PARAM, FitParams, names
 
 __all__ = [
@@ -338,14 +339,17 @@ class PipelineConfig:
             model = model_config(values.get("model", {}))
         if "grow" in values and model is None:
             raise InputError("[grow] grows the NPT model: add a [model] table.")
+        output = _build(OutputConfig, "output", values.get("output", {}))
+        grow = _build(GrowConfig, "grow", values["grow"]) if "grow" in values else None
+        _check_outputs_apart(data, grow, output)
         return cls(
             name=str(values["name"]),
             data=data,
             model=model,
             methods=methods,
             cluster=_build(ClusterConfig, "cluster", values.get("cluster", {})),
-            output=_build(OutputConfig, "output", values.get("output", {})),
-            grow=_build(GrowConfig, "grow", values["grow"]) if "grow" in values else None,
+            output=output,
+            grow=grow,
             device=_device(values.get("device")),
         )
 
@@ -382,6 +386,16 @@ def _device(value: Any) -> str | None:
         return DEVICE_PARAM.check(value)
     except (ValueError, TypeError) as exc:
         raise InputError(f"In the config's top level: {exc}", param="device") from None
+
+
+def _check_outputs_apart(data: DataConfig, grow: GrowConfig | None, output: OutputConfig) -> None:
+    """Refuse a ``[grow] out`` or a zarr ``[data] path`` that is one of the stores the run
+    writes in its output folder (its model, projections, staged rows, report, figures,
+    checkpoints): before any stage runs, not after one replaced the other."""
+    if grow is not None:
+        check_free(f"[grow] out = {grow.out!r}", Path(output.dir) / grow.out, output.dir)
+    if data.source == "zarr" and data.path:
+        check_free(f"[data] path = {data.path!r}", data.path, output.dir)
 
 
 def load_config(path: str | Path) -> PipelineConfig:

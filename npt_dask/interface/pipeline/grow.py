@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import InputError
+from npt_dask.interface.pipeline.outputs import check_free
 from npt_dask.npt.model import load
 from npt_dask.npt.project import open_data
 from npt_dask.storage.datasets import data_path
@@ -72,6 +73,12 @@ def check_grow_target(cfg: GrowConfig, out_dir: Path, overwrite: bool) -> Path:
         raise InputError(
             f"[grow] out = {cfg.out!r} resolves to {path.resolve()}, outside the output "
             f"folder {inside}; name a store inside it, e.g. out = 'grown.zarr'."
+        )
+    check_free(f"[grow] out = {cfg.out!r}", path, out_dir)  # through links too
+    if path.resolve() == Path(cfg.model).resolve():
+        raise InputError(
+            f"[grow] out = {cfg.out!r} is [grow] model {cfg.model!r}: the parent model is kept "
+            "as it was; choose another out, e.g. out = 'grown.zarr'."
         )
     check_target(path)
     if (path / "zarr.json").is_file() and not overwrite:

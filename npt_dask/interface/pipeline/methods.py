@@ -8,9 +8,13 @@ metrics dict plus the figures it wants saved. Nothing here writes files.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +22,7 @@ import numpy as np
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.interface.pipeline.config import DATA_STAGES
 from npt_dask.interface.pipeline.data import Split
+from npt_dask.interface.pipeline.outputs import CHECKPOINT_SUFFIX
 from npt_dask.npt.model import NPTModel
 
 __all__ = [
@@ -25,10 +30,13 @@ __all__ = [
     "MOMENT_STAGES",
     "PARAMS",
     "STAGES",
+    "STAGE_SEED",
     "check_params",
+    "checkpoint_name",
     "needs_train_coordinates",
     "run_method",
     "run_stage_params",
+    "stage_checkpoints",
 ]
 
 Figures = dict[str, Callable[[], Any]]
@@ -291,15 +299,57 @@ def needs_train_coordinates(methods: Any, model: NPTModel) -> bool:
     return any(method.name not in served for method in methods)
 
 
-def run_stage_params(name: str, params: Mapping[str, Any], out: Any) -> dict[str, Any]:
-    """A stage's parameters as it runs them: ``kernel_ridge``'s CG checkpoint in the
-    output folder unless ``checkpoint = false`` (a re-run then resumes a killed solve)."""
+_CHECKPOINT_NAME = re.compile(r"^(?:[\w.-]+\.[0-9a-f]{12}|kernel_ridge)\.cg\.npz$")
+
+STAGE_SEED = 0
+"""A ``kernel_ridge`` stage's ``random_state`` unless it sets one: the same centres on
+every run, so that a re-run resumes its checkpoint (as the model's seed, ``[model]``)."""
+
+
+def run_stage_params(
+    name: str,
+    params: Mapping[str, Any],
+    out: Any,
+    *,
+    key: str | None = None,
+    problem: str = "",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """A stage's parameters as it runs them.
+
+    ``kernel_ridge``: a fixed seed unless given (:data:`STAGE_SEED`), the run's
+    ``progress``, and its CG checkpoint in the output folder unless ``checkpoint =
+    false`` (a re-run then resumes a killed solve). The checkpoint is named by the stage
+    (``key``, its report name, unique in a config) and a digest of its parameters and of
+    ``problem`` (the data it reads): two stages, or the same stage with other settings,
+    never share one.
+    """
     given = dict(params)
     if name == "kernel_ridge":
         keep = given.pop("checkpoint", True)
+        given.setdefault("random_state", STAGE_SEED)
         if keep:
-            given["checkpoint"] = str(out / f"{name}.cg.npz")
+            given["checkpoint"] = str(Path(out) / checkpoint_name(key or name, given, problem))
+        given["progress"] = progress
     return given
+
+
+def checkpoint_name(key: str, params: Mapping[str, Any], problem: str) -> str:
+    """``<stage>.<digest>.cg.npz``: the stage's name (characters other than letters,
+    digits, ``.``, ``-`` and ``_`` replaced) and 12 hex digits of a SHA-256 of its
+    parameters and ``problem``."""
+    text = json.dumps({"params": dict(params), "problem": problem}, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    stage = re.sub(r"[^\w.-]", "_", key)
+    return f"{stage}.{digest}{CHECKPOINT_SUFFIX}"
+
+
+def stage_checkpoints(out: Path) -> list[Path]:
+    """The ``kernel_ridge`` checkpoints in the output folder ``out`` (any stage's, any
+    settings', and the earlier ``kernel_ridge.cg.npz``)."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if p.is_file() and _CHECKPOINT_NAME.match(p.name))
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import resource
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +37,9 @@ from npt_dask.interface.pipeline.methods import (
     needs_train_coordinates,
     run_method,
     run_stage_params,
+    stage_checkpoints,
 )
+from npt_dask.interface.pipeline.outputs import STORES
 from npt_dask.interface.pipeline.report import write_figures, write_report
 from npt_dask.kernels import resolve_kernel
 from npt_dask.npt.display import landmark_summary
@@ -113,7 +116,7 @@ def fit_or_reuse(
 
 
 _STAGED = "npt_staged_rows"
-_STORES = ("input_train.zarr", "input_test.zarr", "model.zarr", "train.zarr", "test.zarr")
+_STORES = STORES
 
 
 def stage_rows(x: np.ndarray, y: np.ndarray, path: Path, rows: int) -> Any:
@@ -247,14 +250,20 @@ def _run_methods(
     split: Split,
     clock: _Clock,
     out: Path,
+    progress: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Callable[[], Any]]]:
     figures = {} if model is None else _model_figures(model, proj.get("test"), config)
     methods = {}
+    problem = json.dumps(config.to_dict()["data"], sort_keys=True, default=str)
     for method in config.methods:
-        params = run_stage_params(method.name, method.params, out)
+        params = run_stage_params(
+            method.name, method.params, out, key=method.key, problem=problem, progress=progress
+        )
         metrics, figs = run_method(
             method.name, params, proj.get("train"), proj.get("test"), split, model
         )
+        if params.get("checkpoint"):  # the stage is done: its solve needs no resuming
+            Path(params["checkpoint"]).unlink(missing_ok=True)
         methods[method.key] = metrics
         clock.seconds[method.key] = metrics["seconds"]
         figures.update(figs)
@@ -310,6 +319,9 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     if config.grow is not None:  # refused before any work, not after the fit
         check_grow_target(config.grow, out, config.output.overwrite)
+    if config.output.overwrite:  # start again: no stage resumes an earlier solve
+        for stale in stage_checkpoints(out):
+            stale.unlink(missing_ok=True)
     clock = _Clock()
     with _client(config, client, progress) as active, active.as_current():
         if config.data.generate is not None:  # on the cluster: each task writes its rows
@@ -320,7 +332,7 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
         reused, proj, grown = False, dict[str, Any](), None
         if config.model is not None:  # else data stages only: no NPT model
             model, reused, proj, grown = _model_stages(config, split, out, clock, progress)
-        methods, figures = _run_methods(config, model, proj, split, clock, out)
+        methods, figures = _run_methods(config, model, proj, split, clock, out, progress)
         worker_peak = _worker_peak(active)
         # only a cluster that outlives the run has a dashboard worth a link
         dashboard = getattr(active, "dashboard_link", None) if _outlives(config, client) else None
