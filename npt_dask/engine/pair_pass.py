@@ -449,7 +449,7 @@ class KernelOperator:
         )
         self.passes += 1
         if want_sums:
-            self._row_sums = np.asarray(compute(out[:, -1])[0], dtype=np.float64)
+            self._row_sums = np.asarray(to_host(compute(out[:, -1])[0]), dtype=np.float64)
             out = out[:, :-1]
         if self.center:
             out = keep(out - out.mean(axis=0, keepdims=True))
