@@ -252,10 +252,12 @@ def test_the_rename_check_can_fail():
 
 def test_block_engine_is_numpy_only():
     """The layer rule of :mod:`npt_dask.engine.blocks`: arrays in, arrays out (numpy, or another
-    array API namespace through :mod:`npt_dask.arrays.namespace`); no dask, xarray or zarr (the
+    array API namespace through :mod:`npt_dask.arrays.namespace`, to host through
+    :mod:`npt_dask.arrays.host`); no dask, xarray or zarr (the
     standard library's threading, weakref and functools serve its per-process memo of
     prepared centres, ``blocks._PREPARED``)."""
-    allowed = {"npt_dask.arrays.buffers", "npt_dask.arrays.namespace", "npt_dask.kernels"}
+    allowed = {"npt_dask.arrays.buffers", "npt_dask.arrays.host", "npt_dask.arrays.namespace",
+               "npt_dask.kernels"}  # fmt: skip
     tree = ast.parse(MODULES["npt_dask.engine.blocks"].read_text())
     imported = set()
     for node in ast.walk(tree):
@@ -460,8 +462,10 @@ def test_block_products_are_the_same_on_array_api_strict():
 
 def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
     """:class:`npt_dask.engine.consumers.RowBlock` takes the namespace of the rows it is handed
-    (the one decision), brings the centres there and hands host (numpy) results back: the
-    same as numpy's for every product consumer."""
+    (the one decision), brings the centres there; every product consumer's result stays in
+    that namespace until :meth:`~npt_dask.engine.consumers.Consumer.finish` takes it to host
+    (numpy), the same as numpy's."""
+    import array_api_compat
     import numpy as np
 
     from npt_dask.engine.blocks import projection_terms
@@ -481,6 +485,8 @@ def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
     for name, consumer in consumers.items():
         want = consumer(RowBlock(z, ([x], [w]), spec, aux), None)
         got = consumer(RowBlock(_strict(z)[0], ([x], [w]), spec, aux), None)
+        assert "array_api_strict" in array_api_compat.array_namespace(got).__name__, name
+        got, want = consumer.finish(got), consumer.finish(want)
         if name == "gram":  # host tiles of the upper triangle are the sum's contract
             assert type(got) is TiledUpper, name
             got, want = np.triu(got.to_full()), np.triu(want.to_full())

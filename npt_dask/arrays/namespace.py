@@ -20,7 +20,17 @@ import array_api_compat.numpy as numpy_namespace
 import numpy as np
 import scipy.sparse
 
-__all__ = ["device_of", "is_numpy", "namespace_of", "to_numpy"]
+from npt_dask.errors import InputError
+
+__all__ = [
+    "device_of",
+    "is_numpy",
+    "namespace_and_device",
+    "namespace_of",
+    "on_device",
+    "on_device_of",
+    "to_numpy",
+]
 
 
 def namespace_of(*arrays: Any) -> Any:
@@ -43,6 +53,78 @@ def is_numpy(xp: Any) -> bool:
 def device_of(a: Any) -> Any:
     """The device an array lives on (None for a scipy.sparse block: numpy's memory)."""
     return None if scipy.sparse.issparse(a) else array_api_compat.device(a)
+
+
+def _concrete(a: Any) -> Any:
+    """The array that decides ``a``'s namespace: a dask array's ``_meta``, a DataArray's
+    data (recursively); None for None and scipy.sparse blocks (numpy's)."""
+    if a is None or scipy.sparse.issparse(a):
+        return None
+    if hasattr(a, "dims") and hasattr(a, "data"):  # an xarray DataArray
+        return _concrete(a.data)
+    if hasattr(a, "dask") and hasattr(a, "_meta"):  # a dask array: its blocks' type
+        return _concrete(a._meta)
+    return a
+
+
+def _library(a: Any) -> str:
+    return type(a).__module__.split(".")[0]
+
+
+def namespace_and_device(*arrays: Any) -> tuple[Any, Any]:
+    """The namespace and device of a pass: the one decision both pass engines take (as
+    scikit-learn's ``get_namespace_and_device``). ``arrays`` may be numpy, CuPy (any array
+    API library), dask arrays (their ``_meta`` decides) or DataArrays; None and
+    scipy.sparse count as numpy's (device None).
+
+    Arrays of two libraries, or of one library on two devices, are an
+    :class:`~npt_dask.errors.InputError` naming the fix (one device for every input).
+
+    >>> xp, device = namespace_and_device(np.ones(2), None)
+    >>> is_numpy(xp), device
+    (True, None)
+    """
+    dense = [c for c in (_concrete(a) for a in arrays) if c is not None]
+    if not dense:
+        return numpy_namespace, None
+    try:
+        xp = array_api_compat.array_namespace(*dense)
+    except TypeError:
+        kinds = sorted({_library(a) for a in dense})
+        raise InputError(
+            f"The inputs of this call live in different array libraries ({', '.join(kinds)}): "
+            "rows, centres and targets must share one device. Move them to one: e.g. "
+            "x.map_blocks(cupy.asarray) and cupy.asarray(y) for the GPU, or "
+            "x.map_blocks(cupy.asnumpy) and cupy.asnumpy(y) for the CPU."
+        ) from None
+    if is_numpy(xp):
+        return xp, None
+    devices: list[Any] = []
+    for a in dense:
+        d = array_api_compat.device(a)
+        if all(d != seen for seen in devices):
+            devices.append(d)
+    if len(devices) > 1:
+        raise InputError(
+            f"The inputs of this call live on different devices ({devices}): rows, centres "
+            "and targets must share one. Copy them to one device first (e.g. under "
+            "`with cupy.cuda.Device(0):` call cupy.asarray on each)."
+        )
+    return xp, devices[0]
+
+
+def on_device(a: Any, xp: Any, device: Any) -> Any:
+    """``a`` (a host array, centres or weights) in namespace ``xp`` on ``device``; on
+    numpy as it is (no copy)."""
+    if a is None or is_numpy(xp):
+        return a
+    return xp.asarray(a, device=device)
+
+
+def on_device_of(a: Any, like: Any) -> Any:
+    """``a`` in the namespace and on the device of ``like`` (:func:`namespace_and_device`:
+    the one decision); on numpy as it is."""
+    return on_device(a, *namespace_and_device(like))
 
 
 def to_numpy(a: Any) -> np.ndarray:

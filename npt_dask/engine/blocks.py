@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from npt_dask.arrays.buffers import populated_empty, scratch
-from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, on_device_of
 from npt_dask.kernels import KernelSpec, Prepared
 
 __all__ = [
@@ -68,8 +69,10 @@ __all__ = [
     "gaussian_block",
     "gaussian_rows",
     "gram_of",
+    "host_rows",
     "kept_block",
     "kernel_times",
+    "moved_like",
     "normal_products",
     "one_hot",
     "pair_products",
@@ -292,6 +295,20 @@ def sum_parts(parts: Sequence[Any], which: Sequence[int | None]) -> np.ndarray:
     return out
 
 
+def host_rows(parts: Sequence[Any]) -> np.ndarray:
+    """Row blocks of a pass's result stacked in their namespace, then taken to host once
+    (a numpy result is concatenated as the driver did: the crossing point counts)."""
+    xp = namespace_of(*parts)
+    stacked = np.concatenate(parts, axis=0) if is_numpy(xp) else xp.concat(list(parts), axis=0)
+    return np.asarray(to_host(stacked))
+
+
+def moved_like(a: Any, like: Any) -> Any:
+    """``a`` (a host panel of V) on the device of ``like`` (a row chunk): host to device
+    once per pass; on numpy as it is."""
+    return on_device_of(a, like)
+
+
 def add_arrays(parts: Sequence[np.ndarray]) -> np.ndarray:
     """The sum of equally shaped arrays, in a new array."""
     return sum_parts(parts, [None] * len(parts))
@@ -434,6 +451,18 @@ def chunk_moments(
     the moments of :class:`LinearMoments`. ``y^T y`` is formed in ``gram_dtype``
     (see :func:`gram_of`).
     """
+    xp = namespace_of(y, t)
+    if not is_numpy(xp):  # the same sums in the rows' namespace, on their device
+        x, tt = xp.astype(y, xp.float64), xp.astype(t, xp.float64)
+        g = xp.astype(x, getattr(xp, np.dtype(gram_dtype).name))
+        return (
+            xp.asarray(float(x.shape[0]), dtype=xp.float64, device=device_of(x)),
+            xp.sum(x, axis=0),
+            xp.sum(tt, axis=0),
+            xp.astype(g.T @ g, xp.float64),
+            x.T @ tt,
+            xp.sum(tt * tt, axis=0),
+        )
     x = np.asarray(y, dtype=np.float64)
     tt = np.asarray(t, dtype=np.float64)
     return (

@@ -29,12 +29,18 @@ consumer               kind    per chunk
 place (each running sum is owned by its chain: one task reads it, the next
 receives it).
 
+Everything a consumer computes stays in the namespace of the rows (on their device):
+the running sums too. :meth:`Consumer.finish` is where a result crosses to host, through
+the one boundary :func:`npt_dask.arrays.host.to_host`: a ``sum`` consumer's total once per
+pass (after the chains are added), a ``rows`` consumer's output once per chunk when the
+driver needs it (:func:`npt_dask.engine.row_pass.row_pass`: a zarr write, a digest, the
+centres' own rows; only chunks that hold centres cross for :class:`CentreRows`), never
+for a lazy per-row result (:func:`npt_dask.engine.row_pass.map_rows` keeps it there).
+
 The array namespace is chosen here, once: :class:`RowBlock` takes the namespace of the
 rows it is handed (numpy's, or CuPy's, torch's, ``array_api_strict``'s:
 :func:`npt_dask.arrays.namespace.namespace_of`), brings the centres and the row-aligned extras
-there (:meth:`RowBlock.local`) and evaluates every block and product in it. What a
-consumer hands back -- per-row outputs, running sums -- is host memory (numpy;
-:meth:`RowBlock.host`), as the driver's matrices are. On numpy nothing moves.
+there (:meth:`RowBlock.local`) and evaluates every block and product in it. On numpy nothing moves.
 
 Layer rule: task bodies, arrays only (numpy or another array API namespace); the graph
 is built by :mod:`npt_dask.engine.row_pass`.
@@ -52,7 +58,8 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask.arrays.buffers import scratch
-from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, to_numpy
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device
 from npt_dask.engine.blocks import (
     ProjectionTerms,
     block_times,
@@ -119,23 +126,29 @@ class RowBlock:
         self.kernel = kernel
         self.aux = aux
         first = z[0] if isinstance(z, list) else z
-        self.xp = namespace_of(first)
+        self.xp, self.device = namespace_and_device(first)
         self.numpy = is_numpy(self.xp)
-        self.device = device_of(first)
         self._block: Any = None
         self._memo: dict[str, Any] = {}
 
     def local(self, a: Any) -> Any:
         """``a`` (centres, weights, a host matrix) in the block's namespace and device; on
         numpy as it is."""
-        if a is None or self.numpy:
-            return a
-        return self.xp.asarray(a, device=self.device)
+        return on_device(a, self.xp, self.device)
+
+    def extra(self, name: str, dtype: Any = np.float64) -> Any:
+        """The row-aligned extra ``name`` in ``dtype``, in the block's namespace and device
+        (a host extra is copied there: host to device, no crossing back)."""
+        a = self.aux[name]
+        if self.numpy:
+            return np.asarray(a, dtype=dtype)
+        return self.xp.astype(self.local(a), getattr(self.xp, np.dtype(dtype).name))
 
     @staticmethod
-    def host(a: Any) -> np.ndarray:
-        """An array of the block's namespace in host memory (numpy's as it is)."""
-        return to_numpy(a)
+    def host(a: Any) -> Any:
+        """``a`` in host memory, through the one boundary (:func:`~npt_dask.arrays.host.
+        to_host`: one crossing)."""
+        return to_host(a)
 
     @property
     def n_rows(self) -> int:
@@ -163,8 +176,7 @@ class RowBlock:
 
     def weights(self) -> Any:
         """The chunk's sample weights (float64, in the block's namespace), or None."""
-        w = self.aux.get("weights")
-        return None if w is None else self.local(np.asarray(w, dtype=np.float64))
+        return None if self.aux.get("weights") is None else self.extra("weights")
 
     def weighted64(self) -> Any:
         """``sqrt(w) B`` in float64; on numpy in Fortran order (a thread's scratch; its
@@ -227,20 +239,25 @@ class RowBlock:
 
 class Consumer:
     """A use of the row block: ``kind`` is ``"rows"`` (one output per chunk, concatenated
-    in row order) or ``"sum"`` (added into its chain's running sum ``before``)."""
+    in row order) or ``"sum"`` (added into its chain's running sum ``before``). A call
+    returns arrays of the rows' namespace; :meth:`finish` takes a result to host."""
 
     kind: ClassVar[str] = "rows"
 
     def __call__(self, rows: RowBlock, before: Any) -> Any:
         raise NotImplementedError
 
+    def finish(self, value: Any) -> Any:
+        """``value`` (a chunk's output, or a sum's total) in host memory: one crossing."""
+        return to_host(value)
+
 
 @dataclass(frozen=True)
 class Apply(Consumer):
     """``B W`` with the centres' own weights (float64, one row per row)."""
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        return rows.host(rows.apply())
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        return rows.apply()
 
 
 def non_finite_message(kernel: KernelSpec) -> str:
@@ -259,11 +276,13 @@ class Projection(Consumer):
 
     terms: ProjectionTerms
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        y, res = (rows.host(a) for a in rows.projected(self.terms)[:2])
-        if not np.isfinite(y).all():  # (a precomputed kernel's residual is NaN)
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        y, res = rows.projected(self.terms)[:2]
+        xp = rows.xp
+        finite = np.isfinite(y).all() if rows.numpy else bool(xp.all(xp.isfinite(y)))
+        if not finite:  # (a precomputed kernel's residual is NaN)
             raise InputError(non_finite_message(rows.kernel))
-        return np.hstack([y, res[:, None]])
+        return np.hstack([y, res[:, None]]) if rows.numpy else xp.concat([y, res[:, None]], axis=1)
 
 
 @dataclass(frozen=True)
@@ -273,9 +292,9 @@ class Certificate(Consumer):
 
     terms: ProjectionTerms
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        _, res, norms = (rows.host(a) for a in rows.projected(self.terms))
-        return np.stack([res, norms + res * res])
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        _, res, norms = rows.projected(self.terms)
+        return (np.stack if rows.numpy else rows.xp.stack)([res, norms + res * res])
 
 
 @dataclass(frozen=True)
@@ -290,15 +309,24 @@ class Moments(Consumer):
 
     kind: ClassVar[str] = "sum"
 
-    def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, ...]:
-        y = rows.host(rows.projected(self.terms)[0])
-        if self.classes is not None:
-            t = one_hot(np.asarray(rows.aux["labels"]), self.classes)
+    def __call__(self, rows: RowBlock, before: Any) -> tuple[Any, ...]:
+        y = rows.projected(self.terms)[0]
+        if self.classes is not None:  # the labels' indicator, made on host
+            labels = rows.aux["labels"]
+            labels = labels if isinstance(labels, np.ndarray) else rows.host(labels)
+            t = one_hot(np.asarray(labels), self.classes)
         else:
-            t = np.asarray(rows.aux["targets"])
-        if not np.isfinite(t).all():
+            t = rows.aux["targets"]
+        if rows.numpy:
+            t = np.asarray(t)
+            finite = bool(np.isfinite(t).all())
+        else:
+            t = rows.xp.astype(rows.local(t), rows.xp.float64)
+            finite = bool(rows.xp.all(rows.xp.isfinite(t)))
+        if not finite:
             raise InputError("targets contain NaN or infinity; pass finite targets.")
-        mine = chunk_moments(y, t.reshape(len(y), -1), self.precision)
+        shaped = t.reshape(len(y), -1) if rows.numpy else rows.xp.reshape(t, (y.shape[0], -1))
+        mine = chunk_moments(y, shaped, self.precision)
         return mine if before is None else add_into(before, mine)
 
 
@@ -316,16 +344,24 @@ def add_into(total: Any, part: Any) -> Any:
 class Gram(Consumer):
     """``B^T diag(w) B`` summed over rows, float64, as the upper tiles of the ``m x m``
     matrix (:class:`~npt_dask.linalg.tiles.TiledUpper`: every BLAS call in place; ``c m^2``
-    flops a chunk, symmetric rank-k updates)."""
+    flops a chunk, symmetric rank-k updates). On another namespace the running sum is the
+    whole ``m x m`` product on the device, tiled on host once, by :meth:`finish`."""
 
     kind: ClassVar[str] = "sum"
 
-    def __call__(self, rows: RowBlock, before: Any) -> TiledUpper:
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
         b = rows.weighted64()
-        acc = before if before is not None else TiledUpper(b.shape[1])
         if not rows.numpy:  # the whole product there (the upper tiles are what is read)
-            return acc.add_full(rows.host(b.T @ b))
+            return b.T @ b if before is None else add_into(before, b.T @ b)
+        acc = before if before is not None else TiledUpper(b.shape[1])
         return acc.add_gram(b)
+
+    def finish(self, value: Any) -> TiledUpper:
+        """The total as host tiles (a device total crosses once, then is tiled)."""
+        if isinstance(value, TiledUpper):
+            return to_host(value)  # host already: the crossing point, nothing moves
+        full = to_host(value)
+        return TiledUpper(full.shape[0]).add_full(full)
 
 
 @dataclass(frozen=True)
@@ -340,17 +376,17 @@ class Cross(Consumer):
     block_precision: bool = False
     kind: ClassVar[str] = "sum"
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        t = rows.local(np.asarray(rows.aux["targets"], dtype=np.float64).reshape(rows.n_rows, -1))
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        t = rows.xp.reshape(rows.extra("targets"), (rows.n_rows, -1))
         w, xp = rows.weights(), rows.xp
         if self.block_precision:
             b = rows.block()
             tw = xp.astype(t if w is None else t * w[:, None], b.dtype)
-            part = rows.host(xp.astype(b.T @ tw, xp.float64))
+            part = xp.astype(b.T @ tw, xp.float64)
         else:
             if w is not None:
                 t = t * xp.sqrt(w)[:, None]  # weighted64 carries the other sqrt(w)
-            part = rows.host(rows.weighted64().T @ t)
+            part = rows.weighted64().T @ t
         return part if before is None else add_into(before, part)
 
 
@@ -364,8 +400,8 @@ class Normal(Consumer):
 
     kind: ClassVar[str] = "sum"
 
-    def __call__(self, rows: RowBlock, before: Any) -> np.ndarray:
-        part = rows.host(rows.normal(self.p))
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        part = rows.normal(self.p)
         return part if before is None else add_into(before, part)
 
 
@@ -378,14 +414,21 @@ class CentreRows(Consumer):
 
     p: np.ndarray | None = None
 
-    def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, rows: RowBlock, before: Any) -> tuple[np.ndarray, Any]:
         slot = np.asarray(rows.aux["slot"])
         local = np.flatnonzero(slot >= 0)
         values = rows.block() if self.p is None else rows.times("p", self.p)
         if rows.numpy:
             return slot[local], np.array(values[local], dtype=np.float64)
         taken = rows.xp.take(values, rows.local(local), axis=0)
-        return slot[local], rows.host(rows.xp.astype(taken, rows.xp.float64))
+        return slot[local], rows.xp.astype(taken, rows.xp.float64)
+
+    def finish(self, value: tuple[np.ndarray, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's centre rows on host: a chunk with none crosses nothing."""
+        slots, values = value
+        if len(slots) == 0:
+            return slots, np.zeros((0, int(values.shape[1])))
+        return to_host(value)
 
 
 @dataclass(frozen=True)
@@ -395,10 +438,11 @@ class Digest(Consumer):
     weights) -- no kernel is evaluated for it."""
 
     def __call__(self, rows: RowBlock, before: Any) -> bytes:
+        """The hash is taken on host: the chunk's rows and extras cross once (one call)."""
         h = hashlib.sha256()
         parts = rows.z if isinstance(rows.z, list) else [rows.z]
-        parts = [*(p if scipy.sparse.issparse(p) else rows.host(p) for p in parts)]
-        parts = [*parts, *(np.asarray(rows.aux[k]) for k in sorted(rows.aux))]
+        parts = [*parts, *(rows.aux[k] for k in sorted(rows.aux))]
+        parts = [p if scipy.sparse.issparse(p) else np.asarray(p) for p in rows.host(parts)]
         for part in parts:
             if scipy.sparse.issparse(part):
                 csr = scipy.sparse.csr_matrix(part)
@@ -408,3 +452,7 @@ class Digest(Consumer):
                 h.update(np.ascontiguousarray(part).tobytes())
             h.update(repr(part.shape).encode())
         return h.digest()
+
+    def finish(self, value: bytes) -> bytes:
+        """The digest is host bytes already (the rows crossed in the call)."""
+        return value

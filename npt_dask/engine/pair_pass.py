@@ -22,6 +22,13 @@ With ``kernel="precomputed"`` the "rows" are the kernel matrix itself,
 chunked in both directions (:func:`npt_dask.runtime.inputs.as_kernel_matrix`): a pass
 reads block (i, j) of the given matrix instead of evaluating it, the diagonal
 comes from the diagonal blocks, and projections read test x train blocks.
+
+The device seam is the row pass's (:func:`npt_dask.arrays.namespace.namespace_and_device`):
+the blocks, kept blocks, pair products and running row sums live in the namespace of the
+training rows' chunks. A pass ships V to the rows' device once (one host-to-device task
+per row chunk; none on numpy) and returns ``K V`` to host once
+(:func:`~npt_dask.engine.blocks.host_rows`, through :func:`npt_dask.arrays.host.to_host`);
+:func:`kernel_matrix` and :func:`kernel_diagonal` keep the rows' array type (``meta``).
 """
 
 from __future__ import annotations
@@ -38,14 +45,19 @@ from dask import delayed
 from dask.delayed import Delayed
 
 from npt_dask.arrays.buffers import clear_scratch
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.engine.blocks import (
     block_products,
+    host_rows,
     kept_block,
+    moved_like,
     pair_products,
     sum_parts,
     sym_gram_block,
 )
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
+from npt_dask.engine.row_pass import empty_like_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.inputs import is_sparse_rows
@@ -99,6 +111,7 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
         return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
     _check_row_chunked(z, "z")
     _check_row_chunked(x, "x")
+    namespace_and_device(z, x)  # one device for both (else an error naming the fix)
     dtype = np.result_type(z.dtype, x.dtype, np.float32)
     return da.blockwise(
         _kernel_block,
@@ -109,6 +122,7 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
         "jk",
         dtype=dtype,
         concatenate=True,
+        meta=empty_like_rows(z, (0, 0), dtype),
         kernel=kernel,
     )
 
@@ -132,7 +146,8 @@ def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
         return da.diagonal(z.rechunk({1: z.chunks[0]})).astype(np.float64)
     _check_row_chunked(z, "z")
     # dask's stubs type map_blocks as a decorator; the call is the documented one
-    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64)  # type: ignore[call-arg, arg-type]
+    meta = empty_like_rows(z, (0,), np.float64)
+    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64, meta=meta)  # type: ignore[call-arg, arg-type]
 
 
 def drop_zero_features(x: da.Array, kernel: KernelSpec | None = None) -> da.Array:
@@ -150,7 +165,7 @@ def drop_zero_features(x: da.Array, kernel: KernelSpec | None = None) -> da.Arra
         return x
     if is_sparse_rows(x):
         return x
-    used = np.asarray(da.any(x != 0, axis=0).compute())
+    used = np.asarray(to_host(da.any(x != 0, axis=0).compute()))
     if used.all() or not used.any():
         return x
     return x[:, used]
@@ -189,6 +204,10 @@ class EvaluatedBlocks:
         self.kernel = kernel
         self._parts: list[Delayed] = list(x.to_delayed().ravel())
 
+    def chunk(self, i: int) -> Delayed:
+        """Row chunk ``i`` (where its blocks live)."""
+        return self._parts[i]
+
     def block(self, i: int, j: int, key: str) -> Delayed:
         """Block ``(i, j)`` as its own task (to be kept between passes)."""
         return delayed(kept_block, pure=True)(
@@ -215,6 +234,10 @@ class GivenBlocks:
             raise InputError(f"A precomputed kernel matrix must be square; got {k.shape}.")
         self.x = k.rechunk({1: k.chunks[0]})
         self._grid: list[list[Delayed]] = [list(row) for row in self.x.to_delayed()]
+
+    def chunk(self, i: int) -> Delayed:
+        """Diagonal block ``i`` of the given matrix (where its blocks live)."""
+        return self._grid[i][i]
 
     def block(self, i: int, j: int, key: str) -> Delayed:
         """Block ``(i, j)`` of the symmetric part (reads ``K_ij`` and ``K_ji``)."""
@@ -291,6 +314,7 @@ class KernelOperator:
     ) -> None:
         source = block_source(x, kernel)
         x = source.x
+        self.numpy = is_numpy(namespace_and_device(x)[0])
         if cache not in ("auto", "recompute", "memory"):
             raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
         self.x = x
@@ -347,6 +371,13 @@ class KernelOperator:
         )  # fmt: skip
         self._graphs += 1
         tag = f"{self._token}-p{self.passes}-g{self._graphs}"
+        if not self.numpy:  # V to the rows' device, once per pass
+            v_parts = [
+                delayed(moved_like, pure=True)(
+                    part, self._source.chunk(i), dask_key_name=f"npt-vdev-{tag}-{i}"
+                )
+                for i, part in enumerate(v_parts)
+            ]
         contributions: list[list[tuple[Delayed, int]]] = [[] for _ in range(nb)]
         blocks = self._cached_blocks() if self.cached_pairs else {}
         for i in range(nb):
@@ -369,9 +400,10 @@ class KernelOperator:
         if want_sums:
             v = np.hstack([v, np.ones((self.n, 1))])
         v = v.astype(self.products, copy=False)
-        rows = retry_on_lost_data(lambda: compute(*self._pass_graph(v)))
+        out = retry_on_lost_data(
+            lambda: compute(delayed(host_rows, pure=False)(self._pass_graph(v)))[0]
+        )
         self.passes += 1
-        out = np.concatenate(rows, axis=0)
         if want_sums:
             self._row_sums = out[:, -1].copy()
             out = out[:, :-1]
@@ -406,14 +438,18 @@ class KernelOperator:
         out = keep(
             da.concatenate(
                 [
-                    da.from_delayed(part, (size, width), dtype=np.float64)
+                    da.from_delayed(
+                        part if self.numpy else delayed(to_host, pure=True)(part),
+                        (size, width),
+                        dtype=np.float64,
+                    )
                     for part, size in zip(rows, self.row_chunks, strict=True)
                 ]
             )
         )
         self.passes += 1
         if want_sums:
-            self._row_sums = np.asarray(compute(out[:, -1])[0], dtype=np.float64)
+            self._row_sums = np.asarray(to_host(compute(out[:, -1])[0]), dtype=np.float64)
             out = out[:, :-1]
         if self.center:
             out = keep(out - out.mean(axis=0, keepdims=True))
@@ -427,7 +463,7 @@ class KernelOperator:
         costs no pass), and it is centred and symmetrised in place. Memory: the
         ``n x n`` matrix, plus its blocks while they are gathered.
         """
-        gram = np.asarray(compute(kernel_matrix(self.x, self.x, self.kernel))[0])
+        gram = np.asarray(to_host(compute(kernel_matrix(self.x, self.x, self.kernel))[0]))
         gram = gram.astype(np.float64, copy=False)
         self._row_sums = gram.sum(axis=1)
         self.passes += 1

@@ -29,8 +29,14 @@ float64 (:class:`~npt_dask.engine.consumers.Gram`, :class:`~npt_dask.engine.cons
 and the consumers' outputs; plus, for a ``sum`` consumer, its chain's running sum.
 
 The array namespace of a pass is that of its row chunks, chosen once in the task body
-(:class:`~npt_dask.engine.consumers.RowBlock`): numpy chunks give numpy blocks, a CuPy-backed
-dask array CuPy blocks on the GPU; what the tasks return is host memory either way.
+(:class:`~npt_dask.engine.consumers.RowBlock`,
+:func:`npt_dask.arrays.namespace.namespace_and_device`): numpy chunks give numpy blocks, a
+CuPy-backed dask array CuPy blocks on the GPU. The running sums stay there along their
+chains and are added there; each sum crosses to host once per pass, in the task that adds
+the chains (:meth:`~npt_dask.engine.consumers.Consumer.finish`, through
+:func:`npt_dask.arrays.host.to_host`). A ``rows`` consumer of :func:`row_pass` crosses once
+per chunk (the driver writes or keeps those outputs); :func:`map_rows` keeps its per-row
+results in the rows' namespace (the lazy array's ``meta`` is of the rows' array type).
 
 Layer rule: graph code. Task bodies are :mod:`npt_dask.engine.consumers` (arrays only).
 """
@@ -46,6 +52,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.engine.consumers import Consumer, RowBlock, add_into, dense_rows
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.progress import ProgressBar, compute_counted
@@ -55,8 +62,10 @@ __all__ = [
     "Centres",
     "PassResult",
     "block_bytes",
+    "check_one_device",
     "chunk_inputs",
     "chunk_tasks",
+    "empty_like_rows",
     "map_rows",
     "row_pass",
     "task_bytes",
@@ -146,21 +155,24 @@ def _chunk(
     rows = RowBlock(dense_rows(z), centres, kernel, aux)
     outputs, sums = {}, {}
     for name, consumer in consumers.items():
-        if consumer.kind == "rows":
-            outputs[name] = consumer(rows, None)
+        if consumer.kind == "rows":  # the driver keeps it: on host, one crossing a chunk
+            outputs[name] = consumer.finish(consumer(rows, None))
         else:
             sums[name] = consumer(rows, None if running is None else running[name])
     return outputs, sums
 
 
-def _add_chains(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each sum's chains added into the first chain's (in place: the chains' sums are
-    owned by the pass)."""
+def _add_chains(
+    parts: Sequence[Mapping[str, Any]], consumers: Mapping[str, Consumer]
+) -> dict[str, Any]:
+    """Each sum's chains added into the first chain's (in place, in the rows' namespace:
+    the chains' sums are owned by the pass), then the total taken to host: one crossing
+    per sum."""
     total = dict(parts[0])
     for part in parts[1:]:
         for name, value in part.items():
             total[name] = add_into(total[name], value)
-    return total
+    return {name: consumers[name].finish(value) for name, value in total.items()}
 
 
 def chunk_inputs(rows: da.Array, given: bool) -> list[Any]:
@@ -170,6 +182,16 @@ def chunk_inputs(rows: da.Array, given: bool) -> list[Any]:
     if given:
         return [list(parts[i]) for i in range(parts.shape[0])]
     return [parts[i, 0] for i in range(parts.shape[0])]
+
+
+def check_one_device(rows: da.Array, aux: Mapping[str, Any]) -> None:
+    """Refuse row-aligned extras on another device than the rows (an
+    :class:`~npt_dask.errors.InputError` naming the fix); host (numpy) extras go with any
+    rows (a task copies its share to the rows' device)."""
+    namespace_and_device(rows)
+    for values in aux.values():
+        if values is not None and not is_numpy(namespace_and_device(values)[0]):
+            namespace_and_device(rows, values)
 
 
 def _aux_blocks(aux: Mapping[str, Any], chunks: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -204,6 +226,7 @@ def row_pass(
     ``progress`` steps once per finished chunk.
     """
     given = not kernel.evaluated
+    check_one_device(rows, aux or {})
     inputs = chunk_inputs(rows, given)
     extras = _aux_blocks(aux or {}, tuple(int(c) for c in rows.chunks[0]))
     task_centres = centres.task_input()
@@ -218,7 +241,8 @@ def row_pass(
         )  # fmt: skip
         per_chunk.append(task[0])
         running[i % chains] = task[1]
-    total = delayed(_add_chains, pure=False)(running) if has_sums else None
+    summed = {n: c for n, c in consumers.items() if c.kind == "sum"}
+    total = delayed(_add_chains, pure=False)(running, summed) if has_sums else None
     if progress is None:
         outputs, sums = compute(per_chunk, total, release_scratch=True, blas_threads=blas_threads)
     else:
@@ -229,21 +253,46 @@ def row_pass(
     return PassResult({n: [o[n] for o in outputs] for n in names}, dict(sums or {}))
 
 
-def _mapped(z: Any, centres: Any, kernel: KernelSpec, consumer: Consumer, dtype: Any) -> Any:
-    out = consumer(RowBlock(dense_rows(z), centres, kernel, {}), None)
-    return np.asarray(out, dtype=dtype)
+def _mapped(
+    z: Any, centres: Any, kernel: KernelSpec, consumer: Consumer, dtype: Any, host: bool
+) -> Any:
+    block = RowBlock(dense_rows(z), centres, kernel, {})
+    out = consumer(block, None)
+    if host:
+        out = consumer.finish(out)
+    if block.numpy or host:
+        return np.asarray(out, dtype=dtype)
+    xp = block.xp
+    return out if dtype is None else xp.astype(out, getattr(xp, np.dtype(dtype).name))
 
 
 def chunk_tasks(
-    rows: da.Array, centres: Centres, kernel: KernelSpec, consumer: Consumer, dtype: Any = None
+    rows: da.Array,
+    centres: Centres,
+    kernel: KernelSpec,
+    consumer: Consumer,
+    dtype: Any = None,
+    *,
+    host: bool = True,
 ) -> list[Any]:
     """One lazy output (Delayed) of a ``rows`` consumer per row chunk of ``rows`` (each
-    task streaming over the centre panels); ``dtype`` converts it (None: as it is)."""
+    task streaming over the centre panels); ``dtype`` converts it (None: as it is).
+    ``host``: each output crosses to host (one crossing a chunk: what the driver writes);
+    else it stays in the rows' namespace."""
     task_centres = centres.task_input()
     return [
-        delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype)
+        delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype, host)
         for z in chunk_inputs(rows, not kernel.evaluated)
     ]
+
+
+def empty_like_rows(rows: da.Array, shape: tuple[int, ...], dtype: Any) -> Any:
+    """An empty array of ``rows``' array type (a dask ``meta``): numpy's, or the device
+    library's (a CuPy-backed input gives a CuPy meta)."""
+    xp, device = namespace_and_device(rows)
+    if is_numpy(xp):
+        return np.empty(shape, dtype=dtype)
+    return xp.empty(shape, dtype=getattr(xp, np.dtype(dtype).name), device=device)
 
 
 def map_rows(
@@ -256,10 +305,12 @@ def map_rows(
     dtype: Any = np.float64,
 ) -> da.Array:
     """A lazy ``(n, width)`` result of a ``rows`` consumer, one task per row chunk of
-    ``rows`` (each streaming over the centre panels)."""
-    tasks = chunk_tasks(rows, centres, kernel, consumer, dtype)
+    ``rows`` (each streaming over the centre panels), in the rows' namespace: its
+    ``meta`` is of their array type, and nothing crosses to host."""
+    tasks = chunk_tasks(rows, centres, kernel, consumer, dtype, host=False)
+    meta = empty_like_rows(rows, (0, width), dtype)
     blocks = [
-        da.from_delayed(task, shape=(int(c), width), dtype=dtype)
+        da.from_delayed(task, shape=(int(c), width), dtype=dtype, meta=meta)
         for task, c in zip(tasks, rows.chunks[0], strict=True)
     ]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from npt_dask.arrays.host import to_host
 from npt_dask.errors import KernelScaleWarning, warn
 from npt_dask.kernels import KernelSpec, NamedKernel
 from npt_dask.runtime.inputs import is_sparse_rows
@@ -38,13 +39,14 @@ Problem = Literal["identity", "constant"]
 
 
 def sample_rows(x: Any) -> np.ndarray | None:
-    """The first :data:`SCALE_SAMPLE` rows of ``x`` (numpy or dask) as float64 numpy (one
-    small read of a dask array); None for sparse rows or rows without features."""
+    """The first :data:`SCALE_SAMPLE` rows of ``x`` (numpy or dask, on any device) as float64
+    numpy (one small read of a dask array, one host crossing); None for sparse rows or rows
+    without features."""
     if x is None or int(x.shape[1]) == 0 or is_sparse_rows(x) or hasattr(x, "toarray"):
         return None
     head = x[:SCALE_SAMPLE]
     head = compute(head)[0] if hasattr(head, "dask") else head
-    return np.asarray(head, dtype=np.float64)
+    return np.asarray(to_host(head), dtype=np.float64)  # a device sample crosses once
 
 
 def _row_keys(rows: np.ndarray) -> np.ndarray:

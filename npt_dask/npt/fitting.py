@@ -16,6 +16,7 @@ import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.pair_pass import KernelOperator, drop_zero_features
 from npt_dask.engine.scale import warn_kernel_scale
 from npt_dask.errors import (
@@ -223,7 +224,7 @@ def _start_block(
             warm = panels.keep(warm.astype(np.float64).rechunk({1: -1}))
             size = float(np.sqrt(np.sum(panels.norms(warm) ** 2)))
         else:
-            warm = np.asarray(compute(warm)[0], dtype=np.float64)
+            warm = np.asarray(to_host(compute(warm)[0]), dtype=np.float64)
             size = float(np.linalg.norm(warm))
         extra = panels.random(rng, width - int(warm.shape[1]))
         scale = size / np.sqrt(max(int(warm.shape[0]) * int(warm.shape[1]), 1))
@@ -611,7 +612,7 @@ def _landmark_rows(rows: da.Array) -> da.Array:
     them with other run specs. ``m x d`` values pass through the driver once."""
     if current_client() is None or not isinstance(rows._meta, np.ndarray):
         return _persisted(rows)
-    return numpy_rows(np.asarray(rows.compute(optimize_graph=False)), rows.chunks[0])
+    return numpy_rows(np.asarray(to_host(rows.compute(optimize_graph=False))), rows.chunks[0])
 
 
 def _certified(

@@ -34,6 +34,7 @@ import scipy.linalg
 from dask import delayed
 from scipy.linalg import lapack
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.pair_pass import kernel_diagonal
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
@@ -128,7 +129,7 @@ def rpcholesky_landmarks(
     size = min(n, pool if pool is not None else RPCHOLESKY_POOL * m)
     candidates = np.sort(rng.choice(n, size=size, replace=False)) if size < n else None
     rows = x if candidates is None else _gathered(x, candidates)
-    d = np.asarray(compute(kernel_diagonal(rows, kernel))[0], dtype=np.float64).copy()
+    d = np.asarray(to_host(compute(kernel_diagonal(rows, kernel))[0]), dtype=np.float64).copy()
     scale = float(d.sum())
     chosen: list[int] = []
     pivots: np.ndarray | None = None  # rows of the pivots so far

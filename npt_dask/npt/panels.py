@@ -48,6 +48,7 @@ import numpy as np
 from dask import delayed
 from dask.array import PerformanceWarning
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import (
     chunk_seeds,
     column_squares,
@@ -175,7 +176,7 @@ class WorkerHold:
 
     def gather(self, x: da.Array) -> np.ndarray:
         """``x`` on the driver (the workers cannot write into this process's memory)."""
-        return np.asarray(compute(x)[0], dtype=np.float64)
+        return np.asarray(to_host(compute(x)[0]), dtype=np.float64)
 
     def close(self) -> None:
         """Nothing to remove: persisted chunks go with the last reference to them."""
@@ -354,7 +355,7 @@ class ChunkedPanels:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PerformanceWarning)
             product = a.T @ b
-        return np.asarray(compute(product)[0])
+        return np.asarray(to_host(compute(product)[0]))
 
     def _small(self, c: np.ndarray, rows: tuple[int, ...]) -> da.Array:
         """A small matrix as a dask array: rows like the tall operand's columns."""
@@ -394,7 +395,7 @@ class ChunkedPanels:
         squares = da.map_blocks(
             column_squares, x, chunks=((1,) * x.numblocks[0], x.chunks[1]), dtype=np.float64
         )
-        return np.sqrt(np.asarray(compute(squares.sum(axis=0))[0]))
+        return np.sqrt(np.asarray(to_host(compute(squares.sum(axis=0))[0])))
 
     def residual_norms(self, kv: da.Array, v: da.Array, theta: np.ndarray) -> np.ndarray:
         kv = kv.rechunk({1: -1})
@@ -407,7 +408,7 @@ class ChunkedPanels:
             chunks=((1,) * kv.numblocks[0], kv.chunks[1]),
             dtype=np.float64,
         )
-        return np.sqrt(np.asarray(compute(squares.sum(axis=0))[0]))
+        return np.sqrt(np.asarray(to_host(compute(squares.sum(axis=0))[0])))
 
     def hstack(self, parts: Sequence[da.Array]) -> da.Array:
         return da.concatenate(list(parts), axis=1)

@@ -38,6 +38,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import FAN_IN, fixed_point_terms, kernel_times
 from npt_dask.engine.budget import default_memory_budget, in_flight_bytes, kept_bytes, kept_pairs
 from npt_dask.engine.pair_pass import KernelOperator
@@ -231,7 +232,7 @@ def fit_inverse_map(
         gram[np.diag_indices_from(gram)] += alpha
         w = scipy.linalg.solve(gram, xty, assume_a="pos")
         return InverseMap(kernel, alpha, y, None, w, chunks, "primal", 1, plan)
-    x = np.asarray(compute(x_train.astype(np.float64))[0])
+    x = np.asarray(to_host(compute(x_train.astype(np.float64))[0]))
     if plan.solver == "dense":
         k = kernel(y, y).astype(np.float64, copy=False)
         k[np.diag_indices_from(k)] += alpha
@@ -298,7 +299,7 @@ def _nearest_training_rows(model: NPTModel, y: np.ndarray) -> np.ndarray:
         better = val < best
         best[better], index[better] = val[better], arg[better] + start
     order = np.argsort(index)
-    rows = np.asarray(compute(model.x_train[index[order]])[0], dtype=np.float64)
+    rows = np.asarray(to_host(compute(model.x_train[index[order]])[0]), dtype=np.float64)
     out = np.empty_like(rows)
     out[order] = rows
     return out
@@ -379,7 +380,7 @@ def rbf_preimage(
             dtype=np.float64, concatenate=True, kernel=model.kernel,
         )  # fmt: skip
         p = partial.sum(axis=1, split_every=FAN_IN) if nb > 1 else partial[:, 0, :]
-        terms = np.asarray(compute(p)[0])
+        terms = np.asarray(to_host(compute(p)[0]))
         num, den = terms[:, :-1], terms[:, -1]
         ok = np.abs(den) > 1e-300
         z_new = z.copy()

@@ -46,6 +46,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import LinearMoments, chunk_moments, one_hot
 from npt_dask.engine.consumers import Certificate, Consumer, Moments
 from npt_dask.engine.graph import chunk_sums
@@ -97,7 +98,7 @@ def class_labels(labels: Any, *, name: str = "labels", owner: str = "The fit") -
     values = _values(labels)
     check_known_chunks(values, name)
     if isinstance(values, da.Array):
-        values = np.asarray(compute(values)[0])
+        values = np.asarray(to_host(compute(values)[0]))
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         raise InputError(f"{name} contains NaN or infinity; pass one finite class label per row.")
     classes = np.unique(values)

@@ -39,6 +39,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
+from npt_dask.arrays.host import to_host
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.dense import syrk_update
@@ -108,7 +109,7 @@ def _gather(values: Any, idx: np.ndarray) -> np.ndarray | None:
     if values is None:
         return None
     if isinstance(values, da.Array):
-        return np.asarray(compute(values[idx])[0])
+        return np.asarray(to_host(compute(values[idx])[0]))
     return np.asarray(values)[idx]
 
 
@@ -173,7 +174,7 @@ def search(
     exact = m is None or m >= len(fit_at)  # every fit row a centre: Nyström is exact ridge
     centres = fit_at if exact else np.sort(rng.choice(fit_at, m, False))
     given = _given_block(rows, idx) if spec_for is None else None
-    sample = None if given is not None else _float64(compute(rows[idx])[0])
+    sample = None if given is not None else _float64(to_host(compute(rows[idx])[0]))
     scale = (len(fit_at) / n) if n else 1.0
     candidates = list(gammas(sample if sample is not None else np.zeros((0, 1))))
     scores = np.full((len(candidates), len(alphas)), -np.inf)
@@ -202,7 +203,7 @@ def _float64(rows: Any) -> Any:
 
 def _given_block(rows: da.Array, idx: np.ndarray) -> np.ndarray:
     """The given kernel matrix's sampled rows and columns (a precomputed kernel)."""
-    return np.asarray(compute(rows[idx][:, idx])[0], dtype=np.float64)
+    return np.asarray(to_host(compute(rows[idx][:, idx])[0]), dtype=np.float64)
 
 
 def _block_fn(

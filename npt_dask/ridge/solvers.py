@@ -41,6 +41,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.consumers import Apply, CentreRows, Cross, Digest, Gram, Normal
 from npt_dask.engine.row_pass import Centres, map_rows, row_pass
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
@@ -302,14 +303,16 @@ def solve_direct_exact(problem: RidgeProblem) -> RidgeSolution:
     clock = _Clock()
     rows = problem.rows
     if problem.kernel.evaluated:
-        k = np.asarray(compute(kernel_matrix(rows, rows, problem.kernel))[0], dtype=np.float64)
+        k = np.asarray(
+            to_host(compute(kernel_matrix(rows, rows, problem.kernel))[0]), dtype=np.float64
+        )
     else:
-        k = np.array(compute(rows)[0], dtype=np.float64)
+        k = np.array(to_host(compute(rows)[0]), dtype=np.float64)
     clock.lap("kernel")
-    y = np.asarray(compute(da.asarray(problem.targets))[0], dtype=np.float64)
+    y = np.asarray(to_host(compute(da.asarray(problem.targets))[0]), dtype=np.float64)
     s = None
     if problem.weights is not None:
-        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
+        s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64))
         k *= s[:, None]
         k *= s[None, :]
         y = y * s[:, None]
@@ -604,9 +607,9 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
                              sizes=[len(idx)])  # fmt: skip
         source = rows[:, idx].rechunk({1: -1})
     lazy = map_rows(source, centres, spec, Apply(), width=model.n_components, dtype=rows.dtype)
-    y = np.asarray(compute(lazy)[0])
+    y = np.asarray(to_host(compute(lazy)[0]))
     if problem.weights is not None:
-        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
+        s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64))
         y *= s[:, None].astype(y.dtype)
     return low_rank_from_coordinates(y, float(problem.alphas.min()), DEFAULT_RTOL[precision])
 
@@ -629,8 +632,8 @@ def solve_cg_exact(
     clock.lap("preconditioner")
     s = None
     if problem.weights is not None:
-        s = np.sqrt(np.asarray(compute(da.asarray(problem.weights))[0], dtype=np.float64))
-    y = np.asarray(compute(da.asarray(problem.targets))[0], dtype=np.float64)
+        s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64))
+    y = np.asarray(to_host(compute(da.asarray(problem.targets))[0]), dtype=np.float64)
     b = y if s is None else y * s[:, None]
     op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
                         products=rows.dtype)  # fmt: skip
