@@ -98,34 +98,51 @@ def _alphas(alpha: Any, k: int, owner: str) -> np.ndarray:
     return np.broadcast_to(values, (k,)).copy()
 
 
-def _weights(sample_weight: Any, n: int) -> Any:
-    """Sample weights: None, a number (every row's), or ``(n,)``; finite, >= 0 and not all
-    zero (numpy, or dask: its values read once, n numbers, before any kernel pass)."""
+def _weight_array(sample_weight: Any, n: int) -> Any:
+    """Sample weights as ``(n,)`` numpy or dask (a number: every row's), shape and dtype
+    checked, values not read; None stays None."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, numbers.Real):
         sample_weight = np.full(n, float(sample_weight))
     w = sample_weight.data if is_data_array(sample_weight) else sample_weight
-    lazy = isinstance(w, da.Array)
-    w = w if lazy else np.asarray(w)
+    w = w if isinstance(w, da.Array) else np.asarray(w)
     if w.ndim != 1 or w.shape[0] != n:
         raise InputError(
             f"sample_weight must have one weight per training row, shape ({n},); got {w.shape}."
         )
     if w.dtype.kind not in "biuf":
         raise InputTypeError(f"sample_weight must be numeric; got dtype {w.dtype}.")
-    if lazy:
-        finite, positive, some = (bool(v) for v in compute(
-            da.isfinite(w).all(), (w >= 0).all(), (w != 0).any()))  # fmt: skip
-    else:
-        finite, positive, some = bool(np.isfinite(w).all()), bool((w >= 0).all()), bool(w.any())
-    if not (finite and positive):
+    return w
+
+
+def _checked_values(targets: Any, sample_weight: Any, n: int) -> Any:
+    """The sample weights (float64, or None) once the values are checked: targets finite,
+    weights finite, >= 0 and not all zero. Lazy targets and weights are read in one
+    compute (n numbers each), before any kernel pass, and refused as numpy ones are."""
+    w = _weight_array(sample_weight, n)
+    checks: dict[str, Any] = {}
+    if isinstance(targets, da.Array):  # numpy targets: checked by _targets
+        checks["targets"] = da.isfinite(targets).all()
+    if w is not None:
+        xp: Any = da if isinstance(w, da.Array) else np
+        checks |= {"finite": xp.isfinite(w).all(), "positive": (w >= 0).all(),
+                   "some": (w != 0).any()}  # fmt: skip
+    flags = dict(zip(checks, (bool(v) for v in compute(*checks.values())), strict=True))
+    if not flags.get("targets", True):
+        raise InputError(_NOT_FINITE_Y)
+    if w is None:
+        return None
+    if not (flags["finite"] and flags["positive"]):
         raise InputError("sample_weight must be finite and >= 0 (a row of weight 0 is left out).")
-    if not some:
+    if not flags["some"]:
         raise InputError(
             "Sample weights must contain at least one non-zero number; every row has weight 0."
         )
     return w.astype(np.float64)
+
+
+_NOT_FINITE_Y = "y contains NaN or infinity; pass finite targets."
 
 
 class _KernelRidgeBase(BaseEstimator):
@@ -238,7 +255,7 @@ class _KernelRidgeBase(BaseEstimator):
         if values.dtype.kind not in "biuf":
             raise InputTypeError(f"y must be numeric; got dtype {values.dtype}.")
         if not isinstance(values, da.Array) and not np.isfinite(values).all():
-            raise InputError("y contains NaN or infinity; pass finite targets.")
+            raise InputError(_NOT_FINITE_Y)  # lazy targets: read with the weights
         ndim = values.ndim
         values = values.reshape(n, -1).astype(np.float64)
         return values, ndim
@@ -280,7 +297,7 @@ class _KernelRidgeBase(BaseEstimator):
         dask); the fitted attributes; the dual coefficients ``(m, k)``."""
         rows, _ = self._chunked(X, fitting=True)
         n, k = int(rows.shape[0]), int(t.shape[1])
-        weights = _weights(sample_weight, n)
+        weights = _checked_values(t, sample_weight, n)
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)

@@ -346,6 +346,33 @@ def test_bad_input_is_refused_before_any_pass(params, fit, match):
     assert [c for c in calls if c[0] > 4] == []  # the form probe aside, no block evaluated
 
 
+def _lazy(values, container):
+    lazy = da.from_array(values, chunks=64)
+    dims = ["sample", "target"][: values.ndim]
+    return lazy if container == "dask" else xr.DataArray(lazy, dims=dims)
+
+
+@pytest.mark.parametrize("container", ["dask", "xarray"])
+@pytest.mark.parametrize(("solver", "landmarks"), [("direct", None), ("cg", None), ("cg", 60)])
+def test_lazy_targets_and_weights_that_are_not_finite_are_refused_before_any_pass(
+    container, solver, landmarks
+):
+    """Lazy targets and weights are read (one compute) and refused as numpy ones are."""
+    x, t, _ = _data()
+    kernel, calls = _counting_kernel()
+    est = KernelRidge(kernel=kernel, solver=solver, landmarks=landmarks, random_state=0)
+    for bad in (np.nan, np.inf):
+        y = t.copy()
+        y[5, 0] = bad
+        with pytest.raises(InputError, match="y contains NaN or infinity"):
+            est.fit(x, _lazy(y, container))
+        w = np.ones(300)
+        w[7] = bad
+        with pytest.raises(InputError, match="sample_weight must be finite"):
+            est.fit(x, _lazy(t, container), sample_weight=_lazy(w, container))
+    assert [c for c in calls if c[0] > 4] == []
+
+
 def test_the_plan_says_which_route_and_why():
     x, t, _ = _data()
     est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=60, random_state=0)
