@@ -48,7 +48,7 @@ from npt_dask._inputs import (
 )
 from npt_dask._scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.consumers import Apply
-from npt_dask.errors import InputError, InputTypeError
+from npt_dask.errors import InputError, InputTypeError, RidgeWarning, warn
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.operator import Centres, map_rows
@@ -62,7 +62,7 @@ from npt_dask.params import (
 )
 from npt_dask.planning import default_memory_budget
 from npt_dask.preconditioners import FALKON_JITTER, factor_with_jitter
-from npt_dask.ridge_planning import plan_ridge
+from npt_dask.ridge_planning import RidgePlan, plan_ridge
 from npt_dask.ridge_search import GAMMA_FACTORS, accuracy_score, r2_score, search
 from npt_dask.ridge_solvers import RidgeProblem, centre_rows, solve_ridge
 from npt_dask.scale import warn_kernel_scale
@@ -140,6 +140,16 @@ def _checked_values(targets: Any, sample_weight: Any, n: int) -> Any:
             "Sample weights must contain at least one non-zero number; every row has weight 0."
         )
     return w.astype(np.float64)
+
+
+def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
+    """One :class:`~npt_dask.errors.RidgeWarning` when ``solver="auto"`` solves exact kernel
+    ridge iteratively (its kernel matrix does not fit the budget): the plan's reason,
+    which names the tolerance and what scikit-learn's exact solve would need."""
+    if plan.exact and plan.route == "cg" and solver == "auto":
+        reason = plan.reason.removeprefix("cg: ")
+        warn(f"Exact kernel ridge (landmarks=None) is not solved exactly: {reason}.",
+             RidgeWarning)  # fmt: skip
 
 
 _NOT_FINITE_Y = "y contains NaN or infinity; pass finite targets."
@@ -311,6 +321,7 @@ class _KernelRidgeBase(BaseEstimator):
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
             positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
         )  # fmt: skip
+        _say_iterative_exact(plan, self.solver)
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
@@ -440,8 +451,11 @@ _PARAMS_DOC = """
         Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
         ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
         preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
-        ``"auto"``: the plan's choice from counted flops and ``memory_budget``
-        (``plan_["reason"]`` says why).
+        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
+        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
+        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
+        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
+        landmarks). Nyström ridge: the route of least counted work that fits.
     tol : float, default 1e-3
         CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
         equations' matrix, ``b`` their right-hand side): a target the steps call converged

@@ -30,11 +30,17 @@ cg         Nyström: preconditioner m^3 (p: two Cholesky      Nyström: one m x 
            the kept blocks) + 4n^2 k (p)
 =========  ================================================  ==========================
 
-``solver="auto"`` takes the direct route when it fits ``memory_budget`` unless
-the iterative one is counted :data:`CG_MARGIN` times cheaper, counting float32
-work at half the float64 cost (BLAS's single-precision rate is about twice the
-double) and the iterative route at :data:`CG_ITERATIONS` iterations (or
-``max_iter`` if fewer). The plan's ``reason`` says which and why.
+``solver="auto"`` for **exact** kernel ridge takes the direct route whenever the
+n x n kernel matrix fits ``memory_budget``, whatever n: it is scikit-learn's
+solve, exact to rounding, where CG stops on a residual of ``tol``. Only when it
+does not fit does auto take CG, and the plan's ``reason`` (which the estimators
+turn into one :class:`~npt_dask.errors.RidgeWarning`) says so: the tolerance,
+and the budget the exact solve needs (or landmarks). For **Nyström** kernel
+ridge auto takes the direct route when it fits unless the iterative one is
+counted :data:`CG_MARGIN` times cheaper, counting float32 work at half the
+float64 cost (BLAS's single-precision rate is about twice the double) and the
+iterative route at :data:`CG_ITERATIONS` iterations (or ``max_iter`` if fewer).
+The plan's ``reason`` says which and why.
 """
 
 from __future__ import annotations
@@ -333,8 +339,9 @@ def plan_ridge(
     ``threads`` task threads in ``workers`` processes (the direct route keeps one running
     sum per process, its threads in each task's BLAS calls).
 
-    ``solver`` is ``"direct"``, ``"cg"`` or ``"auto"`` (least counted work among the
-    routes that fit ``memory_budget``). ``positive_alpha=False`` (alpha = 0) leaves only
+    ``solver`` is ``"direct"``, ``"cg"`` or ``"auto"`` (exact: the direct route whenever
+    it fits ``memory_budget``, CG only when it does not; Nyström: least counted work
+    among the routes that fit). ``positive_alpha=False`` (alpha = 0) leaves only
     the direct route, as scikit-learn solves it. Raises :class:`~npt_dask.errors.InputError`
     when no route fits, naming the sizes and the fix.
 
@@ -422,6 +429,8 @@ def _choose(
             f"{format_bytes(sum(cg.memory.values()))}. Raise memory_budget or use fewer "
             "landmarks."
         )
+    if direct.exact:
+        return _choose_exact(direct, cg, direct_ok, p)
     direct_cost, cg_cost = _cost(direct.flops, p), _cost(cg.flops, p)
     if direct_ok and (not cg_ok or direct_cost <= CG_MARGIN * cg_cost):
         why = (
@@ -438,3 +447,22 @@ def _choose(
         f"of the direct route ({direct_cost:.3g})"
     )  # fmt: skip
     return _with_reason(cg, f"cg: {why}; it holds {format_bytes(sum(cg.memory.values()))}")
+
+
+def _choose_exact(direct: RidgePlan, cg: RidgePlan, direct_ok: bool, p: _Problem) -> RidgePlan:
+    """``solver="auto"`` on exact kernel ridge: scikit-learn's direct solve whenever the
+    n x n matrix fits the budget; CG only when it does not, its reason saying so (the
+    tolerance, and what the exact solve needs)."""
+    held = format_bytes(sum(direct.memory.values()))
+    if direct_ok:
+        return _with_reason(direct, "direct: the n x n kernel matrix fits memory_budget="
+                                    f"{format_bytes(p.budget)} (exact, as scikit-learn; it "
+                                    f"holds {held})")  # fmt: skip
+    return _with_reason(
+        cg,
+        f"cg: the n x n kernel matrix ({held} with its solve) does not fit memory_budget="
+        f"{format_bytes(p.budget)}, so the fit is iterative and stops at a relative "
+        f"residual of tol={p.tol:g}, not scikit-learn's exact solve; for that raise "
+        f"memory_budget to {held}, or use landmarks (Nyström) for a direct solve in less "
+        f"memory; it holds {format_bytes(sum(cg.memory.values()))}",
+    )

@@ -75,6 +75,61 @@ def test_exact_with_weights_and_per_target_alpha_equals_scikit_learn():
     assert _rel(est.fit(x, t, sample_weight=w).predict(z), ref) < 1e-8
 
 
+@pytest.mark.parametrize("alpha", [1e-3, 0.1])
+def test_exact_is_scikit_learns_solve_whenever_the_kernel_matrix_fits(alpha):
+    """At an n where counted flops once made auto take CG (at tol 1e-3), exact ridge
+    is scikit-learn's: predictions and dual coefficients within 1e-8, the classifier's
+    decisions too."""
+    x, t, z = _data(n=1500, d=3, k=1)
+    sk = SkKernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
+    est = KernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
+    assert est.solver_ == "direct"
+    assert "fits memory_budget" in est.plan_["reason"]
+    assert _rel(est.predict(z), sk.predict(z)) < 1e-8
+    assert _rel(est.dual_coef_, sk.dual_coef_) < 1e-8
+    labels = (t[:, 0] > 0).astype(int)
+    ref = SkKernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, 2.0 * labels - 1.0)
+    clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, labels)
+    assert clf.solver_ == "direct"
+    assert _rel(clf.decision_function(z), ref.predict(z)) < 1e-8
+
+
+@pytest.mark.parametrize("n", [1000, 1500, 20_000, 60_000])
+def test_the_plan_takes_exact_ridges_direct_route_whatever_n_when_it_fits(n):
+    from npt_dask.ridge_planning import plan_ridge
+
+    kw = {"n": n, "m": None, "d": 3, "k": 1, "itemsize": 8, "threads": 2}
+    fits = plan_ridge(memory_budget=64 * n * n, **kw)
+    assert fits.route == "direct"
+    assert sum(fits.memory.values()) <= 64 * n * n
+    if n >= 20_000:  # below, CG's preconditioner holds more than the matrix
+        tight = plan_ridge(memory_budget=sum(fits.memory.values()) - 1, **kw)
+        assert tight.route == "cg"
+        assert "raise memory_budget to" in tight.reason
+
+
+def test_exact_ridge_says_once_when_the_kernel_matrix_does_not_fit():
+    """Only a budget below the n x n matrix makes auto iterate, and one warning says so:
+    the tolerance, and the budget that gives scikit-learn's exact solve."""
+    x, t, _ = _data(n=1500, d=3, k=1)
+    budget = 8 * 1500**2  # the CG route fits, the matrix and its solve (16 n^2 bytes) not
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, memory_budget=budget,
+                          chunk_size=300).fit(x, t[:, 0])  # fmt: skip
+    said = [str(w.message) for w in caught if w.category is RidgeWarning]
+    assert est.solver_ == "cg"
+    assert len(said) == 1
+    assert "tol=0.001" in said[0]
+    assert "raise memory_budget to" in said[0]
+    assert "landmarks" in said[0]
+    for solver in ("cg", "direct"):  # asked for: no word about it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, solver=solver).fit(x[:300], t[:300])
+        assert not [w for w in caught if w.category is RidgeWarning]
+
+
 @pytest.mark.parametrize("container", ["dask", "xarray", "sparse"])
 def test_exact_takes_lazy_labelled_and_sparse_rows(container):
     x, t, z = _data()
