@@ -462,7 +462,11 @@ _PARAMS_DOC = """
         is checked against its true residual with one more pass, and iterates on when it
         is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
         1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
-        ``precision="float64"`` for a tighter one). The residual
+        ``precision="float64"`` for a tighter one). A fit that stops without converging
+        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
+        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
+        one pass more (shared with the last iteration's when a breakdown comes first),
+        not the residual the steps updated, which drifts from it. The residual
         bounds the normal equations, not the predictions: at 1e-3 they differ from the
         direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
     max_iter : int, default 100

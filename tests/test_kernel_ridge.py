@@ -326,7 +326,9 @@ def test_each_block_is_evaluated_once_per_iteration():
     chunks = -(-400 // est.plan_["row_chunk"])
     passes = [c for c in calls if c[1] == 60 and c[0] != 60]  # row chunks x centres
     assert est.n_iter_ == 7
-    assert len(passes) == chunks * (1 + est.n_iter_)  # the right-hand side, then one a step
+    # the right-hand side, one a step, and the true residual of the stopped iterates
+    assert len(passes) == chunks * (1 + est.n_iter_ + 1)
+    assert est.solve_details_["passes"] == est.n_iter_ + 1
     calls.clear()
     exact = KernelRidge(alpha=0.05, kernel=kernel, solver="cg", tol=1e-12, max_iter=4,
                         chunk_size=100, memory_budget=10**6, random_state=0)  # fmt: skip
@@ -335,7 +337,9 @@ def test_each_block_is_evaluated_once_per_iteration():
     kept = exact.plan_["kept_blocks"]
     assert 0 < kept < 10  # of the upper triangle of 4 x 4 blocks
     blocks = [c for c in calls if c == (100, 100)]
-    assert len(blocks) == kept + (10 - kept) * exact.n_iter_  # kept ones once, others a pass
+    passes = exact.n_iter_ + 1  # the steps, and the true residual of the stopped iterates
+    assert exact.solve_details_["passes"] == passes
+    assert len(blocks) == kept + (10 - kept) * passes  # kept ones once, others a pass
 
 
 def test_direct_route_reads_each_block_once():
