@@ -17,7 +17,7 @@ import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from npt_dask import KernelRidge
-from npt_dask.errors import ConvergenceWarning, InputError
+from npt_dask.errors import ConvergenceWarning, InputError, RidgeWarning
 from npt_dask.linalg import cg
 
 GAMMA = 0.3
@@ -71,6 +71,29 @@ def test_float32_blocks_below_their_resolution_are_never_claimed_and_say_the_fix
     assert ConvergenceWarning in kinds
     said = next(str(w.message) for w in caught if w.category is ConvergenceWarning)
     assert "precision='float64'" in said  # the fix for a tol float32 cannot resolve
+    assert f"true relative residual of {reported.max():.3g}" in said
+
+
+def test_a_column_stopped_by_divergence_reports_its_true_residual():
+    """float32 blocks at tol 1e-12: the updated residual drifts far below the true one
+    and the columns stop at their best iterates; what the warning and solve_details_
+    report is the true residual of those iterates (measured in one pass more), not the
+    drifted one."""
+    x, t = _data()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = KernelRidge(alpha=1e-3, kernel="rbf", gamma=GAMMA, landmarks=80, solver="cg",
+                          tol=1e-12, max_iter=1000, precision="float32",
+                          random_state=0).fit(x, t)  # fmt: skip
+    said = [str(w.message) for w in caught if w.category is RidgeWarning]
+    assert len(said) == 1
+    assert "stopped early" in said[0]
+    true = _true_residuals(est, x, t, np.float32)
+    reported = np.asarray(est.solve_details_["relative_residuals"])
+    np.testing.assert_allclose(reported, true, atol=2e-6)  # float32 products' own rounding
+    assert (reported > 1e-7).all()  # not the drifted 1e-12
+    assert f"true relative residual up to {reported.max():.3g}" in said[0]
+    assert est.solve_details_["passes"] > est.n_iter_  # the measure: a pass of its own
 
 
 def test_resuming_under_a_tighter_tol_iterates_on(tmp_path):

@@ -75,6 +75,61 @@ def test_exact_with_weights_and_per_target_alpha_equals_scikit_learn():
     assert _rel(est.fit(x, t, sample_weight=w).predict(z), ref) < 1e-8
 
 
+@pytest.mark.parametrize("alpha", [1e-3, 0.1])
+def test_exact_is_scikit_learns_solve_whenever_the_kernel_matrix_fits(alpha):
+    """At an n where counted flops once made auto take CG (at tol 1e-3), exact ridge
+    is scikit-learn's: predictions and dual coefficients within 1e-8, the classifier's
+    decisions too."""
+    x, t, z = _data(n=1500, d=3, k=1)
+    sk = SkKernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
+    est = KernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
+    assert est.solver_ == "direct"
+    assert "fits memory_budget" in est.plan_["reason"]
+    assert _rel(est.predict(z), sk.predict(z)) < 1e-8
+    assert _rel(est.dual_coef_, sk.dual_coef_) < 1e-8
+    labels = (t[:, 0] > 0).astype(int)
+    ref = SkKernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, 2.0 * labels - 1.0)
+    clf = KernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, labels)
+    assert clf.solver_ == "direct"
+    assert _rel(clf.decision_function(z), ref.predict(z)) < 1e-8
+
+
+@pytest.mark.parametrize("n", [1000, 1500, 20_000, 60_000])
+def test_the_plan_takes_exact_ridges_direct_route_whatever_n_when_it_fits(n):
+    from npt_dask.ridge.planning import plan_ridge
+
+    kw = {"n": n, "m": None, "d": 3, "k": 1, "itemsize": 8, "threads": 2}
+    fits = plan_ridge(memory_budget=64 * n * n, **kw)
+    assert fits.route == "direct"
+    assert sum(fits.memory.values()) <= 64 * n * n
+    if n >= 20_000:  # below, CG's preconditioner holds more than the matrix
+        tight = plan_ridge(memory_budget=sum(fits.memory.values()) - 1, **kw)
+        assert tight.route == "cg"
+        assert "raise memory_budget to" in tight.reason
+
+
+def test_exact_ridge_says_once_when_the_kernel_matrix_does_not_fit():
+    """Only a budget below the n x n matrix makes auto iterate, and one warning says so:
+    the tolerance, and the budget that gives scikit-learn's exact solve."""
+    x, t, _ = _data(n=1500, d=3, k=1)
+    budget = 8 * 1500**2  # the CG route fits, the matrix and its solve (16 n^2 bytes) not
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, memory_budget=budget,
+                          chunk_size=300).fit(x, t[:, 0])  # fmt: skip
+    said = [str(w.message) for w in caught if w.category is RidgeWarning]
+    assert est.solver_ == "cg"
+    assert len(said) == 1
+    assert "tol=0.001" in said[0]
+    assert "raise memory_budget to" in said[0]
+    assert "landmarks" in said[0]
+    for solver in ("cg", "direct"):  # asked for: no word about it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, solver=solver).fit(x[:300], t[:300])
+        assert not [w for w in caught if w.category is RidgeWarning]
+
+
 @pytest.mark.parametrize("container", ["dask", "xarray", "sparse"])
 def test_exact_takes_lazy_labelled_and_sparse_rows(container):
     x, t, z = _data()
@@ -271,7 +326,9 @@ def test_each_block_is_evaluated_once_per_iteration():
     chunks = -(-400 // est.plan_["row_chunk"])
     passes = [c for c in calls if c[1] == 60 and c[0] != 60]  # row chunks x centres
     assert est.n_iter_ == 7
-    assert len(passes) == chunks * (1 + est.n_iter_)  # the right-hand side, then one a step
+    # the right-hand side, one a step, and the true residual of the stopped iterates
+    assert len(passes) == chunks * (1 + est.n_iter_ + 1)
+    assert est.solve_details_["passes"] == est.n_iter_ + 1
     calls.clear()
     exact = KernelRidge(alpha=0.05, kernel=kernel, solver="cg", tol=1e-12, max_iter=4,
                         chunk_size=100, memory_budget=10**6, random_state=0)  # fmt: skip
@@ -280,7 +337,9 @@ def test_each_block_is_evaluated_once_per_iteration():
     kept = exact.plan_["kept_blocks"]
     assert 0 < kept < 10  # of the upper triangle of 4 x 4 blocks
     blocks = [c for c in calls if c == (100, 100)]
-    assert len(blocks) == kept + (10 - kept) * exact.n_iter_  # kept ones once, others a pass
+    passes = exact.n_iter_ + 1  # the steps, and the true residual of the stopped iterates
+    assert exact.solve_details_["passes"] == passes
+    assert len(blocks) == kept + (10 - kept) * passes  # kept ones once, others a pass
 
 
 def test_direct_route_reads_each_block_once():
@@ -344,6 +403,33 @@ def test_bad_input_is_refused_before_any_pass(params, fit, match):
     with pytest.raises((ValueError, TypeError), match=match):
         est.fit(x, y, sample_weight=fit.get("sample_weight"))
     assert [c for c in calls if c[0] > 4] == []  # the form probe aside, no block evaluated
+
+
+def _lazy(values, container):
+    lazy = da.from_array(values, chunks=64)
+    dims = ["sample", "target"][: values.ndim]
+    return lazy if container == "dask" else xr.DataArray(lazy, dims=dims)
+
+
+@pytest.mark.parametrize("container", ["dask", "xarray"])
+@pytest.mark.parametrize(("solver", "landmarks"), [("direct", None), ("cg", None), ("cg", 60)])
+def test_lazy_targets_and_weights_that_are_not_finite_are_refused_before_any_pass(
+    container, solver, landmarks
+):
+    """Lazy targets and weights are read (one compute) and refused as numpy ones are."""
+    x, t, _ = _data()
+    kernel, calls = _counting_kernel()
+    est = KernelRidge(kernel=kernel, solver=solver, landmarks=landmarks, random_state=0)
+    for bad in (np.nan, np.inf):
+        y = t.copy()
+        y[5, 0] = bad
+        with pytest.raises(InputError, match="y contains NaN or infinity"):
+            est.fit(x, _lazy(y, container))
+        w = np.ones(300)
+        w[7] = bad
+        with pytest.raises(InputError, match="sample_weight must be finite"):
+            est.fit(x, _lazy(t, container), sample_weight=_lazy(w, container))
+    assert [c for c in calls if c[0] > 4] == []
 
 
 def test_the_plan_says_which_route_and_why():

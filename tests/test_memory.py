@@ -59,3 +59,34 @@ def test_mnist_20k_fit_stays_well_under_gram():
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["peak_rss_gib"] < 0.5 * result["float64_gram_gib"], result
+
+
+_DENSE_CHILD = """
+import json, tracemalloc, numpy as np, npt_dask as npt
+from npt_dask.npt.planning import dense_bytes
+from npt_dask.ridge.planning import plan_ridge
+rng = np.random.default_rng(0)
+n, d = {n}, 10
+x, y = rng.normal(size=(n, d)), rng.normal(size=n)
+if "{route}" == "npt":
+    budget = int(1.005 * dense_bytes(n))
+else:
+    plan = plan_ridge(n=n, m=None, d=d, k=1, itemsize=8, memory_budget=2**40)
+    budget = int(1.005 * sum(plan.memory.values()))
+tracemalloc.start()
+if "{route}" == "npt":
+    npt.fit(x, kernel="laplacian", gamma=0.1, memory_budget=budget)
+else:
+    est = npt.KernelRidge(alpha=0.1, kernel="laplacian", gamma=0.1, memory_budget=budget)
+    assert est.fit(x, y).solver_ == "direct"
+print(json.dumps({{"peak": tracemalloc.get_traced_memory()[1], "budget": budget}}))
+"""
+
+
+@pytest.mark.parametrize("route", ["npt", "ridge"])
+def test_a_dense_fit_stays_within_a_budget_just_above_its_plan(route):
+    """The full-rank dense NPT fit and exact kernel ridge's direct route, the first fit of
+    a process (what dask loads on its first compute included), peak below a budget half
+    a percent above what their plans count."""
+    result = _run(_DENSE_CHILD.format(n=1800, route=route), timeout=300)
+    assert result["peak"] <= result["budget"], result

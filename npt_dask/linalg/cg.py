@@ -23,7 +23,11 @@ in the same operator product as ``H p`` of the others (one pass: its cost is the
 not the extra columns), so the check costs one pass at the end. A column whose residual
 grows past
 :data:`DIVERGENCE` times the smallest it reached has diverged (rounding in an
-ill-conditioned system) and stops at its best iterate, as a breakdown does.
+ill-conditioned system) and stops at its best iterate, as a breakdown does. A column
+that stops without a verified convergence (breakdown, divergence, the caller's
+``max_iter``) is reported by the caller with the true residual of its iterate, ``H x``
+taken beside the next pass's products or in one pass of its own at the end: the
+updated residual of such a column is the drifted one.
 
 Layer rule: numpy in, numpy out.
 """

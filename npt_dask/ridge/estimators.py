@@ -41,13 +41,20 @@ from npt_dask.engine.budget import default_memory_budget
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.row_pass import Centres, map_rows
 from npt_dask.engine.scale import warn_kernel_scale
-from npt_dask.errors import InputError, InputTypeError, StoreIntegrityError, StoreWarning, warn
+from npt_dask.errors import (
+    InputError,
+    InputTypeError,
+    RidgeWarning,
+    StoreIntegrityError,
+    StoreWarning,
+    warn,
+)
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.npt.training import class_labels
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.planning import plan_ridge
+from npt_dask.ridge.planning import RidgePlan, plan_ridge
 from npt_dask.ridge.search import GAMMA_FACTORS, accuracy_score, r2_score, search
 from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
 from npt_dask.runtime.inputs import (
@@ -104,34 +111,61 @@ def _alphas(alpha: Any, k: int, owner: str) -> np.ndarray:
     return np.broadcast_to(values, (k,)).copy()
 
 
-def _weights(sample_weight: Any, n: int) -> Any:
-    """Sample weights: None, a number (every row's), or ``(n,)``; finite, >= 0 and not all
-    zero (numpy, or dask: its values read once, n numbers, before any kernel pass)."""
+def _weight_array(sample_weight: Any, n: int) -> Any:
+    """Sample weights as ``(n,)`` numpy or dask (a number: every row's), shape and dtype
+    checked, values not read; None stays None."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, numbers.Real):
         sample_weight = np.full(n, float(sample_weight))
     w = sample_weight.data if is_data_array(sample_weight) else sample_weight
-    lazy = isinstance(w, da.Array)
-    w = w if lazy else np.asarray(w)
+    w = w if isinstance(w, da.Array) else np.asarray(w)
     if w.ndim != 1 or w.shape[0] != n:
         raise InputError(
             f"sample_weight must have one weight per training row, shape ({n},); got {w.shape}."
         )
     if w.dtype.kind not in "biuf":
         raise InputTypeError(f"sample_weight must be numeric; got dtype {w.dtype}.")
-    if lazy:
-        finite, positive, some = (bool(v) for v in compute(
-            da.isfinite(w).all(), (w >= 0).all(), (w != 0).any()))  # fmt: skip
-    else:
-        finite, positive, some = bool(np.isfinite(w).all()), bool((w >= 0).all()), bool(w.any())
-    if not (finite and positive):
+    return w
+
+
+def _checked_values(targets: Any, sample_weight: Any, n: int) -> Any:
+    """The sample weights (float64, or None) once the values are checked: targets finite,
+    weights finite, >= 0 and not all zero. Lazy targets and weights are read in one
+    compute (n numbers each), before any kernel pass, and refused as numpy ones are."""
+    w = _weight_array(sample_weight, n)
+    checks: dict[str, Any] = {}
+    if isinstance(targets, da.Array):  # numpy targets: checked by _targets
+        checks["targets"] = da.isfinite(targets).all()
+    if w is not None:
+        xp: Any = da if isinstance(w, da.Array) else np
+        checks |= {"finite": xp.isfinite(w).all(), "positive": (w >= 0).all(),
+                   "some": (w != 0).any()}  # fmt: skip
+    flags = dict(zip(checks, (bool(v) for v in compute(*checks.values())), strict=True))
+    if not flags.get("targets", True):
+        raise InputError(_NOT_FINITE_Y)
+    if w is None:
+        return None
+    if not (flags["finite"] and flags["positive"]):
         raise InputError("sample_weight must be finite and >= 0 (a row of weight 0 is left out).")
-    if not some:
+    if not flags["some"]:
         raise InputError(
             "Sample weights must contain at least one non-zero number; every row has weight 0."
         )
     return w.astype(np.float64)
+
+
+def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
+    """One :class:`~npt_dask.errors.RidgeWarning` when ``solver="auto"`` solves exact kernel
+    ridge iteratively (its kernel matrix does not fit the budget): the plan's reason,
+    which names the tolerance and what scikit-learn's exact solve would need."""
+    if plan.exact and plan.route == "cg" and solver == "auto":
+        reason = plan.reason.removeprefix("cg: ")
+        warn(f"Exact kernel ridge (landmarks=None) is not solved exactly: {reason}.",
+             RidgeWarning)  # fmt: skip
+
+
+_NOT_FINITE_Y = "y contains NaN or infinity; pass finite targets."
 
 
 class _KernelRidgeBase(BaseEstimator):
@@ -244,7 +278,7 @@ class _KernelRidgeBase(BaseEstimator):
         if values.dtype.kind not in "biuf":
             raise InputTypeError(f"y must be numeric; got dtype {values.dtype}.")
         if not isinstance(values, da.Array) and not np.isfinite(values).all():
-            raise InputError("y contains NaN or infinity; pass finite targets.")
+            raise InputError(_NOT_FINITE_Y)  # lazy targets: read with the weights
         ndim = values.ndim
         values = values.reshape(n, -1).astype(np.float64)
         return values, ndim
@@ -294,7 +328,7 @@ class _KernelRidgeBase(BaseEstimator):
         dask); the fitted attributes; the dual coefficients ``(m, k)``."""
         rows, _ = self._chunked(X, fitting=True)
         n, k = int(rows.shape[0]), int(t.shape[1])
-        weights = _weights(sample_weight, n)
+        weights = _checked_values(t, sample_weight, n)
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
@@ -319,6 +353,7 @@ class _KernelRidgeBase(BaseEstimator):
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
             positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
         )  # fmt: skip
+        _say_iterative_exact(plan, self.solver)
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
@@ -524,15 +559,22 @@ _PARAMS_DOC = """
         Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
         ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
         preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
-        ``"auto"``: the plan's choice from counted flops and ``memory_budget``
-        (``plan_["reason"]`` says why).
+        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
+        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
+        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
+        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
+        landmarks). Nyström ridge: the route of least counted work that fits.
     tol : float, default 1e-3
         CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
         equations' matrix, ``b`` their right-hand side): a target the steps call converged
         is checked against its true residual with one more pass, and iterates on when it
         is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
         1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
-        ``precision="float64"`` for a tighter one). The residual
+        ``precision="float64"`` for a tighter one). A fit that stops without converging
+        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
+        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
+        one pass more (shared with the last iteration's when a breakdown comes first),
+        not the residual the steps updated, which drifts from it. The residual
         bounds the normal equations, not the predictions: at 1e-3 they differ from the
         direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
     max_iter : int, default 100

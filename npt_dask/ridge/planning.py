@@ -30,11 +30,17 @@ cg         Nyström: preconditioner m^3 (p: two Cholesky      Nyström: one m x 
            the kept blocks) + 4n^2 k (p)
 =========  ================================================  ==========================
 
-``solver="auto"`` takes the direct route when it fits ``memory_budget`` unless
-the iterative one is counted :data:`CG_MARGIN` times cheaper, counting float32
-work at half the float64 cost (BLAS's single-precision rate is about twice the
-double) and the iterative route at :data:`CG_ITERATIONS` iterations (or
-``max_iter`` if fewer). The plan's ``reason`` says which and why.
+``solver="auto"`` for **exact** kernel ridge takes the direct route whenever the
+n x n kernel matrix fits ``memory_budget``, whatever n: it is scikit-learn's
+solve, exact to rounding, where CG stops on a residual of ``tol``. Only when it
+does not fit does auto take CG, and the plan's ``reason`` (which the estimators
+turn into one :class:`~npt_dask.errors.RidgeWarning`) says so: the tolerance,
+and the budget the exact solve needs (or landmarks). For **Nyström** kernel
+ridge auto takes the direct route when it fits unless the iterative one is
+counted :data:`CG_MARGIN` times cheaper, counting float32 work at half the
+float64 cost (BLAS's single-precision rate is about twice the double) and the
+iterative route at :data:`CG_ITERATIONS` iterations (or ``max_iter`` if fewer).
+The plan's ``reason`` says which and why.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ __all__ = [
     "CG_ITERATIONS",
     "CG_MARGIN",
     "DEVICE_PARTS",
+    "EXACT_WORK_VECTORS",
     "PRECONDITIONER_RANK",
     "RidgePlan",
     "plan_ridge",
@@ -244,8 +251,16 @@ def _cg_nystrom(p: _Problem) -> tuple[dict[str, float], dict[str, int], int]:
     return flops, memory, rows
 
 
+EXACT_WORK_VECTORS = 64
+"""n-vectors of float64 the direct exact route holds besides its n x n arrays: the kernel
+evaluation's row norms and prepared rows, the solve's diagonal, LAPACK's and dask's
+bookkeeping (measured: about 30 at n = 1,800 to 5,000, laplacian and rbf)."""
+
+
 def _direct_exact(p: _Problem) -> tuple[dict[str, float], dict[str, int]]:
-    """scikit-learn's solve: the n x n kernel matrix, factored (a copy per extra alpha)."""
+    """scikit-learn's solve: the n x n kernel matrix, factored in place; at its peak a
+    second n x n array (the blocks while they are gathered, an evaluated block's
+    temporary, or the copy an extra alpha factors), and n-vectors of work."""
     flops = {
         "kernel_p": 2.0 * p.n * p.n * p.d,
         "factor": p.alphas * p.n**3 / 3.0,
@@ -255,6 +270,7 @@ def _direct_exact(p: _Problem) -> tuple[dict[str, float], dict[str, int]]:
         "kernel_matrix": 8 * p.n * p.n,
         "factor": 8 * p.n * p.n,
         "vectors": 8 * 3 * p.n * p.k,
+        "work": 8 * EXACT_WORK_VECTORS * p.n,
     }
     return flops, memory
 
@@ -333,8 +349,9 @@ def plan_ridge(
     ``threads`` task threads in ``workers`` processes (the direct route keeps one running
     sum per process, its threads in each task's BLAS calls).
 
-    ``solver`` is ``"direct"``, ``"cg"`` or ``"auto"`` (least counted work among the
-    routes that fit ``memory_budget``). ``positive_alpha=False`` (alpha = 0) leaves only
+    ``solver`` is ``"direct"``, ``"cg"`` or ``"auto"`` (exact: the direct route whenever
+    it fits ``memory_budget``, CG only when it does not; Nyström: least counted work
+    among the routes that fit). ``positive_alpha=False`` (alpha = 0) leaves only
     the direct route, as scikit-learn solves it. Raises :class:`~npt_dask.errors.InputError`
     when no route fits, naming the sizes and the fix.
 
@@ -422,6 +439,8 @@ def _choose(
             f"{format_bytes(sum(cg.memory.values()))}. Raise memory_budget or use fewer "
             "landmarks."
         )
+    if direct.exact:
+        return _choose_exact(direct, cg, direct_ok, p)
     direct_cost, cg_cost = _cost(direct.flops, p), _cost(cg.flops, p)
     if direct_ok and (not cg_ok or direct_cost <= CG_MARGIN * cg_cost):
         why = (
@@ -438,3 +457,22 @@ def _choose(
         f"of the direct route ({direct_cost:.3g})"
     )  # fmt: skip
     return _with_reason(cg, f"cg: {why}; it holds {format_bytes(sum(cg.memory.values()))}")
+
+
+def _choose_exact(direct: RidgePlan, cg: RidgePlan, direct_ok: bool, p: _Problem) -> RidgePlan:
+    """``solver="auto"`` on exact kernel ridge: scikit-learn's direct solve whenever the
+    n x n matrix fits the budget; CG only when it does not, its reason saying so (the
+    tolerance, and what the exact solve needs)."""
+    held = format_bytes(sum(direct.memory.values()))
+    if direct_ok:
+        return _with_reason(direct, "direct: the n x n kernel matrix fits memory_budget="
+                                    f"{format_bytes(p.budget)} (exact, as scikit-learn; it "
+                                    f"holds {held})")  # fmt: skip
+    return _with_reason(
+        cg,
+        f"cg: the n x n kernel matrix ({held} with its solve) does not fit memory_budget="
+        f"{format_bytes(p.budget)}, so the fit is iterative and stops at a relative "
+        f"residual of tol={p.tol:g}, not scikit-learn's exact solve; for that raise "
+        f"memory_budget to {held}, or use landmarks (Nyström) for a direct solve in less "
+        f"memory; it holds {format_bytes(sum(cg.memory.values()))}",
+    )

@@ -431,6 +431,7 @@ class _Iterations:
         self.key: str | None = None
         self.probe = np.zeros((0, 0))
         self.passes = 0  # operator products: iterations and the checks of converged columns
+        self.measured: dict[int, float] = {}  # stopped columns' true relative residuals
 
     def start(
         self,
@@ -456,14 +457,19 @@ class _Iterations:
                           f"from {self.checkpoint.given}")  # fmt: skip
         return state
 
-    def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray) -> str:
-        """The progress line of a pass: the iteration, or the check of converged targets."""
+    def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray, stop: np.ndarray) -> str:
+        """The progress line of a pass: the iteration, or the check of converged targets
+        (and the measure of stopped ones)."""
         tol, k = self.problem.plan.tol, len(state.converged)
         done = int(np.sum(state.verified))
         checked = ""
         if unv.size:
             worst = float(cg.relative_residuals(state)[unv].max())
             checked = f"; {unv.size} checked against b - H x (relative residual {worst:.2e})"
+        if stop.size:
+            worst = max(self.measured[int(c)] for c in stop)
+            checked += (f"; {stop.size} stopped without converging, measured against b - H x "
+                        f"(relative residual {worst:.2e})")  # fmt: skip
         if not act.size:
             return f"cg: check{checked[1:]}, {done}/{k} targets converged"
         return (f"cg: iteration {state.iteration}, relative residual {state.history[-1]:.2e} "
@@ -473,6 +479,27 @@ class _Iterations:
         if self.checkpoint is not None:
             assert self.key is not None
             self.checkpoint.save(state, self.key, self.problem.centres, self.probe)
+
+    def _stopped(self, state: cg.CGState, at_end: bool) -> np.ndarray:
+        """Columns stopped without a verified convergence whose true residual is not yet
+        measured: broken down or diverged (their best iterate is final), and at
+        ``max_iter`` (``at_end``) the ones still open."""
+        stopped = state.breakdown.copy()
+        if at_end:
+            stopped |= ~(state.verified | state.converged)
+        return np.array([c for c in np.flatnonzero(stopped) if int(c) not in self.measured],
+                        dtype=np.intp)  # fmt: skip
+
+    def _measure(self, state: cg.CGState, hx: np.ndarray, cols: np.ndarray) -> None:
+        """The true relative residuals ``||b - H x|| / ||b||`` of stopped columns."""
+        r = state.b[:, cols] - hx
+        norms = np.sqrt(np.einsum("ij,ij->j", r, r))
+        b_norm = state.b_norm[cols]
+        rel = np.divide(norms, b_norm, out=np.zeros_like(norms), where=b_norm > 0)
+        self.measured.update({int(c): float(v) for c, v in zip(cols, rel, strict=True)})
+        met = cols[rel <= self.problem.plan.tol]  # it met tol after all: converged
+        state.converged[met] = state.verified[met] = True
+        state.breakdown[met] = False
 
     def run(
         self,
@@ -484,31 +511,49 @@ class _Iterations:
         iterations. A column the steps call converged is checked (:func:`npt_dask.linalg.cg.verify`)
         in the next pass, its ``H x`` beside the other columns' ``H p`` (the pass costs the
         kernel blocks, not the columns): one pass more than the iterations, at the end.
+        A column that stops without it (breakdown, divergence, ``max_iter``) has the true
+        residual of the iterate it returns measured the same way (:attr:`measured`),
+        beside the next pass's products, or in one pass of its own at the end.
         Checkpointed and reported after every pass."""
         plan = self.problem.plan
         while True:
             act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
-            if state.iteration >= plan.max_iter:
+            at_end = state.iteration >= plan.max_iter
+            if at_end:
                 act = act[:0]  # no more steps; the converged ones are still checked
-            if not (act.size or unv.size):
+            stop = self._stopped(state, at_end)
+            if not (act.size or unv.size or stop.size):
                 break
-            cols = np.concatenate([act, unv])  # H p of the active, H x of the unverified
-            q = product(np.hstack([state.p[:, act], state.x[:, unv]]), cols)
+            # H p of the active, H x of the unverified and of the stopped
+            cols = np.concatenate([act, unv, stop])
+            q = product(np.hstack([state.p[:, act], state.x[:, unv], state.x[:, stop]]), cols)
             self.passes += 1
             if act.size:
                 cg.step(state, q[:, : act.size], precondition, plan.tol, act)
             if unv.size:
-                cg.verify(state, q[:, act.size :], precondition, plan.tol, unv)
+                cg.verify(state, q[:, act.size : act.size + unv.size], precondition, plan.tol,
+                          unv)  # fmt: skip
+                if at_end:  # a check that failed at max_iter: its true residual is r's
+                    failed = unv[~state.verified[unv]]
+                    rel = cg.relative_residuals(state)
+                    self.measured.update({int(c): float(rel[c]) for c in failed})
+            if stop.size:
+                self._measure(state, q[:, act.size + unv.size :], stop)
             self._save(state)
-            self.report.stage(self._line(state, act, unv))
+            self.report.stage(self._line(state, act, unv, stop))
         self.report.close()
         return state
 
 
 def _finish(
-    state: cg.CGState, plan: RidgePlan, clock: _Clock, details: dict, passes: int
+    state: cg.CGState, plan: RidgePlan, clock: _Clock, details: dict, loop: _Iterations
 ) -> RidgeSolution:
+    """The solution, the true relative residual of every column reported (a verified
+    column's from its check, a stopped one's from :attr:`_Iterations.measured`) and
+    quoted by the warnings of the columns that stopped without converging."""
     rel = cg.relative_residuals(state)
+    for col, value in loop.measured.items():
+        rel[col] = value
     broken = np.flatnonzero(state.breakdown)
     if broken.size:
         warn(
@@ -516,7 +561,7 @@ def _finish(
             "curvature was not positive, or the residual grew past "
             f"{cg.DIVERGENCE:g} times the smallest it reached (a kernel that is not positive "
             "semi-definite, alpha near 0, or rounding in float32 kernel blocks). Their best "
-            f"iterates are kept (relative residual up to {state.best[broken].max():.3g}). "
+            f"iterates are kept (true relative residual up to {rel[broken].max():.3g}). "
             "Use solver='direct', precision='float64', or raise alpha.",
             RidgeWarning,
         )
@@ -524,7 +569,7 @@ def _finish(
     if open_.size:
         warn(
             f"Conjugate gradient stopped after max_iter={plan.max_iter} iterations with a "
-            f"relative residual of {rel[open_].max():.3g} > tol={plan.tol:g} for "
+            f"true relative residual of {rel[open_].max():.3g} > tol={plan.tol:g} for "
             f"{open_.size} target(s). Raise max_iter, or loosen tol"
             + (
                 " (float32 kernel blocks resolve residuals down to about 1e-6 to 1e-5; use "
@@ -535,8 +580,7 @@ def _finish(
             ConvergenceWarning,
         )
     clock.lap("iterations")
-    residual = np.where(state.breakdown, state.best, rel)
-    details = {**details, "passes": passes, "relative_residuals": residual.tolist()}
+    details = {**details, "passes": loop.passes, "relative_residuals": rel.tolist()}
     return RidgeSolution(
         state.x, iterations=state.iteration, residuals=list(state.history),
         converged=state.verified.copy(), seconds=clock.seconds, details=details,
@@ -576,7 +620,7 @@ def solve_cg_nystrom(
 
     state = loop.run(state, product, pc)
     details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
-    return _finish(state, plan, clock, details, loop.passes)
+    return _finish(state, plan, clock, details, loop)
 
 
 def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
@@ -656,7 +700,7 @@ def solve_cg_exact(
         state.x *= s[:, None]
     details = {"preconditioner": "landmark", "rank": int(pc.u.shape[1]), "bytes": pc.nbytes,
                "cached_fraction": op.cached_fraction}  # fmt: skip
-    return _finish(state, plan, clock, details, loop.passes)
+    return _finish(state, plan, clock, details, loop)
 
 
 def solve_ridge(

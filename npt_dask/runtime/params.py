@@ -919,7 +919,8 @@ RIDGE_PARAMS: tuple[Param, ...] = (
         (Options(get_args(RidgeSolver)),),
         "auto",
         "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
-        "gradient) or auto (the plan's choice, from counted flops and memory)",
+        "gradient) or auto (the plan's choice: exact ridge direct whenever the n x n matrix "
+        "fits memory_budget; Nystrom from counted flops and memory)",
         parse=str,
     ),
     Param(

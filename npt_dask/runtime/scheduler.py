@@ -20,6 +20,12 @@ from dask.base import get_scheduler
 
 from npt_dask.arrays.buffers import clear_scratch
 
+with contextlib.suppress(ImportError):
+    # dask's first compute imports its distributed scheduler to look for a client (about
+    # 12 MB of modules): imported with the package, not inside the first fit, whose
+    # peak memory is then the arrays its plan counts against memory_budget
+    import distributed  # noqa: F401
+
 __all__ = [
     "LOST_DATA_ATTEMPTS",
     "blas_threads_for_tasks",
