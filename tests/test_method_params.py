@@ -1,7 +1,7 @@
 """Checks from the table everywhere: the methods on coordinates,
 the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
-their parameters as data in :mod:`npt_dask.runtime.params`, and refuse each bad value the table
-generates with the table's one error, before any work.
+their parameters as data beside them (tables of :class:`npt_dask.runtime.params.Param`),
+and refuse each bad value the table generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
 (tests/test_params.py); each is refused with exactly the class and message that the
@@ -28,22 +28,15 @@ from npt_dask.methods import (
     RidgeClassifier,
     kernel_svm,
 )
-from npt_dask.methods.ksvm import linear_svm
-from npt_dask.runtime.params import (
-    FISHER_PARAMS,
-    GROW_PARAMS,
-    KERNEL_SVM_PARAMS,
-    LINEAR_RIDGE_PARAMS,
-    PCAL1_PARAMS,
-    PROJECT_PARAMS,
-    RIDGE_CV_PARAMS,
-    RIDGE_PARAMS,
-    SEARCH_PARAMS,
-    SVM_PARAMS,
-    ArrayOf,
-    Param,
-    table_defaults,
-)
+from npt_dask.methods.kfd import FISHER_PARAMS
+from npt_dask.methods.ksvm import KERNEL_SVM_PARAMS, SVM_PARAMS, linear_svm
+from npt_dask.methods.pcal1 import PCAL1_PARAMS
+from npt_dask.methods.ridge import LINEAR_RIDGE_PARAMS
+from npt_dask.npt.growth import GROW_PARAMS
+from npt_dask.npt.project import PROJECT_PARAMS
+from npt_dask.ridge.estimators import RIDGE_CV_PARAMS, RIDGE_PARAMS
+from npt_dask.ridge.search import SEARCH_PARAMS
+from npt_dask.runtime.params import ArrayOf, Param, table_defaults
 
 ESTIMATORS: dict[type, tuple[Param, ...]] = {
     Ridge: LINEAR_RIDGE_PARAMS,

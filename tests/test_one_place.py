@@ -1,6 +1,6 @@
 """Each fixed choice and default is declared once.
 
-The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.params`;
+The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.fit_params`;
 the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
 all name the same type, so a new choice is added in one place.
 """
@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.runtime import params
-from npt_dask.runtime.params import PARAMS, FitParams, Options
+from npt_dask.runtime import fit_params as params
+from npt_dask.runtime.fit_params import PARAMS, FitParams
+from npt_dask.runtime.params import Options
 
 CHOICES = {
     "solver": (params.Solver, params.SolverAlias),

@@ -48,8 +48,8 @@ from npt_dask.engine.blocks import (
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.runtime.fit_params import Cache
 from npt_dask.runtime.inputs import is_sparse_rows
-from npt_dask.runtime.params import Cache
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
     compute,

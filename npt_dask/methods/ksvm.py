@@ -27,19 +27,66 @@ from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
+from npt_dask.methods._passes import (
+    COORDINATE_ROWS,
+    PERSIST,
+    as_coordinates,
+    as_labels,
+    maybe_persist,
+)
 from npt_dask.npt.training import class_labels
 from npt_dask.runtime.inputs import align_rows, wrap_rows
 from npt_dask.runtime.params import (
-    KERNEL_SVM_PARAMS,
-    SVM_PARAMS,
+    FLAG,
+    INT,
+    NONE,
+    REAL,
+    InstanceOf,
+    Interval,
+    Options,
+    Param,
     check_estimator,
     check_table,
     table_defaults,
 )
 from npt_dask.runtime.scheduler import compute
 
-__all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
+__all__ = [
+    "KERNEL_SVM_PARAMS",
+    "SVM_PARAMS",
+    "ChunkedLinearSVM",
+    "kernel_svm",
+    "linear_svm",
+]
+
+_C = Param("C", (Interval(REAL, 0, None, "neither"),), 1.0, "the SVM's C (> 0)")
+
+SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param("epochs", (Interval(INT, 1, None),), 10, "passes over the data"),
+    Param("average", (FLAG,), True, "averaged SGD"),
+    COORDINATE_ROWS,
+    PERSIST,
+    Param(
+        "random_state",
+        (Interval(INT, 0, None), NONE),
+        None,
+        "seed of the chunk order, the row shuffles and SGD",
+    ),
+)
+"""``npt_dask.methods.ChunkedLinearSVM``."""
+
+KERNEL_SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param(
+        "solver",
+        (Options(("svc", "liblinear")),),
+        "svc",
+        "SVC(kernel='linear'), the kernel SVM exactly, or LinearSVC's hinge loss (large n)",
+    ),
+    Param("svm_params", (InstanceOf((dict,), "a dict"), NONE), None, "more arguments of the SVM"),
+)
+"""``npt_dask.methods.kernel_svm`` and ``linear_svm`` (functions: checked on each call)."""
 
 _K = table_defaults(KERNEL_SVM_PARAMS)  # the signatures' defaults: the parameter tables'
 _S = table_defaults(SVM_PARAMS)

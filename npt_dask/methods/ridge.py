@@ -33,6 +33,7 @@ from npt_dask.engine.blocks import LinearMoments, chunk_moments, gram_of
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
+    COORDINATE_ROWS,
     as_coordinates,
     as_labels,
     chunk_sums,
@@ -46,9 +47,40 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
 )
-from npt_dask.runtime.params import LINEAR_RIDGE_PARAMS, check_estimator, table_defaults
+from npt_dask.runtime.params import (
+    ARRAY_TYPES,
+    FLAG,
+    REAL,
+    InstanceOf,
+    Interval,
+    Options,
+    Param,
+    check_estimator,
+    table_defaults,
+)
 
-__all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
+__all__ = [
+    "LINEAR_RIDGE_PARAMS",
+    "Ridge",
+    "RidgeClassifier",
+    "ridge_moments",
+]
+
+LINEAR_RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (
+            Interval(REAL, 0, None, "neither"),
+            InstanceOf(ARRAY_TYPES, "a 1-D array of candidate alphas > 0"),
+        ),
+        1.0,
+        "the ridge (> 0), or candidates scored by the criterion",
+    ),
+    Param("fit_intercept", (FLAG,), True, "fit an unpenalised intercept"),
+    Param("criterion", (Options(("gcv", "loo")),), "gcv", "how candidate alphas are scored"),
+    COORDINATE_ROWS,
+)
+"""``npt_dask.methods.Ridge`` and ``RidgeClassifier`` (ridge on coordinates)."""
 
 _D = table_defaults(LINEAR_RIDGE_PARAMS)  # the signature's defaults: the parameter table's
 

@@ -23,11 +23,12 @@ lazy out.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import numbers
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import dask.array as da
 import numpy as np
@@ -48,8 +49,15 @@ from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmark
 from npt_dask.npt.training import class_labels
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.planning import plan_ridge
-from npt_dask.ridge.search import GAMMA_FACTORS, accuracy_score, r2_score, search
+from npt_dask.ridge.search import (
+    GAMMA_FACTORS,
+    SEARCH_PARAMS,
+    accuracy_score,
+    r2_score,
+    search,
+)
 from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
+from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, fit_param
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -62,12 +70,16 @@ from npt_dask.runtime.inputs import (
     wrap_rows,
 )
 from npt_dask.runtime.params import (
-    CHECKPOINT_PARAM,
-    DEFAULT_CHUNK_SIZE,
-    RIDGE_CV_PARAMS,
-    RIDGE_PARAMS,
+    INT,
+    NONE,
+    REAL,
+    ArrayOf,
+    InstanceOf,
+    Interval,
+    Options,
     Param,
     check_estimator,
+    number_or,
     table_defaults,
 )
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
@@ -75,12 +87,99 @@ from npt_dask.storage import ridge_store
 
 __all__ = [
     "CERTIFICATE_ROWS",
+    "CHECKPOINT_PARAM",
+    "RIDGE_CV_PARAMS",
+    "RIDGE_PARAMS",
     "KernelRidge",
     "KernelRidgeCV",
     "KernelRidgeClassifier",
     "KernelRidgeClassifierCV",
+    "RidgeSolver",
     "load_ridge",
 ]
+
+RidgeSolver = Literal["auto", "direct", "cg"]
+"""Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
+gradient, or (auto) the plan's choice (:func:`npt_dask.ridge.planning.plan_ridge`)."""
+
+RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (Interval(REAL, 0, None, "left"), ArrayOf(Interval(REAL, 0, None, "left"))),
+        1.0,
+        "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
+        parse=number_or(float),
+    ),
+    dataclasses.replace(fit_param("kernel"), default="linear"),
+    fit_param("gamma"),
+    dataclasses.replace(fit_param("degree"), default=3),
+    dataclasses.replace(fit_param("coef0"), default=1),
+    fit_param("kernel_params"),
+    dataclasses.replace(
+        fit_param("landmarks"),
+        help="centres: None (every row, exact kernel ridge), m chosen rows (an int) or "
+        "these row indices (Nystrom kernel ridge)",
+    ),
+    fit_param("landmark_method"),
+    Param(
+        "solver",
+        (Options(get_args(RidgeSolver)),),
+        "auto",
+        "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
+        "gradient) or auto (the plan's choice, from counted flops and memory)",
+        parse=str,
+    ),
+    Param(
+        "tol",
+        (Interval(REAL, 0, 1, "neither"),),
+        1e-3,
+        "conjugate gradient stops when ||b - H c|| / ||b|| <= tol for every target (the "
+        "true residual, checked by one more pass; float32 kernel blocks resolve 1e-6 to 1e-5)",
+        parse=number_or(float),
+    ),
+    Param(
+        "max_iter",
+        (Interval(INT, 1, None),),
+        100,
+        "most conjugate-gradient iterations (one pass over the rows each)",
+        parse=number_or(int),
+    ),
+    fit_param("precision"),
+    dataclasses.replace(fit_param("random_state"), help="seed of the landmark draw"),
+    fit_param("memory_budget"),
+    dataclasses.replace(
+        fit_param("chunk_size"), help="rows per kernel block of the exact route's passes"
+    ),
+    dataclasses.replace(fit_param("progress"), help="report each pass and iteration on stderr"),
+)
+"""``npt_dask.KernelRidge``'s parameters, in signature order (scikit-learn's ``KernelRidge``
+first, with its defaults)."""
+
+
+CHECKPOINT_PARAM = Param(
+    "checkpoint",
+    (InstanceOf((str, os.PathLike), "a file path (str or os.PathLike)"), NONE),
+    None,
+    "CG's state file: written after every iteration, a killed fit resumes from it",
+    hint="Pass a file path such as 'cg.npz' (a killed fit called again with it resumes), "
+    "or None for no checkpoint.",
+)
+"""The ``checkpoint`` argument of the kernel ridge estimators' ``fit``."""
+
+
+RIDGE_CV_PARAMS: tuple[Param, ...] = (
+    *SEARCH_PARAMS,
+    *(
+        dataclasses.replace(p, default="rbf") if p.name == "kernel" else p
+        for p in RIDGE_PARAMS
+        if p.name not in ("alpha", "gamma")
+    ),
+)
+"""``KernelRidgeCV``'s and ``KernelRidgeClassifierCV``'s parameters, in signature order:
+the search's, then :data:`RIDGE_PARAMS` but the ``alpha`` and ``gamma`` the search
+chooses, ``kernel`` defaulting to ``"rbf"`` (a search over gammas needs a kernel that
+takes one)."""
+
 
 _D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
 _S = table_defaults(RIDGE_CV_PARAMS)
