@@ -301,8 +301,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """The parameters, validated by the fit's table (as npt.fit):
         :mod:`npt_dask.runtime.fit_params`.
 
-        The solver's finer options (``block_size``, ``max_basis``, ``max_passes``,
-        ``on_negative``) keep the table's defaults here; :func:`npt_dask.fit` takes them.
+        The solver's finer options (``block_size``, ``max_basis``, ``basis``,
+        ``max_passes``, ``on_negative``), ``start`` and ``progress`` keep the table's
+        defaults here; :func:`npt_dask.fit` takes them.
         ``alpha``, ``fit_inverse_transform`` and ``remove_zero_eig`` are checked
         by the same table (:data:`npt_dask.runtime.fit_params.ESTIMATOR_PARAMS`).
         """

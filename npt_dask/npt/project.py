@@ -658,6 +658,10 @@ def project(
     chunk_size : rows per task and per stored chunk; default the model's chunk size
     resume : continue an interrupted projection in ``out`` (False overwrites it)
     progress : show a console progress bar on stderr
+    key : str, optional
+        The array's name in a ``.npz`` file (default ``"x"``).
+    var : str, optional
+        The variable to project of an xarray dataset in zarr (required for one).
 
     Returns
     -------
