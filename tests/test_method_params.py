@@ -232,6 +232,28 @@ def test_linear_svm_checks_its_solver_by_the_table():
     assert _refused(lambda: linear_svm("sgd", 1.0)) == want
 
 
+def test_the_kernel_svm_table_holds_every_solver_the_pipeline_takes():
+    """``"chunked"`` is a solver of the table: linear_svm builds ChunkedLinearSVM, and a
+    pipeline's ksvm stage refuses a solver the table lacks by the table, before any work."""
+    from npt_dask.interface.pipeline.methods import check_params
+
+    assert isinstance(linear_svm("chunked", 2.0, epochs=3), ChunkedLinearSVM)
+    check_params("ksvm", {"solver": "chunked", "C": 3})
+    want = _expected(KERNEL_SVM_PARAMS[1], "sgd", "[[methods]] ksvm")
+    assert _refused(lambda: check_params("ksvm", {"solver": "sgd"})) == want
+
+
+def test_the_pair_pass_checks_its_cache_by_the_fit_table():
+    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.kernels import make_kernel
+    from npt_dask.runtime.fit_params import fit_param
+
+    x = da.ones((10, 2), chunks=5)
+    want = _expected(fit_param("cache"), "sometimes", "KernelOperator")
+    call = lambda: KernelOperator(x, make_kernel("rbf", gamma=1.0), cache="sometimes")  # noqa: E731
+    assert _refused(call) == want
+
+
 GROW_BAD = [(p, v) for p in GROW_PARAMS for v in p.invalid_values() if p.parse is not None]
 
 

@@ -48,7 +48,7 @@ from npt_dask.engine.blocks import (
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.runtime.fit_params import Cache
+from npt_dask.runtime.fit_params import Cache, fit_param
 from npt_dask.runtime.inputs import is_sparse_rows
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
@@ -291,8 +291,7 @@ class KernelOperator:
     ) -> None:
         source = block_source(x, kernel)
         x = source.x
-        if cache not in ("auto", "recompute", "memory"):
-            raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
+        fit_param("cache").check(cache, "KernelOperator")
         self.x = x
         self.kernel = kernel
         self.center = bool(center)
