@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from npt_dask.interface.cli import main
-from npt_dask.runtime.params import SEARCH_PARAMS
+from npt_dask.ridge.search import SEARCH_PARAMS
 
 
 @pytest.fixture

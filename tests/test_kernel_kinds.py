@@ -29,7 +29,7 @@ from npt_dask.kernels import (
 from npt_dask.npt.eigen import block_krylov_eigh, dense_eigh
 from npt_dask.npt.planning import plan_fit, takes_explicit_path
 from npt_dask.npt.projector import FeatureRows, KernelRows, rows_kind
-from npt_dask.runtime.params import check_param
+from npt_dask.runtime.fit_params import check_param
 
 
 def _block(a, b):

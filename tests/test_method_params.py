@@ -1,7 +1,7 @@
 """Checks from the table everywhere: the methods on coordinates,
 the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
-their parameters as data in :mod:`npt_dask.runtime.params`, and refuse each bad value the table
-generates with the table's one error, before any work.
+their parameters as data beside them (tables of :class:`npt_dask.runtime.params.Param`),
+and refuse each bad value the table generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
 (tests/test_params.py); each is refused with exactly the class and message that the
@@ -28,22 +28,15 @@ from npt_dask.methods import (
     RidgeClassifier,
     kernel_svm,
 )
-from npt_dask.methods.ksvm import linear_svm
-from npt_dask.runtime.params import (
-    FISHER_PARAMS,
-    GROW_PARAMS,
-    KERNEL_SVM_PARAMS,
-    LINEAR_RIDGE_PARAMS,
-    PCAL1_PARAMS,
-    PROJECT_PARAMS,
-    RIDGE_CV_PARAMS,
-    RIDGE_PARAMS,
-    SEARCH_PARAMS,
-    SVM_PARAMS,
-    ArrayOf,
-    Param,
-    table_defaults,
-)
+from npt_dask.methods.kfd import FISHER_PARAMS
+from npt_dask.methods.ksvm import KERNEL_SVM_PARAMS, SVM_PARAMS, linear_svm
+from npt_dask.methods.pcal1 import PCAL1_PARAMS
+from npt_dask.methods.ridge import LINEAR_RIDGE_PARAMS
+from npt_dask.npt.growth import GROW_PARAMS
+from npt_dask.npt.project import PROJECT_PARAMS
+from npt_dask.ridge.estimators import RIDGE_CV_PARAMS, RIDGE_PARAMS
+from npt_dask.ridge.search import SEARCH_PARAMS
+from npt_dask.runtime.params import ArrayOf, Param, table_defaults
 
 ESTIMATORS: dict[type, tuple[Param, ...]] = {
     Ridge: LINEAR_RIDGE_PARAMS,
@@ -237,6 +230,28 @@ def test_each_functions_signature_defaults_are_its_table(function):
 def test_linear_svm_checks_its_solver_by_the_table():
     want = _expected(KERNEL_SVM_PARAMS[1], "sgd", "linear_svm")
     assert _refused(lambda: linear_svm("sgd", 1.0)) == want
+
+
+def test_the_kernel_svm_table_holds_every_solver_the_pipeline_takes():
+    """``"chunked"`` is a solver of the table: linear_svm builds ChunkedLinearSVM, and a
+    pipeline's ksvm stage refuses a solver the table lacks by the table, before any work."""
+    from npt_dask.interface.pipeline.methods import check_params
+
+    assert isinstance(linear_svm("chunked", 2.0, epochs=3), ChunkedLinearSVM)
+    check_params("ksvm", {"solver": "chunked", "C": 3})
+    want = _expected(KERNEL_SVM_PARAMS[1], "sgd", "[[methods]] ksvm")
+    assert _refused(lambda: check_params("ksvm", {"solver": "sgd"})) == want
+
+
+def test_the_pair_pass_checks_its_cache_by_the_fit_table():
+    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.kernels import make_kernel
+    from npt_dask.runtime.fit_params import fit_param
+
+    x = da.ones((10, 2), chunks=5)
+    want = _expected(fit_param("cache"), "sometimes", "KernelOperator")
+    call = lambda: KernelOperator(x, make_kernel("rbf", gamma=1.0), cache="sometimes")  # noqa: E731
+    assert _refused(call) == want
 
 
 GROW_BAD = [(p, v) for p in GROW_PARAMS for v in p.invalid_values() if p.parse is not None]

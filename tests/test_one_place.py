@@ -1,6 +1,6 @@
 """Each fixed choice and default is declared once.
 
-The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.params`;
+The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.fit_params`;
 the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
 all name the same type, so a new choice is added in one place.
 """
@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.runtime import params
-from npt_dask.runtime.params import PARAMS, FitParams, Options
+from npt_dask.runtime import fit_params as params
+from npt_dask.runtime.fit_params import PARAMS, FitParams
+from npt_dask.runtime.params import Options
 
 CHOICES = {
     "solver": (params.Solver, params.SolverAlias),
@@ -168,3 +169,133 @@ def test_solver_help_states_the_auto_rule_of_the_plan():
     assert f"n <= {DENSE_MAX_SAMPLES:,} rows" in solver.help
     assert f"n_components >= {AUTO_DENSE_FRACTION:g} n" in solver.help
     assert "fits memory_budget" in solver.help
+
+
+# --- every table, its owner's signature and docstring --------------------------------------
+
+
+def _owners() -> list[typing.Any]:
+    """``(name, estimator class or function, its table)`` for every owner of a table."""
+    from npt_dask import methods
+    from npt_dask.methods import kfd, ksvm, pcal1
+    from npt_dask.methods import ridge as linear_ridge
+    from npt_dask.ridge import estimators as kernel_ridge
+
+    fit_only = {"block_size", "max_basis", "basis", "max_passes", "on_negative", "start"}
+    fit_only.add("progress")  # npt.fit's; the estimator keeps their defaults
+    fit_table = (*(p for p in PARAMS if p.name not in fit_only), *params.ESTIMATOR_PARAMS)
+    ridge, ridge_cv = kernel_ridge.RIDGE_PARAMS, kernel_ridge.RIDGE_CV_PARAMS
+    owners = [
+        (npt.NonlinearProjection, fit_table),
+        (npt.KernelRidge, ridge),
+        (npt.KernelRidgeClassifier, ridge),
+        (npt.KernelRidgeCV, ridge_cv),
+        (npt.KernelRidgeClassifierCV, ridge_cv),
+        (methods.Ridge, linear_ridge.LINEAR_RIDGE_PARAMS),
+        (methods.RidgeClassifier, linear_ridge.LINEAR_RIDGE_PARAMS),
+        (methods.ChunkedLinearSVM, ksvm.SVM_PARAMS),
+        (methods.FisherDiscriminant, kfd.FISHER_PARAMS),
+        (methods.PCAL1, pcal1.PCAL1_PARAMS),
+        (methods.kernel_svm, ksvm.KERNEL_SVM_PARAMS),
+        (npt.project, npt.npt.project.PROJECT_PARAMS),
+    ]
+    return [pytest.param(o.__name__, o, table, id=o.__name__) for o, table in owners]  # type: ignore[attr-defined]
+
+
+def _documented(owner: object) -> dict[str, str]:
+    """``{name: its type line}`` of the Parameters section of ``owner``'s numpydoc
+    docstring (``a, b : float`` documents both; ``**kwargs`` is left out)."""
+    lines = (inspect.getdoc(owner) or "").splitlines()
+    if "Parameters" not in lines:
+        return {}
+    start = lines.index("Parameters") + 2
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines[start:], start):
+        if i + 1 < len(lines) and set(lines[i + 1]) == {"-"}:
+            break  # the next section's header
+        if line and not line[0].isspace():
+            head, _, kind = line.partition(" : ")
+            for name in head.split(","):
+                if name.strip() and not name.strip().startswith("*"):
+                    found[name.strip()] = kind
+    return found
+
+
+def _documented_default(kind: str) -> tuple[bool, object]:
+    """``(True, value)`` when a type line says ``default <a Python literal>``."""
+    _, said, text = kind.rpartition("default ")
+    try:
+        return bool(said), ast.literal_eval(text.strip().strip("`"))
+    except (ValueError, SyntaxError):
+        return False, None
+
+
+def _signature_defaults(owner: object) -> dict[str, object]:
+    """``{name: default}`` of ``owner``'s signature (an estimator's ``__init__``), but
+    ``*args``/``**kwargs``."""
+    kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    signature = inspect.signature(owner)  # type: ignore[arg-type]
+    return {n: p.default for n, p in signature.parameters.items() if p.kind not in kinds}
+
+
+def _plain(value: object) -> object:
+    return str(value) if isinstance(value, str) else value  # DEFAULT_KERNEL is "rbf"
+
+
+@pytest.mark.parametrize(("name", "owner", "table"), _owners())
+def test_every_table_entry_is_in_its_owners_signature_with_its_default(name, owner, table):
+    signature = _signature_defaults(owner)
+    missing = [p.name for p in table if p.name not in signature]
+    assert not missing, f"{name}'s signature lacks {missing}, which its table declares"
+    wrong = {
+        p.name: (signature[p.name], p.default)
+        for p in table
+        if not np.array_equal(_plain(signature[p.name]), _plain(p.default))
+    }
+    assert not wrong, f"{name}'s signature defaults differ from its table's: {wrong}"
+    if isinstance(owner, type):  # an estimator's parameters are its table's, no more
+        extra = sorted(set(signature) - {p.name for p in table})
+        assert not extra, f"{name}'s signature has {extra}, which its table does not declare"
+
+
+@pytest.mark.parametrize(("name", "owner", "table"), _owners())
+def test_every_table_entry_is_in_its_owners_docstring(name, owner, table):
+    documented = _documented(owner)
+    missing = [p.name for p in table if p.name not in documented]
+    assert not missing, f"{name}'s docstring Parameters lack {missing}"
+    undeclared = sorted(set(documented) - set(_signature_defaults(owner)))
+    assert not undeclared, f"{name}'s docstring documents {undeclared}, not parameters"
+    if isinstance(owner, type):
+        extra = sorted(set(documented) - {p.name for p in table})
+        assert not extra, f"{name}'s docstring documents {extra}, which its table lacks"
+    for p in table:
+        said, value = _documented_default(documented[p.name])
+        assert not said or np.array_equal(value, _plain(p.default)), (
+            f"{name}'s docstring says {p.name} defaults to {value!r}; its table: {p.default!r}"
+        )
+
+
+def test_the_docstring_check_sees_a_missing_parameter():
+    class Documented:
+        """An estimator.
+
+        Parameters
+        ----------
+        alpha : float, default 1.0
+            The ridge.
+        tol, max_iter : float
+            Stopping.
+
+        Attributes
+        ----------
+        beta : float
+        """
+
+        def __init__(self, alpha: float = 1.0, tol: float = 1e-3, max_iter: int = 5) -> None:
+            pass
+
+    documented = _documented(Documented)
+    assert documented == {"alpha": "float, default 1.0", "tol": "float", "max_iter": "float"}
+    assert _documented_default("float, default 1.0") == (True, 1.0)
+    Documented.__doc__ = (Documented.__doc__ or "").replace("tol, max_iter", "tol")
+    assert "max_iter" not in _documented(Documented)

@@ -60,8 +60,8 @@ from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_
 from npt_dask.engine.row_pass import empty_like_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.runtime.fit_params import Cache, fit_param
 from npt_dask.runtime.inputs import is_sparse_rows
-from npt_dask.runtime.params import Cache
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
     compute,
@@ -315,8 +315,7 @@ class KernelOperator:
         source = block_source(x, kernel)
         x = source.x
         self.numpy = is_numpy(namespace_and_device(x)[0])
-        if cache not in ("auto", "recompute", "memory"):
-            raise InputError(f"cache must be 'auto', 'recompute' or 'memory'; got {cache!r}.")
+        fit_param("cache").check(cache, "KernelOperator")
         self.x = x
         self.kernel = kernel
         self.center = bool(center)

@@ -205,7 +205,7 @@ _CLI_OWN = {"progress", "start"}  # the command line's --quiet; --start takes a 
 
 def _fit_options(parser: argparse.ArgumentParser) -> None:
     """One option per fit parameter, from the parameter table (names, defaults, help)."""
-    from npt_dask.runtime.params import PARAMS
+    from npt_dask.runtime.fit_params import PARAMS
 
     for param in PARAMS:
         if param.name in _CLI_OWN:
@@ -233,7 +233,8 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
 
 def _ridge_options(parser: argparse.ArgumentParser) -> None:
     """One option per kernel ridge parameter and search parameter, from their tables."""
-    from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
+    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.search import SEARCH_PARAMS
 
     for param in (*RIDGE_PARAMS, *SEARCH_PARAMS):
         if param.name in ("progress",):
@@ -253,7 +254,7 @@ def _ridge_options(parser: argparse.ArgumentParser) -> None:
 
 def _grow_options(parser: argparse.ArgumentParser) -> None:
     """Growth's options, from its parameter table (names, defaults, help, parsing)."""
-    from npt_dask.runtime.params import GROW_PARAMS
+    from npt_dask.npt.growth import GROW_PARAMS
 
     for param in GROW_PARAMS:
         parser.add_argument(param.flag, dest=param.name, type=_typed(param.parse),
@@ -293,7 +294,7 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
 def _device_option(parser: argparse.ArgumentParser) -> None:
     """``--device gpu``: the rows' chunks on the CUDA device (CuPy), from the device table."""
     from npt_dask.arrays.device import DEVICES
-    from npt_dask.runtime.params import DEVICE_PARAM
+    from npt_dask.runtime.fit_params import DEVICE_PARAM
 
     parser.add_argument(
         DEVICE_PARAM.flag, choices=DEVICES, default=None, help=f"{DEVICE_PARAM.help} (default cpu)"
@@ -382,7 +383,7 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
 
 def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
     from npt_dask.npt.fitting import fit_params
-    from npt_dask.runtime.params import PARAMS, FitParams
+    from npt_dask.runtime.fit_params import PARAMS, FitParams
 
     values = {p.name: getattr(args, p.name, p.default) for p in PARAMS if p.name not in _CLI_OWN}
     start = npt.load(args.start) if args.start else None
@@ -392,8 +393,9 @@ def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
 def _grow(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.errors import InputError
+    from npt_dask.npt.growth import GROW_PARAMS
     from npt_dask.npt.project import open_data
-    from npt_dask.runtime.params import GROW_PARAMS, check_table
+    from npt_dask.runtime.params import check_table
     from npt_dask.storage.store import check_target
 
     options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
@@ -524,7 +526,8 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
     from npt_dask.arrays.namespace import to_numpy
-    from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
+    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.search import SEARCH_PARAMS
     from npt_dask.runtime.scheduler import compute
 
     check_device(args.device)  # a GPU asked for and missing: refused before any work
@@ -609,7 +612,8 @@ _FIT_ONLY = {"data": "DATA", "labels": "--labels", "rows": "--rows", "out": "--o
 
 def _ignored_by_model(args: argparse.Namespace) -> list[str]:
     """The fitting options given beside ``--model`` (each would be ignored)."""
-    from npt_dask.runtime.params import RIDGE_PARAMS, SEARCH_PARAMS
+    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.search import SEARCH_PARAMS
 
     flags = dict(_FIT_ONLY)
     flags |= {p.name: p.flag for p in (*RIDGE_PARAMS, *SEARCH_PARAMS) if p.name != "progress"}

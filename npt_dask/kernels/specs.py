@@ -3,7 +3,7 @@
 Three kinds of kernel, as scikit-learn's ``KernelPCA`` takes them, each its own class
 (:class:`KernelSpec` is their base):
 
-* :class:`NamedKernel`, a kernel of :data:`npt_dask.runtime.params.KERNEL_TABLE` and its
+* :class:`NamedKernel`, a kernel of :data:`npt_dask.runtime.fit_params.KERNEL_TABLE` and its
   hyperparameters, stored by name as data (``spec.values``; ``spec.gamma`` reads one): the
   table says which a kernel takes, their defaults and constraints, and
   :mod:`npt_dask.kernels.numerics` evaluates them.
@@ -49,7 +49,7 @@ from npt_dask.kernels.numerics import (
     max_abs,
     source_of,
 )
-from npt_dask.runtime.params import (
+from npt_dask.runtime.fit_params import (
     KERNEL_ALIASES,
     KERNEL_FIT_ARGUMENTS,
     KERNEL_HYPERPARAMETERS,
@@ -86,7 +86,7 @@ _HYPERPARAMETERS = {p.name: p for p in KERNEL_HYPERPARAMETERS}
 @dataclass(frozen=True)
 class KernelDef:
     """A named kernel: the hyperparameters it takes with their defaults
-    (:data:`npt_dask.runtime.params.KERNEL_TABLE`) and its functions
+    (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`) and its functions
     (:data:`npt_dask.kernels.numerics.MATH`)."""
 
     defaults: Mapping[str, Any]
@@ -325,8 +325,9 @@ class NamedKernel(KernelSpec):
     """A kernel of the registry (:data:`KERNELS`) and its hyperparameters.
 
     ``values`` holds the hyperparameters the kernel takes
-    (:data:`npt_dask.runtime.params.KERNEL_TABLE`), in the table's order, checked against their
-    constraints (:data:`npt_dask.runtime.params.KERNEL_HYPERPARAMETERS`); ``spec.gamma`` reads one
+    (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`), in the table's order, checked
+    against their constraints (:data:`npt_dask.runtime.fit_params.KERNEL_HYPERPARAMETERS`);
+    ``spec.gamma`` reads one
     (None for one the kernel does not take). A hyperparameter the kernel does not take
     must be None: use :func:`make_kernel` to build a spec from scikit-learn style
     arguments that may carry unused ones. ``gamma=None`` means ``1 / n_features`` and is
@@ -558,7 +559,8 @@ def make_kernel(
     ``kernel`` may also be ``"precomputed"`` (X is the kernel matrix) or a
     function ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
     block. For a named kernel, ``kernel_params`` may give any hyperparameter it
-    takes (:data:`npt_dask.runtime.params.KERNEL_TABLE`; an argument given both ways must agree).
+    takes (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`; an argument given both ways
+    must agree).
 
     >>> make_kernel("precomputed").kind
     'precomputed'
@@ -617,12 +619,12 @@ def resolve_kernel(params: Any, n_features: int, variance: Callable[[], float]) 
     """The kernel that fit parameters ask for, resolved for data of ``n_features`` columns.
 
     The one place where ``kernel``, ``gamma``, ``degree``, ``coef0`` and ``kernel_params``
-    (the fields of a :class:`~npt_dask.runtime.params.FitParams`, ``params``) become the spec a
+    (the fields of a :class:`~npt_dask.runtime.fit_params.FitParams`, ``params``) become the spec a
     fit, an alignment score or a pipeline's "same model?" check uses. ``variance`` gives
     the variance of all entries of X (:func:`npt_dask.runtime.inputs.data_variance`) and is
     called only for ``gamma="scale"``.
 
-    >>> from npt_dask.runtime.params import FitParams
+    >>> from npt_dask.runtime.fit_params import FitParams
     >>> resolve_kernel(FitParams(gamma="scale"), 4, lambda: 0.5).gamma
     0.5
     """

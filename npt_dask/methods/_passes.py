@@ -15,10 +15,12 @@ import numpy as np
 from npt_dask.engine.graph import chunk_sums
 from npt_dask.errors import InputError
 from npt_dask.runtime.inputs import InputInfo, as_row_chunked, check_known_chunks, is_data_array
-from npt_dask.runtime.params import COORDINATE_CHUNK
+from npt_dask.runtime.params import FLAG, INT, NONE, Interval, Param
 
 __all__ = [
     "COORDINATE_CHUNK",
+    "COORDINATE_ROWS",
+    "PERSIST",
     "PERSIST_AUTO_BYTES",
     "as_coordinates",
     "as_labels",
@@ -28,6 +30,26 @@ __all__ = [
 
 PERSIST_AUTO_BYTES = 512 * 2**20
 """``persist=None`` keeps iterated data in (cluster) memory up to this size."""
+
+COORDINATE_CHUNK = 8192
+"""Rows per chunk when a method cuts numpy coordinates (r columns each) into chunks."""
+
+COORDINATE_ROWS = Param(
+    "chunk_size",
+    (Interval(INT, 1, None),),
+    COORDINATE_CHUNK,
+    "rows per chunk for numpy input (dask and xarray input keep their chunks)",
+)
+"""The methods' ``chunk_size`` entry (every method's table has it)."""
+
+PERSIST = Param(
+    "persist",
+    (FLAG, NONE),
+    None,
+    "keep Y in (cluster) memory across passes, or re-read it each pass (None: persist up "
+    "to 512 MiB)",
+)
+"""The ``persist`` entry of the iterative methods (:func:`maybe_persist`)."""
 
 
 def maybe_persist(x: da.Array, persist: bool | None) -> da.Array:

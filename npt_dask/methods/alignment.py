@@ -34,8 +34,8 @@ from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.methods._passes import as_labels
 from npt_dask.npt.training import class_labels
+from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.runtime.inputs import as_row_chunked, data_variance
-from npt_dask.runtime.params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.runtime.scheduler import compute
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]

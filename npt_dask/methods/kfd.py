@@ -23,12 +23,48 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import COORDINATE_CHUNK, as_coordinates, as_labels, chunk_sums
+from npt_dask.methods._passes import (
+    COORDINATE_CHUNK,
+    COORDINATE_ROWS,
+    as_coordinates,
+    as_labels,
+    chunk_sums,
+)
 from npt_dask.npt.training import class_labels
 from npt_dask.runtime.inputs import align_rows, wrap_rows
-from npt_dask.runtime.params import FISHER_PARAMS, check_estimator, table_defaults
+from npt_dask.runtime.params import (
+    INT,
+    NONE,
+    REAL,
+    Interval,
+    Param,
+    check_estimator,
+    table_defaults,
+)
 
-__all__ = ["FisherDiscriminant", "class_scatter"]
+__all__ = [
+    "FISHER_PARAMS",
+    "FisherDiscriminant",
+    "class_scatter",
+]
+
+FISHER_PARAMS: tuple[Param, ...] = (
+    Param(
+        "n_components",
+        (Interval(INT, 1, None), NONE),
+        None,
+        "discriminant directions kept, at most n_classes - 1 (None: that many)",
+    ),
+    Param(
+        "reg",
+        (Interval(REAL, 0, None, "left"),),
+        1e-8,
+        "ridge on the within scatter, relative to its mean eigenvalue",
+    ),
+    COORDINATE_ROWS,
+)
+"""``npt_dask.methods.FisherDiscriminant`` (the upper bound of ``n_components`` comes
+from the data: checked by the same entry once the classes are known)."""
 
 _D = table_defaults(FISHER_PARAMS)  # the signature's defaults: the parameter table's
 _BY_NAME = {p.name: p for p in FISHER_PARAMS}

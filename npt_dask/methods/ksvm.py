@@ -27,19 +27,67 @@ from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
 from npt_dask.errors import InputError
-from npt_dask.methods._passes import as_coordinates, as_labels, maybe_persist
+from npt_dask.methods._passes import (
+    COORDINATE_ROWS,
+    PERSIST,
+    as_coordinates,
+    as_labels,
+    maybe_persist,
+)
 from npt_dask.npt.training import class_labels
 from npt_dask.runtime.inputs import align_rows, wrap_rows
 from npt_dask.runtime.params import (
-    KERNEL_SVM_PARAMS,
-    SVM_PARAMS,
+    FLAG,
+    INT,
+    NONE,
+    REAL,
+    InstanceOf,
+    Interval,
+    Options,
+    Param,
     check_estimator,
     check_table,
     table_defaults,
 )
 from npt_dask.runtime.scheduler import compute
 
-__all__ = ["ChunkedLinearSVM", "kernel_svm", "linear_svm"]
+__all__ = [
+    "KERNEL_SVM_PARAMS",
+    "SVM_PARAMS",
+    "ChunkedLinearSVM",
+    "kernel_svm",
+    "linear_svm",
+]
+
+_C = Param("C", (Interval(REAL, 0, None, "neither"),), 1.0, "the SVM's C (> 0)")
+
+SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param("epochs", (Interval(INT, 1, None),), 10, "passes over the data"),
+    Param("average", (FLAG,), True, "averaged SGD"),
+    COORDINATE_ROWS,
+    PERSIST,
+    Param(
+        "random_state",
+        (Interval(INT, 0, None), NONE),
+        None,
+        "seed of the chunk order, the row shuffles and SGD",
+    ),
+)
+"""``npt_dask.methods.ChunkedLinearSVM``."""
+
+KERNEL_SVM_PARAMS: tuple[Param, ...] = (
+    _C,
+    Param(
+        "solver",
+        (Options(("svc", "liblinear", "chunked")),),
+        "svc",
+        "SVC(kernel='linear'), the kernel SVM exactly, LinearSVC's hinge loss (large n), or "
+        "ChunkedLinearSVM (hinge-loss SGD chunk by chunk: out of core)",
+    ),
+    Param("svm_params", (InstanceOf((dict,), "a dict"), NONE), None, "more arguments of the SVM"),
+)
+"""``npt_dask.methods.kernel_svm`` and ``linear_svm`` (functions: checked on each call)."""
 
 _K = table_defaults(KERNEL_SVM_PARAMS)  # the signatures' defaults: the parameter tables'
 _S = table_defaults(SVM_PARAMS)
@@ -48,7 +96,7 @@ _S = table_defaults(SVM_PARAMS)
 def kernel_svm(
     C: float = _K["C"],
     *,
-    solver: Literal["svc", "liblinear"] = _K["solver"],
+    solver: Literal["svc", "liblinear", "chunked"] = _K["solver"],
     svm_params: dict[str, Any] | None = _K["svm_params"],
     **npt_params: Any,
 ) -> Pipeline:
@@ -56,12 +104,13 @@ def kernel_svm(
 
     Parameters
     ----------
-    C : float
+    C : float, default 1.0
         The SVM's C, the same as the kernel SVM's.
-    solver : {"svc", "liblinear"}
+    solver : {"svc", "liblinear", "chunked"}, default "svc"
         ``"svc"``: ``SVC(kernel="linear")`` -- exactly the kernel SVM at full
         rank. ``"liblinear"``: ``LinearSVC(loss="hinge")`` in the primal,
-        for large n.
+        for large n. ``"chunked"``: :class:`ChunkedLinearSVM`, hinge-loss SGD
+        over the coordinates' row chunks (out of core).
     svm_params : dict, optional
         More keyword arguments for the SVM (not modified).
     **npt_params
@@ -91,11 +140,14 @@ def linear_svm(solver: str, C: float, **params: Any) -> Any:
     ``"svc"`` is libsvm's ``SVC(kernel="linear")`` (same dual, same bias as
     the kernel SVC); ``"liblinear"`` is ``LinearSVC`` with the hinge loss
     solved in the dual (scikit-learn's default squared hinge is another
-    objective), faster for large n.
+    objective), faster for large n; ``"chunked"`` is :class:`ChunkedLinearSVM`
+    (hinge-loss SGD chunk by chunk, for coordinates that do not fit in memory).
     """
     check_table(KERNEL_SVM_PARAMS, {"solver": solver, "C": C}, owner="linear_svm")
     if solver == "svc":
         return SVC(kernel="linear", C=C, **params)
+    if solver == "chunked":
+        return ChunkedLinearSVM(C=C, **params)
     return LinearSVC(C=C, loss="hinge", dual=True, **{"max_iter": 10000, **params})
 
 

@@ -19,11 +19,54 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from npt_dask.errors import ConvergenceWarning, InputError, warn
-from npt_dask.methods._passes import as_coordinates, chunk_sums, maybe_persist
+from npt_dask.methods._passes import (
+    COORDINATE_ROWS,
+    PERSIST,
+    as_coordinates,
+    chunk_sums,
+    maybe_persist,
+)
 from npt_dask.runtime.inputs import wrap_rows
-from npt_dask.runtime.params import PCAL1_PARAMS, check_estimator, table_defaults
+from npt_dask.runtime.params import (
+    FLAG,
+    INT,
+    NONE,
+    REAL,
+    InstanceOf,
+    Interval,
+    Param,
+    check_estimator,
+    table_defaults,
+)
 
-__all__ = ["PCAL1", "l1_dispersion"]
+__all__ = [
+    "PCAL1",
+    "PCAL1_PARAMS",
+    "l1_dispersion",
+]
+
+PCAL1_PARAMS: tuple[Param, ...] = (
+    Param("n_components", (Interval(INT, 1, None),), 1, "directions, at most r"),
+    Param("n_init", (Interval(INT, 1, None),), 4, "starts per direction"),
+    Param("max_iter", (Interval(INT, 1, None),), 100, "iterations per start"),
+    Param("center", (FLAG,), True, "subtract the mean of Y first"),
+    Param(
+        "perturbation",
+        (Interval(REAL, 0, None, "neither"),),
+        1e-6,
+        "size of the random nudge off zero projections",
+    ),
+    COORDINATE_ROWS,
+    PERSIST,
+    Param(
+        "random_state",
+        (Interval(INT, 0, None), InstanceOf((np.random.Generator,), "a numpy Generator"), NONE),
+        None,
+        "seed of the random starts and nudges",
+    ),
+)
+"""``npt_dask.methods.PCAL1`` (the upper bound of ``n_components``, r, comes from the
+data: checked by the same entry once r is known)."""
 
 _D = table_defaults(PCAL1_PARAMS)  # the signature's defaults: the parameter table's
 _N_COMPONENTS = next(p for p in PCAL1_PARAMS if p.name == "n_components")

@@ -33,6 +33,7 @@ from npt_dask.engine.blocks import LinearMoments, chunk_moments, gram_of
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
+    COORDINATE_ROWS,
     as_coordinates,
     as_labels,
     chunk_sums,
@@ -46,9 +47,40 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
 )
-from npt_dask.runtime.params import LINEAR_RIDGE_PARAMS, check_estimator, table_defaults
+from npt_dask.runtime.params import (
+    ARRAY_TYPES,
+    FLAG,
+    REAL,
+    InstanceOf,
+    Interval,
+    Options,
+    Param,
+    check_estimator,
+    table_defaults,
+)
 
-__all__ = ["Ridge", "RidgeClassifier", "ridge_moments"]
+__all__ = [
+    "LINEAR_RIDGE_PARAMS",
+    "Ridge",
+    "RidgeClassifier",
+    "ridge_moments",
+]
+
+LINEAR_RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (
+            Interval(REAL, 0, None, "neither"),
+            InstanceOf(ARRAY_TYPES, "a 1-D array of candidate alphas > 0"),
+        ),
+        1.0,
+        "the ridge (> 0), or candidates scored by the criterion",
+    ),
+    Param("fit_intercept", (FLAG,), True, "fit an unpenalised intercept"),
+    Param("criterion", (Options(("gcv", "loo")),), "gcv", "how candidate alphas are scored"),
+    COORDINATE_ROWS,
+)
+"""``npt_dask.methods.Ridge`` and ``RidgeClassifier`` (ridge on coordinates)."""
 
 _D = table_defaults(LINEAR_RIDGE_PARAMS)  # the signature's defaults: the parameter table's
 
@@ -364,48 +396,6 @@ def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
 # ------------------------------------------------------------------ estimators
 
 
-_SHARED_DOC = """
-    Parameters
-    ----------
-    alpha : float or array-like of floats, default 1.0
-        The ridge ``alpha ||w||^2`` (> 0), the same as kernel ridge's alpha.
-        Several candidates (like scikit-learn's ``RidgeCV``): the one with
-        the smallest ``criterion`` error is used (first one on ties).
-    fit_intercept : bool, default True
-        Fit an unpenalised intercept (the statistics are then centred). With
-        ``False`` the model goes through the origin, like ``KernelRidge``.
-    criterion : {"gcv", "loo"}, default "gcv"
-        How candidate alphas are scored. ``"gcv"``: generalised
-        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the r x r Gram
-        and ``||T||^2``, so it needs no pass beyond the fit's
-        one. ``"loo"``: exact leave-one-out, which needs every row's leverage
-        ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
-        (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
-        choice. GCV replaces each ``h_ii`` by their mean ``tr(H)/n``: close to
-        leave-one-out when n >> r, but near full rank (r ~ n) the two may
-        pick different alphas. Unused for a single alpha.
-    chunk_size : int, default 8192
-        Rows per chunk for numpy input; dask and xarray input keep their chunks.
-"""
-
-_SHARED_NOTES = """
-    One pass over the row chunks accumulates, in float64, the counts, column
-    sums, ``Y^T Y`` (r x r), ``Y^T T`` (r x k) and ``||T||^2`` (k), summed in
-    a tree; the driver factors the centred Gram: up to ``CHOLESKY_MAX_ALPHAS``
-    alphas by a Cholesky factorisation each (``2 r^3 / 3`` flops with the
-    trace GCV needs), more by one eigendecomposition (``~4 r^3``) after which
-    each alpha costs O(r^2 k). Memory: each task holds one
-    row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
-    whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
-    second time, each task holding its chunk rotated into the eigenbasis
-    (chunk x r) and returning n_alphas x k error sums. Centring uses the sums
-    (``Y^T Y - n m m^T``), accurate when the column means are not much
-    larger than their spread (NPT coordinates are centred at training).
-    ``predict`` and ``decision_function`` are lazy for dask and chunked
-    xarray input and return the caller's container type.
-"""
-
-
 class _RidgeBase(BaseEstimator):
     def __init__(
         self,
@@ -512,11 +502,30 @@ def _wrap(scores: Any, info: Any, name: str, column_dim: str) -> Any:
 
 
 class Ridge(RegressorMixin, _RidgeBase):
-    __doc__ = (
-        """Ridge regression on NPT coordinates = kernel ridge regression, out of core.
-"""
-        + _SHARED_DOC
-        + """
+    """Ridge regression on NPT coordinates = kernel ridge regression, out of core.
+
+    Parameters
+    ----------
+    alpha : float or array-like of floats, default 1.0
+        The ridge ``alpha ||w||^2`` (> 0), the same as kernel ridge's alpha.
+        Several candidates (like scikit-learn's ``RidgeCV``): the one with
+        the smallest ``criterion`` error is used (first one on ties).
+    fit_intercept : bool, default True
+        Fit an unpenalised intercept (the statistics are then centred). With
+        ``False`` the model goes through the origin, like ``KernelRidge``.
+    criterion : {"gcv", "loo"}, default "gcv"
+        How candidate alphas are scored. ``"gcv"``: generalised
+        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the r x r Gram
+        and ``||T||^2``, so it needs no pass beyond the fit's
+        one. ``"loo"``: exact leave-one-out, which needs every row's leverage
+        ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
+        (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
+        choice. GCV replaces each ``h_ii`` by their mean ``tr(H)/n``: close to
+        leave-one-out when n >> r, but near full rank (r ~ n) the two may
+        pick different alphas. Unused for a single alpha.
+    chunk_size : int, default 8192
+        Rows per chunk for numpy input; dask and xarray input keep their chunks.
+
     Attributes
     ----------
     coef_ : ndarray of shape (r,) or (n_targets, r)
@@ -531,9 +540,22 @@ class Ridge(RegressorMixin, _RidgeBase):
         r, the number of coordinates.
 
     Notes
-    -----"""
-        + _SHARED_NOTES
-        + """
+    -----
+    One pass over the row chunks accumulates, in float64, the counts, column
+    sums, ``Y^T Y`` (r x r), ``Y^T T`` (r x k) and ``||T||^2`` (k), summed in
+    a tree; the driver factors the centred Gram: up to ``CHOLESKY_MAX_ALPHAS``
+    alphas by a Cholesky factorisation each (``2 r^3 / 3`` flops with the
+    trace GCV needs), more by one eigendecomposition (``~4 r^3``) after which
+    each alpha costs O(r^2 k). Memory: each task holds one
+    row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
+    whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
+    second time, each task holding its chunk rotated into the eigenbasis
+    (chunk x r) and returning n_alphas x k error sums. Centring uses the sums
+    (``Y^T Y - n m m^T``), accurate when the column means are not much
+    larger than their spread (NPT coordinates are centred at training).
+    ``predict`` and ``decision_function`` are lazy for dask and chunked
+    xarray input and return the caller's container type.
+
     With ``npt.fit(X, kernel, n_components=None, center=False)`` (the exact
     uncentred feature map), ``Ridge(alpha, fit_intercept=False)`` predicts
     what ``sklearn.kernel_ridge.KernelRidge(alpha, kernel=...)`` predicts.
@@ -554,7 +576,6 @@ class Ridge(RegressorMixin, _RidgeBase):
     >>> np.round(reg.predict(model.transform(Z)), 1)
     array([0.5, 1. ])
     """
-    )
 
     def fit(self, X: Any, y: Any) -> Ridge:
         """Fit on coordinates X (numpy, dask, DataArray) and targets y (1-D or 2-D), one pass."""
@@ -604,15 +625,34 @@ class Ridge(RegressorMixin, _RidgeBase):
 
 
 class RidgeClassifier(ClassifierMixin, _RidgeBase):
-    __doc__ = (
-        """One-vs-all ridge on ±1 targets on NPT coordinates = kernel ridge classification.
+    """One-vs-all ridge on ±1 targets on NPT coordinates = kernel ridge classification.
 
     Like scikit-learn's ``RidgeClassifier``: the targets are +1 for a row's
     class and -1 for the others (a single column, for ``classes_[1]``, with
     two classes); ``predict`` takes the largest decision value.
-"""
-        + _SHARED_DOC
-        + """
+
+    Parameters
+    ----------
+    alpha : float or array-like of floats, default 1.0
+        The ridge ``alpha ||w||^2`` (> 0), the same as kernel ridge's alpha.
+        Several candidates (like scikit-learn's ``RidgeCV``): the one with
+        the smallest ``criterion`` error is used (first one on ties).
+    fit_intercept : bool, default True
+        Fit an unpenalised intercept (the statistics are then centred). With
+        ``False`` the model goes through the origin, like ``KernelRidge``.
+    criterion : {"gcv", "loo"}, default "gcv"
+        How candidate alphas are scored. ``"gcv"``: generalised
+        cross-validation ``(RSS/n) / (1 - tr(H)/n)^2``, from the r x r Gram
+        and ``||T||^2``, so it needs no pass beyond the fit's
+        one. ``"loo"``: exact leave-one-out, which needs every row's leverage
+        ``h_ii`` and hence a second pass; it is what scikit-learn's ``RidgeCV``
+        (``cv=None``, whatever its ``gcv_mode``) computes, and reproduces its
+        choice. GCV replaces each ``h_ii`` by their mean ``tr(H)/n``: close to
+        leave-one-out when n >> r, but near full rank (r ~ n) the two may
+        pick different alphas. Unused for a single alpha.
+    chunk_size : int, default 8192
+        Rows per chunk for numpy input; dask and xarray input keep their chunks.
+
     Attributes
     ----------
     coef_ : ndarray of shape (1, r) for two classes, else (n_classes, r)
@@ -623,9 +663,22 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
         As in :class:`Ridge` (scores are on the ±1 targets).
 
     Notes
-    -----"""
-        + _SHARED_NOTES
-        + """
+    -----
+    One pass over the row chunks accumulates, in float64, the counts, column
+    sums, ``Y^T Y`` (r x r), ``Y^T T`` (r x k) and ``||T||^2`` (k), summed in
+    a tree; the driver factors the centred Gram: up to ``CHOLESKY_MAX_ALPHAS``
+    alphas by a Cholesky factorisation each (``2 r^3 / 3`` flops with the
+    trace GCV needs), more by one eigendecomposition (``~4 r^3``) after which
+    each alpha costs O(r^2 k). Memory: each task holds one
+    row chunk and its r x r + r x k sums; the driver holds r x r + r x k,
+    whatever n. Y is never gathered. ``criterion="loo"`` reads the chunks a
+    second time, each task holding its chunk rotated into the eigenbasis
+    (chunk x r) and returning n_alphas x k error sums. Centring uses the sums
+    (``Y^T Y - n m m^T``), accurate when the column means are not much
+    larger than their spread (NPT coordinates are centred at training).
+    ``predict`` and ``decision_function`` are lazy for dask and chunked
+    xarray input and return the caller's container type.
+
     Lazy labels are read once beforehand to find the classes (labels only,
     not the coordinates).
 
@@ -643,7 +696,6 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
     >>> clf.predict(model.transform(np.array([[0.0, 1.0], [1.0, -0.5]])))
     array([0, 1])
     """
-    )
 
     def fit(self, X: Any, y: Any) -> RidgeClassifier:
         """Fit on coordinates X and class labels y (numpy, dask, DataArray), one pass."""

@@ -46,7 +46,7 @@ from npt_dask.npt.planning import (
     min_basis,
     takes_explicit_path,
 )
-from npt_dask.runtime.params import DEFAULT_RTOL, OnNegative
+from npt_dask.runtime.fit_params import DEFAULT_RTOL, OnNegative
 
 __all__ = [
     "DriverPanels",

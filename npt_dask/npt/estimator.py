@@ -38,10 +38,17 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import PRECOMPUTED
 from npt_dask.npt.fitting import fit_params
-from npt_dask.npt.growth import GrowingModel, is_full_rank
+from npt_dask.npt.growth import GROW_PARAMS, GrowingModel, is_full_rank
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.planning import max_rank
 from npt_dask.npt.preimage import InverseMap, fit_inverse_map
+from npt_dask.runtime.fit_params import (
+    ESTIMATOR_PARAMS,
+    FitParams,
+    check_param,
+    estimator_defaults,
+    names,
+)
 from npt_dask.runtime.inputs import (
     align_rows,
     is_data_array,
@@ -52,15 +59,7 @@ from npt_dask.runtime.inputs import (
     sample_dim_of,
     zeros_like_rows,
 )
-from npt_dask.runtime.params import (
-    ESTIMATOR_PARAMS,
-    GROW_PARAMS,
-    FitParams,
-    check_param,
-    check_table,
-    estimator_defaults,
-    names,
-)
+from npt_dask.runtime.params import check_table
 
 __all__ = ["NonlinearProjection"]
 
@@ -299,12 +298,14 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.landmark_method = landmark_method
 
     def _fit_params(self) -> FitParams:
-        """The parameters, validated by the one table :mod:`npt_dask.runtime.params` (as npt.fit).
+        """The parameters, validated by the fit's table (as npt.fit):
+        :mod:`npt_dask.runtime.fit_params`.
 
-        The solver's finer options (``block_size``, ``max_basis``, ``max_passes``,
-        ``on_negative``) keep the table's defaults here; :func:`npt_dask.fit` takes them.
+        The solver's finer options (``block_size``, ``max_basis``, ``basis``,
+        ``max_passes``, ``on_negative``), ``start`` and ``progress`` keep the table's
+        defaults here; :func:`npt_dask.fit` takes them.
         ``alpha``, ``fit_inverse_transform`` and ``remove_zero_eig`` are checked
-        by the same table (:data:`npt_dask.runtime.params.ESTIMATOR_PARAMS`).
+        by the same table (:data:`npt_dask.runtime.fit_params.ESTIMATOR_PARAMS`).
         """
         given = self.get_params(deep=False)
         for name in _EXTRA.keys() & given.keys():

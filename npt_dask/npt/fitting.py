@@ -41,16 +41,7 @@ from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fi
 from npt_dask.npt.projector import balanced_rows
 from npt_dask.npt.record import SolverDiagnostics
 from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass
-from npt_dask.runtime.inputs import (
-    InputInfo,
-    align_rows,
-    as_kernel_matrix,
-    as_row_chunked,
-    check_finite_eagerly,
-    data_variance,
-    feature_names,
-)
-from npt_dask.runtime.params import (
+from npt_dask.runtime.fit_params import (
     DEFAULT_RTOL,
     DEFAULT_TOL,
     Basis,
@@ -63,6 +54,15 @@ from npt_dask.runtime.params import (
     SolverAlias,
     fit_defaults,
     kernel_named,
+)
+from npt_dask.runtime.inputs import (
+    InputInfo,
+    align_rows,
+    as_kernel_matrix,
+    as_row_chunked,
+    check_finite_eagerly,
+    data_variance,
+    feature_names,
 )
 from npt_dask.runtime.progress import FitProgress, count
 from npt_dask.runtime.scheduler import compute, current_client, numpy_rows, task_threads
@@ -477,8 +477,8 @@ def fit(
 
 
 def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
-    """:func:`fit` with its parameters as one validated :class:`~npt_dask.runtime.params.FitParams`
-    (``labels``/``targets`` as in :func:`fit`)."""
+    """:func:`fit` with its parameters as one validated
+    :class:`~npt_dask.runtime.fit_params.FitParams` (``labels``/``targets`` as in :func:`fit`)."""
     params = with_start_kernel(params)
     spec = _start_kernel(params) or make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,

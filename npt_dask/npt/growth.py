@@ -67,18 +67,39 @@ from npt_dask.npt.planning import max_rank
 from npt_dask.npt.projector import rows_rule
 from npt_dask.npt.record import FittedModel
 from npt_dask.runtime.inputs import InputInfo
-from npt_dask.runtime.params import GROW_PARAMS, check_table
+from npt_dask.runtime.params import INT, NONE, REAL, Interval, Param, check_table, number_or
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage import store
 
 __all__ = [
     "DIRECTION_FLOOR",
+    "GROW_PARAMS",
     "RESIDUAL_TOL",
     "GrowingModel",
     "grow",
     "is_full_rank",
     "start_growth",
 ]
+
+GROW_PARAMS: tuple[Param, ...] = (
+    Param(
+        "residual_tol",
+        (Interval(REAL, 0, None, "left"), NONE),
+        None,
+        "add a row when more than this share of k(x, x) is outside the model's span "
+        "(None: 0.01; 0: every new direction)",
+        parse=number_or(float),
+    ),
+    Param(
+        "max_landmarks",
+        (Interval(INT, 2, None), NONE),
+        None,
+        "most training rows the model may reach",
+        parse=number_or(int),
+    ),
+)
+"""``partial_fit`` and ``npt grow``: growth's parameters (``max_landmarks`` below the
+model's rows is refused once the model is known)."""
 
 RESIDUAL_TOL = 1e-2
 """Default ``residual_tol``: a new row joins the basis when more than 1% of its

@@ -43,6 +43,7 @@ numpy task functions below, which see numpy blocks only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -78,9 +79,18 @@ from npt_dask.runtime.atomic import (
     take_lock,
     write_into_place,
 )
+from npt_dask.runtime.fit_params import fit_param
 from npt_dask.runtime.inputs import InputInfo, check_finite_eagerly
 from npt_dask.runtime.owners import describe
-from npt_dask.runtime.params import PROJECT_PARAMS, check_table, table_defaults
+from npt_dask.runtime.params import (
+    FLAG,
+    NONE,
+    HasMethod,
+    InstanceOf,
+    Param,
+    check_table,
+    table_defaults,
+)
 from npt_dask.runtime.progress import ProgressBar
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
@@ -90,12 +100,37 @@ from npt_dask.runtime.scheduler import (
 )
 from npt_dask.storage.datasets import read_numpy
 
-__all__ = ["ProjectionError", "open_data", "project", "scheduler_lost"]
+__all__ = [
+    "PROJECT_PARAMS",
+    "ProjectionError",
+    "open_data",
+    "project",
+    "scheduler_lost",
+]
 
 _CLI = {"resume=False": "--overwrite"}
 """This module's Python spellings in error messages, as ``npt project`` spells them."""
 
 FORMAT_VERSION = 1
+
+PROJECT_PARAMS: tuple[Param, ...] = (
+    Param(
+        "client",
+        (HasMethod("as_current", "a distributed.Client"), NONE),
+        None,
+        "run on this client (None: the current scheduler)",
+    ),
+    dataclasses.replace(
+        fit_param("chunk_size"),
+        default=None,
+        help="rows per task and per stored chunk (None: the model's chunk size)",
+    ),
+    Param("resume", (FLAG,), True, "continue an interrupted projection (False overwrites)"),
+    Param("progress", (FLAG,), True, "show a progress bar on stderr"),
+    Param("key", (InstanceOf((str,), "a string"), NONE), None, "array name in a .npz file"),
+    Param("var", (InstanceOf((str,), "a string"), NONE), None, "variable of an xarray zarr store"),
+)
+"""``npt_dask.project``'s keyword parameters (``chunk_size``: the fit's rule)."""
 
 _D = table_defaults(PROJECT_PARAMS)  # the signature's defaults: the parameter table's
 
@@ -623,6 +658,10 @@ def project(
     chunk_size : rows per task and per stored chunk; default the model's chunk size
     resume : continue an interrupted projection in ``out`` (False overwrites it)
     progress : show a console progress bar on stderr
+    key : str, optional
+        The array's name in a ``.npz`` file (default ``"x"``).
+    var : str, optional
+        The variable to project of an xarray dataset in zarr (required for one).
 
     Returns
     -------

@@ -23,11 +23,12 @@ lazy out.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import numbers
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import dask.array as da
 import numpy as np
@@ -55,8 +56,15 @@ from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmark
 from npt_dask.npt.training import class_labels
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.planning import RidgePlan, plan_ridge
-from npt_dask.ridge.search import GAMMA_FACTORS, accuracy_score, r2_score, search
+from npt_dask.ridge.search import (
+    GAMMA_FACTORS,
+    SEARCH_PARAMS,
+    accuracy_score,
+    r2_score,
+    search,
+)
 from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
+from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, fit_param
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -69,12 +77,16 @@ from npt_dask.runtime.inputs import (
     wrap_rows,
 )
 from npt_dask.runtime.params import (
-    CHECKPOINT_PARAM,
-    DEFAULT_CHUNK_SIZE,
-    RIDGE_CV_PARAMS,
-    RIDGE_PARAMS,
+    INT,
+    NONE,
+    REAL,
+    ArrayOf,
+    InstanceOf,
+    Interval,
+    Options,
     Param,
     check_estimator,
+    number_or,
     table_defaults,
 )
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
@@ -82,12 +94,100 @@ from npt_dask.storage import ridge_store
 
 __all__ = [
     "CERTIFICATE_ROWS",
+    "CHECKPOINT_PARAM",
+    "RIDGE_CV_PARAMS",
+    "RIDGE_PARAMS",
     "KernelRidge",
     "KernelRidgeCV",
     "KernelRidgeClassifier",
     "KernelRidgeClassifierCV",
+    "RidgeSolver",
     "load_ridge",
 ]
+
+RidgeSolver = Literal["auto", "direct", "cg"]
+"""Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
+gradient, or (auto) the plan's choice (:func:`npt_dask.ridge.planning.plan_ridge`)."""
+
+RIDGE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alpha",
+        (Interval(REAL, 0, None, "left"), ArrayOf(Interval(REAL, 0, None, "left"))),
+        1.0,
+        "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
+        parse=number_or(float),
+    ),
+    dataclasses.replace(fit_param("kernel"), default="linear"),
+    fit_param("gamma"),
+    dataclasses.replace(fit_param("degree"), default=3),
+    dataclasses.replace(fit_param("coef0"), default=1),
+    fit_param("kernel_params"),
+    dataclasses.replace(
+        fit_param("landmarks"),
+        help="centres: None (every row, exact kernel ridge), m chosen rows (an int) or "
+        "these row indices (Nystrom kernel ridge)",
+    ),
+    fit_param("landmark_method"),
+    Param(
+        "solver",
+        (Options(get_args(RidgeSolver)),),
+        "auto",
+        "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
+        "gradient) or auto (the plan's choice: exact ridge direct whenever the n x n matrix "
+        "fits memory_budget; Nystrom from counted flops and memory)",
+        parse=str,
+    ),
+    Param(
+        "tol",
+        (Interval(REAL, 0, 1, "neither"),),
+        1e-3,
+        "conjugate gradient stops when ||b - H c|| / ||b|| <= tol for every target (the "
+        "true residual, checked by one more pass; float32 kernel blocks resolve 1e-6 to 1e-5)",
+        parse=number_or(float),
+    ),
+    Param(
+        "max_iter",
+        (Interval(INT, 1, None),),
+        100,
+        "most conjugate-gradient iterations (one pass over the rows each)",
+        parse=number_or(int),
+    ),
+    fit_param("precision"),
+    dataclasses.replace(fit_param("random_state"), help="seed of the landmark draw"),
+    fit_param("memory_budget"),
+    dataclasses.replace(
+        fit_param("chunk_size"), help="rows per kernel block of the exact route's passes"
+    ),
+    dataclasses.replace(fit_param("progress"), help="report each pass and iteration on stderr"),
+)
+"""``npt_dask.KernelRidge``'s parameters, in signature order (scikit-learn's ``KernelRidge``
+first, with its defaults)."""
+
+
+CHECKPOINT_PARAM = Param(
+    "checkpoint",
+    (InstanceOf((str, os.PathLike), "a file path (str or os.PathLike)"), NONE),
+    None,
+    "CG's state file: written after every iteration, a killed fit resumes from it",
+    hint="Pass a file path such as 'cg.npz' (a killed fit called again with it resumes), "
+    "or None for no checkpoint.",
+)
+"""The ``checkpoint`` argument of the kernel ridge estimators' ``fit``."""
+
+
+RIDGE_CV_PARAMS: tuple[Param, ...] = (
+    *SEARCH_PARAMS,
+    *(
+        dataclasses.replace(p, default="rbf") if p.name == "kernel" else p
+        for p in RIDGE_PARAMS
+        if p.name not in ("alpha", "gamma")
+    ),
+)
+"""``KernelRidgeCV``'s and ``KernelRidgeClassifierCV``'s parameters, in signature order:
+the search's, then :data:`RIDGE_PARAMS` but the ``alpha`` and ``gamma`` the search
+chooses, ``kernel`` defaulting to ``"rbf"`` (a search over gammas needs a kernel that
+takes one)."""
+
 
 _D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
 _S = table_defaults(RIDGE_CV_PARAMS)
@@ -529,7 +629,9 @@ class _KernelRidgeBase(BaseEstimator):
         return tags
 
 
-_PARAMS_DOC = """
+class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
+    """Kernel ridge regression, exact or Nyström, direct or iterative, out of core.
+
     Parameters
     ----------
     alpha : float or array-like of shape (n_targets,), default 1.0
@@ -593,9 +695,26 @@ _PARAMS_DOC = """
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
         Report the passes and every CG iteration on stderr.
-"""
 
-_NOTES_DOC = """
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_targets)
+        ``c``: predictions are ``kappa(X, X_fit_) @ dual_coef_``.
+    X_fit_ : array
+        The centres: the training X (``landmarks=None``), or the landmark rows.
+    landmarks_ : ndarray or None
+        The landmark row indices.
+    plan_ : dict
+        The fit plan: route, flops per stage, memory per part, and why.
+    solver_ : str
+        The route taken, ``"direct"`` or ``"cg"``.
+    n_iter_ : int
+        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
+        residual after each (empty for the direct route).
+    kernel_ : KernelSpec
+        The resolved kernel; ``gamma_`` its gamma.
+    n_features_in_, feature_names_in_
+
     Notes
     -----
     Cost (n rows, m centres, d features, k targets): the direct Nyström route
@@ -616,36 +735,7 @@ _NOTES_DOC = """
     array's SHA-256 is recorded and checked), a file that is not a checkpoint
     (left as it is), and a second fit on the same path while one runs (a lock
     beside the file). A symbolic link is written through to its target.
-"""
 
-
-class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
-    __doc__ = (
-        """Kernel ridge regression, exact or Nyström, direct or iterative, out of core.
-"""
-        + _PARAMS_DOC
-        + """
-    Attributes
-    ----------
-    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_targets)
-        ``c``: predictions are ``kappa(X, X_fit_) @ dual_coef_``.
-    X_fit_ : array
-        The centres: the training X (``landmarks=None``), or the landmark rows.
-    landmarks_ : ndarray or None
-        The landmark row indices.
-    plan_ : dict
-        The fit plan: route, flops per stage, memory per part, and why.
-    solver_ : str
-        The route taken, ``"direct"`` or ``"cg"``.
-    n_iter_ : int
-        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
-        residual after each (empty for the direct route).
-    kernel_ : KernelSpec
-        The resolved kernel; ``gamma_`` its gamma.
-    n_features_in_, feature_names_in_
-"""
-        + _NOTES_DOC
-        + """
     Examples
     --------
     >>> import numpy as np
@@ -660,7 +750,6 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     >>> np.round(exact.predict(Z), 1), np.round(nystrom.predict(Z), 1)
     (array([0.5, 1. ]), array([0.5, 1. ]))
     """
-    )
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
@@ -694,16 +783,77 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
 
 
 class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
-    __doc__ = (
-        """Kernel ridge classification: one-vs-all ridge on ±1 targets (scikit-learn's
+    """Kernel ridge classification: one-vs-all ridge on ±1 targets (scikit-learn's
     ``RidgeClassifier`` rule), exact or Nyström, direct or iterative, out of core.
 
     The targets are +1 for a row's class and -1 for the others, one column per class
     (a single column, for ``classes_[1]``, with two classes); ``predict`` takes the
     largest decision value.
-"""
-        + _PARAMS_DOC
-        + """
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default 1.0
+        Regularisation strength, scikit-learn's ``KernelRidge`` meaning: the
+        solution minimises ``||W^1/2 (Y - K c)||^2 + alpha c^T K c`` (with
+        landmarks, ``K`` is ``K_nm`` and the penalty ``c^T K_mm c``). One value per
+        target is allowed. ``alpha=0`` is solved directly (least squares when the
+        system is singular, with a warning, as scikit-learn does); the iterative
+        route needs ``alpha > 0``.
+    kernel : str or callable, default "linear"
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
+        ``"linear"``, ``"cosine"`` (scikit-learn's definitions), ``"precomputed"``
+        (X is the kernel matrix), or ``f(A, B, **kernel_params)`` returning a block.
+    gamma : float, "scale" or None, default None
+        ``None``: ``1 / n_features``; ``"scale"``: ``1 / (n_features X.var())``.
+    degree : float, default 3
+    coef0 : float, default 1
+    kernel_params : dict, optional
+        Parameters of a callable kernel (or gamma/degree/coef0 of a named one).
+    landmarks : None, int or array of row indices, default None
+        ``None``: every row is a centre (exact kernel ridge, scikit-learn's). An int m:
+        Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
+        ``random_state``); an array: those rows.
+    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
+    solver : {"auto", "direct", "cg"}, default "auto"
+        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
+        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
+        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
+        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
+        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
+        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
+        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
+        landmarks). Nyström ridge: the route of least counted work that fits.
+    tol : float, default 1e-3
+        CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
+        equations' matrix, ``b`` their right-hand side): a target the steps call converged
+        is checked against its true residual with one more pass, and iterates on when it
+        is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
+        1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
+        ``precision="float64"`` for a tighter one). A fit that stops without converging
+        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
+        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
+        one pass more (shared with the last iteration's when a breakdown comes first),
+        not the residual the steps updated, which drifts from it. The residual
+        bounds the normal equations, not the predictions: at 1e-3 they differ from the
+        direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
+    max_iter : int, default 100
+        Most CG iterations (a ``ConvergenceWarning`` if tol is not met).
+    precision : {"float32", "float64"}, optional
+        Kernel blocks' dtype (default: float32 input stays float32). With
+        ``"float32"`` the blocks and CG's products run at BLAS's single-precision
+        rate; the direct route's moments, every sum and every solve are float64, but
+        for CG's preconditioner (its factors and triangular solves in the blocks'
+        precision).
+    random_state : int, Generator or None
+        Seeds the landmark draw (and the preconditioner's landmarks).
+    memory_budget : int, optional
+        Bytes the fit may hold (the plan's; default a sixth of physical memory).
+    chunk_size : int or None, default 4096
+        Rows per kernel block of the exact route (None: a dask input's own chunks).
+    progress : bool, default False
+        Report the passes and every CG iteration on stderr.
+
     Attributes
     ----------
     classes_ : ndarray
@@ -711,9 +861,28 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     dual_coef_ : ndarray of shape (n_centres, 1) or (n_centres, n_classes)
     X_fit_, landmarks_, plan_, solver_, n_iter_, residuals_, kernel_
         As in :class:`KernelRidge`.
-"""
-        + _NOTES_DOC
-        + """
+
+    Notes
+    -----
+    Cost (n rows, m centres, d features, k targets): the direct Nyström route
+    evaluates ``2nmd`` flops of kernel blocks and ``nm^2`` of symmetric rank-k
+    updates in one pass, then ``m^3/3`` per distinct alpha; CG evaluates
+    ``2nmd + 4nmk`` per iteration after an ``m^3`` preconditioner. Memory: the
+    direct route holds ``m x m`` float64 sums (one per thread that the budget
+    allows) and ``K_mm``; CG one ``m x m`` preconditioner; exact CG an ``n x l``
+    factor and the kernel blocks kept within the budget. Everything is in
+    ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
+    after each iteration; a killed fit called again with the same path and the
+    same problem resumes at the last iteration. The checkpoint keeps the
+    centres, so landmarks drawn without ``random_state`` are the saved ones on
+    a re-run. Another problem is refused (``CheckpointError``): other data,
+    targets, weights, alpha or precision, or another kernel -- a kernel function
+    is compared by its values on a few rows of the data, so a changed parameter
+    it closes over is seen. So are a file altered since it was written (every
+    array's SHA-256 is recorded and checked), a file that is not a checkpoint
+    (left as it is), and a second fit on the same path while one runs (a lock
+    beside the file). A symbolic link is written through to its target.
+
     Examples
     --------
     >>> import numpy as np
@@ -726,7 +895,6 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     >>> clf.predict(np.array([[0.0, 1.0], [1.0, -0.5]]))
     array([0, 1])
     """
-    )
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
         """Fit on X and class labels y (numpy, dask, DataArray)."""
@@ -781,40 +949,6 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
 
 
 # --- hyperparameters chosen for the user ----------------------------------------------------
-
-_SEARCH_DOC = """
-    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
-    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
-    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
-    each alpha one Cholesky factorisation is solved (the penalty per row kept:
-    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
-    best pair. Cost: ``len(gammas)`` kernel evaluations and ``len(gammas) *
-    len(alphas)`` factorisations of the subproblem's size (at most ``search_rows``,
-    or its landmarks) -- seconds to a minute with the defaults -- recorded in
-    ``cv_results_["seconds"]``.
-
-    Parameters
-    ----------
-    alphas : sequence of float, default ``logspace(-6, 1, 8)``
-        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
-    gammas : sequence of float, optional
-        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
-        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
-    search_rows : int, default 10000
-    held_out : float, default 0.2
-    kernel, degree, coef0, kernel_params, landmarks, landmark_method, solver, tol,
-    max_iter, precision, random_state, memory_budget, chunk_size, progress
-        As :class:`KernelRidge` (``kernel`` defaults to ``"rbf"`` here).
-
-    Attributes
-    ----------
-    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
-    best_score_ : float
-        Its held-out score (accuracy for the classifier, R^2 for the regressor).
-    cv_results_ : dict
-        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
-    and the attributes of the estimator it extends.
-"""
 
 
 def _entry_variance(sample: Any) -> float:
@@ -878,11 +1012,44 @@ class _Search:
 
 
 class KernelRidgeCV(_Search, KernelRidge):
-    __doc__ = (
-        """Kernel ridge regression with gamma and alpha chosen by held-out R^2 on a subproblem.
-"""
-        + _SEARCH_DOC
-        + """
+    """Kernel ridge regression with gamma and alpha chosen by held-out R^2 on a subproblem.
+
+    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
+    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
+    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
+    each alpha one Cholesky factorisation is solved (the penalty per row kept:
+    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
+    best pair. Cost: ``len(gammas)`` kernel evaluations and ``len(gammas) *
+    len(alphas)`` factorisations of the subproblem's size (at most ``search_rows``,
+    or its landmarks) -- seconds to a minute with the defaults -- recorded in
+    ``cv_results_["seconds"]``.
+
+    Parameters
+    ----------
+    alphas : sequence of float, default ``logspace(-6, 1, 8)``
+        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
+    gammas : sequence of float, optional
+        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
+        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
+    search_rows : int, default 10000
+    held_out : float, default 0.2
+    kernel : str or callable, default "rbf"
+        As :class:`KernelRidge`'s, but for its default: a search over gammas needs a
+        kernel that takes one.
+    degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
+        As :class:`KernelRidge`.
+    precision, random_state, memory_budget, chunk_size, progress
+        As :class:`KernelRidge`.
+
+    Attributes
+    ----------
+    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
+    best_score_ : float
+        Its held-out score (accuracy for the classifier, R^2 for the regressor).
+    cv_results_ : dict
+        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
+    and the attributes of the estimator it extends.
+
     Examples
     --------
     >>> import numpy as np
@@ -894,7 +1061,6 @@ class KernelRidgeCV(_Search, KernelRidge):
     >>> round(float(est.best_score_), 2) > 0.9
     True
     """
-    )
 
     _score = staticmethod(r2_score)
 
@@ -941,12 +1107,45 @@ class KernelRidgeCV(_Search, KernelRidge):
 
 
 class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
-    __doc__ = (
-        """Kernel ridge classification with gamma and alpha chosen by held-out accuracy on a
+    """Kernel ridge classification with gamma and alpha chosen by held-out accuracy on a
     subproblem.
-"""
-        + _SEARCH_DOC
-        + """
+
+    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
+    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
+    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
+    each alpha one Cholesky factorisation is solved (the penalty per row kept:
+    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
+    best pair. Cost: ``len(gammas)`` kernel evaluations and ``len(gammas) *
+    len(alphas)`` factorisations of the subproblem's size (at most ``search_rows``,
+    or its landmarks) -- seconds to a minute with the defaults -- recorded in
+    ``cv_results_["seconds"]``.
+
+    Parameters
+    ----------
+    alphas : sequence of float, default ``logspace(-6, 1, 8)``
+        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
+    gammas : sequence of float, optional
+        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
+        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
+    search_rows : int, default 10000
+    held_out : float, default 0.2
+    kernel : str or callable, default "rbf"
+        As :class:`KernelRidge`'s, but for its default: a search over gammas needs a
+        kernel that takes one.
+    degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
+        As :class:`KernelRidge`.
+    precision, random_state, memory_budget, chunk_size, progress
+        As :class:`KernelRidge`.
+
+    Attributes
+    ----------
+    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
+    best_score_ : float
+        Its held-out score (accuracy for the classifier, R^2 for the regressor).
+    cv_results_ : dict
+        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
+    and the attributes of the estimator it extends.
+
     Examples
     --------
     >>> import numpy as np
@@ -957,7 +1156,6 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
     >>> clf.best_score_ > 0.9
     True
     """
-    )
 
     _score = staticmethod(accuracy_score)
 

@@ -4,7 +4,7 @@ The procedure of ``KernelRidgeCV`` and ``KernelRidgeClassifierCV``, before their
 full fit:
 
 1. draw ``s = min(n, search_rows)`` rows uniformly (seeded by ``random_state``;
-   :data:`npt_dask.runtime.params.SEARCH_ROWS` by default)
+   :data:`SEARCH_ROWS` by default)
    -- one gather of s rows -- and hold out a share ``held_out`` of them;
 2. for each gamma, evaluate the subproblem's kernel once: the ``s_fit`` rows
    kept for fitting against their centres (all of them without landmarks, or with
@@ -40,15 +40,18 @@ import numpy as np
 import scipy.sparse
 
 from npt_dask.arrays.host import to_host
-from npt_dask.errors import InputError
+from npt_dask.errors import InputError, KernelParameterError
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.dense import syrk_update
 from npt_dask.ridge.solvers import RIDGE_JITTER, solve_symmetric
-from npt_dask.runtime.params import HELD_OUT, SEARCH_ROWS
+from npt_dask.runtime.params import INT, NONE, REAL, ArrayOf, Interval, Param, number_or
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "GAMMA_FACTORS",
+    "HELD_OUT",
+    "SEARCH_PARAMS",
+    "SEARCH_ROWS",
     "SearchResult",
     "accuracy_score",
     "r2_score",
@@ -58,6 +61,42 @@ __all__ = [
 GAMMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 """``gammas=None`` tries these multiples of ``gamma="scale"`` (``1 / (d var X)``, on the
 subproblem's rows) for kernels that take a gamma."""
+
+SEARCH_ROWS = 10_000
+"""``KernelRidgeCV``'s subproblem: this many rows (all of them when the data have fewer)."""
+
+HELD_OUT = 0.2
+"""Share of the subproblem's rows held out to score each (gamma, alpha)."""
+
+SEARCH_PARAMS: tuple[Param, ...] = (
+    Param(
+        "alphas",
+        (ArrayOf(Interval(REAL, 0, None, "left")),),
+        tuple(float(a) for a in np.logspace(-6, 1, 8)),
+        "candidate alphas (the full problem's), scored on held-out rows of a subproblem",
+    ),
+    Param(
+        "gammas",
+        (ArrayOf(Interval(REAL, 0, None, "neither")), NONE),
+        None,
+        "candidate gammas (None: multiples of gamma='scale' for kernels that take one)",
+        KernelParameterError,
+    ),
+    Param(
+        "search_rows",
+        (Interval(INT, 2, None),),
+        SEARCH_ROWS,
+        "rows of the subproblem the search scores candidates on",
+        parse=number_or(int),
+    ),
+    Param(
+        "held_out",
+        (Interval(REAL, 0, 1, "neither"),),
+        HELD_OUT,
+        "share of the subproblem's rows held out to score the candidates",
+        parse=number_or(float),
+    ),
+)
 
 
 @dataclass

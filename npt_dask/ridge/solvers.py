@@ -630,7 +630,7 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
     Apply`), give ``K ~ Y Y^T``."""
     from npt_dask.npt.fitting import fit_params
     from npt_dask.npt.landmarks import select_landmarks
-    from npt_dask.runtime.params import DEFAULT_RTOL, FitParams, Precision
+    from npt_dask.runtime.fit_params import DEFAULT_RTOL, FitParams, Precision
 
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)

@@ -51,22 +51,20 @@ def _accuracy(pred: Any, truth: np.ndarray) -> float:
 
 
 def _ksvm(params: dict, train: Any, test: Any, split: Split, model: NPTModel) -> tuple:
-    from npt_dask.methods import ChunkedLinearSVM
     from npt_dask.methods.ksvm import linear_svm
 
     solver = params.pop("solver", "chunked")
     c = float(params.pop("C", 1.0))
+    if solver == "chunked":
+        params.setdefault("random_state", 0)
+    svm = linear_svm(solver, c, **params)  # the solver and C checked by the method's table
     y_tr, y_te = _labels(train), _labels(test)
     notes: list[str] = []  # scikit-learn's convergence messages
     if solver == "chunked":  # streams the zarr chunks: out of core
-        svm = ChunkedLinearSVM(C=c, random_state=0, **params).fit(train["coordinates"], y_tr)
-        pred = svm.predict(test["coordinates"]).values
-    elif solver in ("svc", "liblinear"):  # reads the coordinates into memory (n x r)
-        svm = linear_svm(solver, c, **params)
+        pred = svm.fit(train["coordinates"], y_tr).predict(test["coordinates"]).values
+    else:  # reads the coordinates into memory (n x r)
         notes = _fit_recording_convergence(svm, np.asarray(train["coordinates"].values), y_tr)
         pred = svm.predict(np.asarray(test["coordinates"].values))
-    else:
-        raise InputError(f"ksvm solver must be 'chunked', 'svc' or 'liblinear'; got {solver!r}.")
     metrics = {"solver": solver, "C": c, "test_accuracy": _accuracy(pred, y_te)}
     if notes:
         metrics["convergence"] = {"converged": False, "message": notes[0], "hint": _SVM_HINT}
@@ -359,6 +357,12 @@ def check_params(name: str, params: Mapping[str, Any]) -> None:
         raise InputError(
             f"Unknown parameter(s) {unknown} for method {name!r}; allowed: {sorted(PARAMS[name])}."
         )
+    if name == "ksvm":  # the kernel SVM's table: its solvers and C, before any work
+        from npt_dask.methods.ksvm import KERNEL_SVM_PARAMS
+        from npt_dask.runtime.params import check_table
+
+        given = {k: params[k] for k in ("solver", "C") if k in params}
+        check_table(KERNEL_SVM_PARAMS, given, owner="[[methods]] ksvm")
 
 
 def run_method(
