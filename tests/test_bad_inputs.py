@@ -236,7 +236,7 @@ CASES = [
         "cli-project-into-model",
         lambda e: ["project", e("m.zarr"), e("test.npy"), "--out", e("m.zarr")],
         CLI,
-        "not an npt projection store",
+        "is the input MODEL",
     ),
     Bad(
         "cli-project-corrupt",

@@ -113,9 +113,9 @@ def test_lazy_transform_stays_lazy(full, task_counter):
 @pytest.mark.parametrize(
     ("pattern", "home"),
     [
-        (r'__name__ == "DataArray"', "_inputs.py"),
-        (r"def _?is_lazy\(", "_inputs.py"),
-        (r"type_of_target|check_classification_targets", "training.py"),
+        (r'__name__ == "DataArray"', "runtime/inputs.py"),
+        (r"def _?is_lazy\(", "runtime/inputs.py"),
+        (r"type_of_target|check_classification_targets", "npt/training.py"),
     ],
 )
 def test_decision_written_once(pattern, home):
