@@ -22,7 +22,7 @@ alignment pass) calls these functions as task bodies. One formula each:
   :func:`block_times` and :func:`kernel_times` (one training block's contribution),
   :func:`finish_parts` (centring and the Lemma 5 residual); the task that streams
   them over the training blocks is :class:`npt_dask.engine.consumers.Projection`;
-* sums: :func:`sum_parts`, :func:`add_arrays`, :func:`add_tuples` (the nodes of the
+* sums: :func:`sum_parts`, :func:`add_tuples` (the nodes of the
   fan-in :data:`FAN_IN` trees that :func:`npt_dask.engine.graph.tree_reduce` builds);
 * the Krylov solver's row-chunked panels (:mod:`npt_dask.npt.panels`): seeded
   Gaussian rows (:func:`chunk_seeds`, :func:`gaussian_block`,
@@ -56,7 +56,6 @@ __all__ = [
     "PREPARED_BYTES",
     "LinearMoments",
     "ProjectionTerms",
-    "add_arrays",
     "add_tuples",
     "as_float64_block",
     "block_products",
@@ -307,11 +306,6 @@ def moved_like(a: Any, like: Any) -> Any:
     """``a`` (a host panel of V) on the device of ``like`` (a row chunk): host to device
     once per pass; on numpy as it is."""
     return on_device_of(a, like)
-
-
-def add_arrays(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """The sum of equally shaped arrays, in a new array."""
-    return sum_parts(parts, [None] * len(parts))
 
 
 def add_tuples(parts: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, ...]:

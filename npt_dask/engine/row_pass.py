@@ -20,7 +20,6 @@ whatever they take from it.
   and the order of summation fixed, so the result does not depend on
   scheduling); per-row outputs concatenated in row order.
 * :func:`map_rows` -- a lazy ``(n, width)`` result, one task per row chunk.
-* :func:`task_bytes` -- what a task holds, for the plans.
 
 Memory per task: the row chunk, its kernel block (``rows x m`` in the kernel
 precision; a whole-block consumer needs the centres as one panel, a product
@@ -61,14 +60,12 @@ from npt_dask.runtime.scheduler import compute, keep_blocks
 __all__ = [
     "Centres",
     "PassResult",
-    "block_bytes",
     "check_one_device",
     "chunk_inputs",
     "chunk_tasks",
     "empty_like_rows",
     "map_rows",
     "row_pass",
-    "task_bytes",
 ]
 
 
@@ -314,20 +311,3 @@ def map_rows(
         for task, c in zip(tasks, rows.chunks[0], strict=True)
     ]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
-
-
-def block_bytes(rows: int, m: int, itemsize: int, *, float64_copy: bool) -> int:
-    """A task's kernel block ``rows x m`` in the kernel precision, and its float64 copy
-    when a consumer sums in float64 (:class:`~npt_dask.engine.consumers.Gram`)."""
-    return rows * m * (itemsize + (8 if float64_copy else 0))
-
-
-def task_bytes(rows: int, m: int, d: int, itemsize: int, k: int, *, float64_copy: bool) -> int:
-    """What one task holds: its rows (``rows x d``), the block (:func:`block_bytes`) and
-    its products with ``k`` columns (``B P``, its weighted copy: two ``rows x k`` and one
-    ``m x k`` float64)."""
-    return (
-        rows * d * itemsize
-        + block_bytes(rows, m, itemsize, float64_copy=float64_copy)
-        + 8 * (2 * rows * k + m * k)
-    )
