@@ -18,6 +18,28 @@ from tests._clusters import recipe
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")
 
 
+def _kill_scheduler_once(cmd, ready, loopback, cluster):
+    """Run ``cmd``, kill the cluster's scheduler once ``ready()`` holds, and return the
+    non-blank lines the command printed on stderr (it must exit 2)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():  # polling: the command has done some work
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no work was done in time"
+            time.sleep(0.05)
+        loopback._killpg(cluster.scheduler, signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err  # no traceback, no log records
+    return lines
+
+
 def test_killed_scheduler_ends_npt_project_with_one_line_saying_how_to_resume(tmp_path):
     rng = np.random.default_rng(5)
     model = npt.fit(rng.normal(size=(1000, 10)), "rbf", gamma=0.05, n_components=5,
@@ -45,22 +67,8 @@ def test_killed_scheduler_ends_npt_project_with_one_line_saying_how_to_resume(tm
             "--scheduler-timeout",
             "2",
         ]  # fmt: skip (a lost scheduler: 2 s to come back)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 120
-            while not list(out.glob("npt_done/c/*")):  # polling: a chunk flagged done
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "no chunk was done in time"
-                time.sleep(0.05)
-            loopback._killpg(cluster.scheduler, signal.SIGKILL)
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err  # no traceback, no log records
+        lines = _kill_scheduler_once(cmd, lambda: bool(list(out.glob("npt_done/c/*"))),
+                                     loopback, cluster)  # a chunk flagged done  # fmt: skip
     assert lines[0].startswith("npt project: error: Lost the connection to the dask scheduler")
     assert f"kept in {out}: run the same npt project command again to resume" in lines[0]
     import xarray as xr
@@ -113,22 +121,7 @@ def test_killed_scheduler_ends_npt_ridge_with_one_line_saying_how_to_resume(tmp_
             "--chunk-size", "500", "--checkpoint", str(checkpoint), "--quiet",
             "--scheduler-file", str(cluster.scheduler_file), "--scheduler-timeout", "2",
         ]  # fmt: skip
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 120
-            while not checkpoint.exists():  # polling: an iteration's state written
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "no iteration was done in time"
-                time.sleep(0.05)
-            loopback._killpg(cluster.scheduler, signal.SIGKILL)
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err  # no traceback, no log records
+        lines = _kill_scheduler_once(cmd, checkpoint.exists, loopback, cluster)  # a state written
     assert lines[0].startswith("npt ridge: error: Lost the connection to the dask scheduler")
     assert f"kept in {checkpoint}" in lines[0]
     assert "run the same command again to resume" in lines[0]
