@@ -8,11 +8,19 @@ pre-images and the pair pass (:mod:`npt_dask.engine.pair_pass`) that keeps the b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from npt_dask.arrays.device import device_memory_budget
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device
+from npt_dask.errors import InputError
+from npt_dask.runtime.params import format_bytes
 
 __all__ = [
     "BLOCKS_PER_TASK",
     "block_bytes",
     "cached_fraction",
+    "check_budgets",
+    "default_device_budget",
     "default_memory_budget",
     "in_flight_bytes",
     "kept_bytes",
@@ -31,6 +39,77 @@ def default_memory_budget() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total // 6)
+
+
+def default_device_budget(*arrays: Any) -> int | None:
+    """The device budget of a pass over ``arrays`` (rows, centres: numpy, CuPy, dask
+    arrays or DataArrays of them): None when they live in host memory (numpy: the device
+    memory is the host's, counted with it against the host budget), else
+    :func:`~npt_dask.arrays.device.device_memory_budget` (a share of the current GPU's
+    free memory; None without a GPU).
+
+    >>> import numpy as np
+    >>> default_device_budget(np.ones((3, 2))) is None
+    True
+    """
+    xp, _device = namespace_and_device(*arrays)
+    return None if is_numpy(xp) else device_memory_budget()
+
+
+def check_budgets(
+    host_bytes: int,
+    device_bytes: int,
+    host_budget: int,
+    device_budget: int | None,
+    what: str,
+) -> None:
+    """Refuse, before any pass, a plan whose host or device part exceeds its budget.
+
+    ``device_budget=None``: the device memory is host memory (numpy), so
+    ``host_bytes + device_bytes`` is checked against ``host_budget``; otherwise each part
+    against its own budget. ``what`` names the plan in the message (e.g. ``"Nystrom
+    kernel ridge with m=20000 centres"``).
+
+    Raises
+    ------
+    InputError
+        Naming both parts, both budgets and the fixes: a smaller ``chunk_size``
+        (the kernel blocks in flight), fewer ``landmarks`` (the m x m matrices), or a
+        larger ``memory_budget=`` / ``device_memory_budget=``.
+
+    >>> check_budgets(2**20, 2**20, 2**30, None, "this fit")
+    >>> check_budgets(2**20, 2**31, 2**30, 2**30, "this fit")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    npt_dask.errors.InputError: this fit needs 2.0 GiB of device memory, above ...
+    """
+    fixes = (
+        "Use a smaller chunk_size (fewer kernel entries in flight), fewer landmarks (smaller "
+        "m x m matrices), or raise"
+    )
+    if device_budget is None:
+        held = host_bytes + device_bytes
+        if held > host_budget:
+            raise InputError(
+                f"{what} needs {format_bytes(held)} of memory ({format_bytes(host_bytes)} "
+                f"on the host and {format_bytes(device_bytes)} for the kernel blocks, both "
+                f"in host memory here), above memory_budget={format_bytes(host_budget)} "
+                f"(device_memory_budget=None: no device, counted together). {fixes} "
+                "memory_budget=..."
+            )
+        return
+    over_device = device_bytes > device_budget
+    if over_device or host_bytes > host_budget:
+        where, need, budget, name = (
+            ("device", device_bytes, device_budget, "device_memory_budget") if over_device
+            else ("host", host_bytes, host_budget, "memory_budget")
+        )  # fmt: skip
+        raise InputError(
+            f"{what} needs {format_bytes(need)} of {where} memory, above {name}="
+            f"{format_bytes(budget)} (host: {format_bytes(host_bytes)} of memory_budget="
+            f"{format_bytes(host_budget)}; device: {format_bytes(device_bytes)} of "
+            f"device_memory_budget={format_bytes(device_budget)}). {fixes} {name}=..."
+        )
 
 
 def in_flight_bytes(chunk: int, threads: int) -> int:

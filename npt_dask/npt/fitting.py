@@ -17,6 +17,7 @@ import numpy as np
 from dask.array.core import normalize_chunks
 
 from npt_dask.arrays.host import to_host
+from npt_dask.engine.budget import default_device_budget
 from npt_dask.engine.pair_pass import KernelOperator, drop_zero_features
 from npt_dask.engine.scale import warn_kernel_scale
 from npt_dask.errors import (
@@ -99,6 +100,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         threads=task_threads(),
         basis=params.basis,
         cluster=current_client() is not None,
+        device_memory_budget=default_device_budget(x),
     )
 
 

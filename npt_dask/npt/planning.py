@@ -27,8 +27,12 @@ Device memory apart from host memory: the kernel blocks in flight and the kept b
 live where the blocks' array namespace does (:mod:`npt_dask.engine.consumers` chooses it: a
 GPU's memory for CuPy or torch on a GPU), the driver's matrices in host RAM;
 :attr:`FitPlan.device_bytes` and :attr:`FitPlan.host_bytes` report the split (so a GPU
-namespace can be planned against its own device budget). On numpy both are host RAM and
-the check against ``memory_budget`` counts them together.
+namespace is planned against its own device budget: ``device_memory_budget``, by default
+:func:`~npt_dask.engine.budget.default_device_budget` of the rows, a share of the GPU's
+free memory). On numpy (``device_memory_budget=None``) both are host RAM and the check
+against ``memory_budget`` counts them together; otherwise each part is checked against
+its own budget, and a plan whose device part does not fit is refused before any pass
+(:func:`~npt_dask.engine.budget.check_budgets`: naming both budgets and the fix).
 
 A fixed overhead (thread pools, BLAS buffers: :data:`FIXED_OVERHEAD`) comes
 on top; ``tests/test_planning.py`` measures peak RSS against the RSS after
@@ -44,6 +48,7 @@ from typing import Any
 
 from npt_dask.engine.budget import (
     cached_fraction,
+    check_budgets,
     default_memory_budget,
     in_flight_bytes,
     kept_bytes,
@@ -308,7 +313,9 @@ class FitPlan:
     ``explicit``: the Krylov solver is to decompose the explicit matrix
     (:func:`takes_explicit_path`, decided here once; the solver obeys it).
     :attr:`device_bytes` and :attr:`host_bytes` split ``driver_bytes + worker_bytes`` by
-    where the memory lives (the kernel blocks' namespace, or host RAM).
+    where the memory lives (the kernel blocks' namespace, or host RAM);
+    ``device_memory_budget`` bounds the device part (None: device memory is host memory,
+    both parts counted against ``memory_budget``).
     """
 
     solver: str
@@ -328,6 +335,7 @@ class FitPlan:
     itemsize: int = 8
     kept_bytes: int = 0
     explicit: bool = False
+    device_memory_budget: int | None = None
 
     @property
     def n_pairs(self) -> int:
@@ -389,6 +397,7 @@ class FitPlan:
             "explicit": self.explicit,
             "device_bytes": self.device_bytes,
             "host_bytes": self.host_bytes,
+            "device_memory_budget": self.device_memory_budget,
         }
 
 
@@ -438,6 +447,7 @@ def _dense_plan(
 def _krylov_candidate(
     b: int, *, n: int, r: int, chunks: tuple[int, ...], itemsize: int, cache: str,
     budget: int, max_basis: int | None, threads: int, home: str,
+    device_budget: int | None = None,
 ) -> FitPlan:  # fmt: skip
     """The plan for width ``b``, its basis on the driver (``home="driver"``) or chunked
     (``home`` is ``"workers"`` or ``"disk"``)."""
@@ -461,6 +471,8 @@ def _krylov_candidate(
     else:
         driver = basis_bytes(n, columns) + work_bytes(n, b, r) + small_bytes(columns)
     spare = budget - driver - in_flight - (pass_bytes(n, b) if chunked else 0)
+    if device_budget is not None:  # the kept blocks live beside the blocks in flight
+        spare = device_budget - in_flight
     kept = kept_for(cache, chunks, itemsize, spare)
     held = kept_bytes(chunks, kept, itemsize)
     tasks = in_flight + held + (pass_bytes(n, b) if chunked else 0)  # on the driver: in work
@@ -469,6 +481,7 @@ def _krylov_candidate(
         basis="chunked" if chunked else "driver",
         panel_bytes=panel_bytes(n, columns, b, r) if chunked else 0,
         basis_home=home, itemsize=itemsize, kept_bytes=held, explicit=explicit,
+        device_memory_budget=device_budget,
     )  # fmt: skip
 
 
@@ -487,6 +500,12 @@ def _leanest(plans: list[FitPlan]) -> FitPlan | None:
 
 def _fits(plan: FitPlan) -> bool:
     least = min(plan.n, min_basis(plan.n_components or 0, plan.block_size))
+    if plan.device_memory_budget is not None:  # each part within its own budget
+        return (
+            plan.max_basis >= least
+            and plan.host_bytes <= plan.memory_budget
+            and plan.device_bytes <= plan.device_memory_budget
+        )
     held = plan.driver_bytes + plan.worker_bytes
     kept_all = len(plan.kept) == plan.n_pairs and plan.n_pairs > 0
     if kept_all and held > plan.memory_budget:  # cache="memory": the blocks are the user's call
@@ -504,6 +523,11 @@ def _refuse(plan: FitPlan, max_basis: int | None, chunked: FitPlan | None = None
     )  # fmt: skip
     least = min_basis(plan.n_components or 0, b)
     in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
+    device = plan.device_memory_budget
+    if device is not None and plan.device_bytes > device:
+        check_budgets(plan.host_bytes, plan.device_bytes, plan.memory_budget, device,
+                      f"The Krylov fit of n={n} ({format_bytes(in_flight)} of kernel blocks "
+                      f"in flight on the device)")  # fmt: skip
     raise InputError(
         f"The Krylov basis for n={n} needs {plan.max_basis} columns "
         f"({format_bytes(basis_bytes(n, plan.max_basis))} for Q and K Q, plus "
@@ -531,6 +555,7 @@ def plan_fit(
     threads: int = 1,
     basis: str = "auto",
     cluster: bool = False,
+    device_memory_budget: int | None = None,
 ) -> FitPlan:
     """The fit plan: the cheapest solver set-up that fits in ``memory_budget``.
 
@@ -542,6 +567,13 @@ def plan_fit(
     fit is ever chosen: with no candidate left this raises an
     :class:`~npt_dask.errors.InputError` naming the sizes. ``memory_budget=None``
     is :func:`default_memory_budget`.
+
+    ``device_memory_budget``: bytes of device memory the kernel blocks (in flight and
+    kept) may take when the rows live on a GPU (the caller passes
+    :func:`~npt_dask.engine.budget.default_device_budget` of its rows); the rest, the
+    driver's host part, is then checked against ``memory_budget`` alone. None (numpy
+    rows): both counted together against ``memory_budget``, as on a CPU. A plan whose
+    device part does not fit is refused, naming both budgets and the fix.
 
     Where the basis lives (``basis``): ``"driver"``; ``"chunked"`` (row-chunked
     panels on the workers when ``cluster``, else on local disk); ``"auto"``:
@@ -584,6 +616,7 @@ def plan_fit(
             _krylov_candidate(
                 b, n=n, r=r, chunks=chunks, itemsize=itemsize, cache=cache,
                 budget=memory_budget, max_basis=max_basis, threads=threads, home=where,
+                device_budget=device_memory_budget,
             )
             for b in widths
         ]  # fmt: skip
