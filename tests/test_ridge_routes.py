@@ -1,6 +1,8 @@
 """Kernel ridge's routes: one registry the plan chooses over, one jitter policy, and the
 exact CG route's preconditioner rank chosen from the budget."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -48,7 +50,8 @@ def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
 
     budget = 4 * 2**30
     plan = plan_ridge(memory_budget=budget, **MNIST)
-    assert plan.route == "cg" and plan.preconditioner_rank in ranks_to_try(60_000)
+    assert plan.route == "cg"
+    assert plan.preconditioner_rank in ranks_to_try(60_000)
     sizes = RidgeSizes(60_000, 60_000, 784, 10, 4, 1, 2, budget, 100, 1e-3, 4096, exact=True,
                        alpha=1e-3)  # fmt: skip
     base = RidgePlan("", True, 60_000, 60_000, 784, 10, "float32", 4096, 1, 2, budget, 100, 1e-3)
@@ -75,8 +78,9 @@ def test_a_larger_budget_keeps_more_blocks_and_expects_no_more_iterations():
 def test_the_jitter_ladder_starts_at_the_floor_grows_tenfold_and_stops_at_most():
     steps = list(jitter_ladder(100, np.float64, most=1e-8))
     eps = np.finfo(np.float64).eps
-    assert steps[0] == 0.0 and steps[1] == pytest.approx(100 * eps)
-    assert all(b == pytest.approx(10 * a) for a, b in zip(steps[1:], steps[2:], strict=False))
+    assert steps[0] == 0.0
+    assert steps[1] == pytest.approx(100 * eps)
+    assert all(b == pytest.approx(10 * a) for a, b in itertools.pairwise(steps[1:]))
     assert steps[-1] <= 1e-8 < 10 * steps[-1]
     assert list(jitter_ladder(10, np.float32, floor=1e-3, most=1e-1)) == pytest.approx(
         [1e-3, 1e-2, 1e-1]
@@ -89,7 +93,8 @@ def test_the_jittered_cholesky_factors_a_singular_gram_matrix_with_the_least_jit
     k = np.asfortranarray(a @ a.T)  # rank 5: singular
     scale = float(np.mean(np.diag(k)))
     jitter = jittered_cholesky(dense_attempt(k), m=30, scale=scale)
-    assert jitter is not None and 0 < jitter < 1e-6 * scale
+    assert jitter is not None
+    assert 0 < jitter < 1e-6 * scale
     upper = np.triu(k)
     assert np.allclose(upper.T @ upper, a @ a.T + jitter * np.eye(30), atol=1e-8 * scale)
 
