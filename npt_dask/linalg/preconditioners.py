@@ -34,10 +34,10 @@ from npt_dask.linalg.dense import (
     syrk_update,
     upper_from_lower,
 )
+from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
 
 __all__ = [
     "FALKON_JITTER",
-    "JITTER_TRIES",
     "FalkonCholesky",
     "LowRank",
     "factor_with_jitter",
@@ -45,16 +45,13 @@ __all__ = [
 ]
 
 FALKON_JITTER = {"float32": 1e-7, "float64": 1e-13}
-"""Jitter added to ``K_mm``'s diagonal before its Cholesky factorisation, times ``m`` and
-the mean of the diagonal (Falkon's ``pc_epsilon`` times ``M``, made scale-free), raised
-tenfold while the factorisation fails (:data:`JITTER_TRIES`). Falkon takes 1e-5 in
-float32 and also adds the jitter to the system it solves; here the system keeps the exact
-``alpha K_mm``, so a preconditioner built on a larger jitter than needed only mismatches it
-(at m = 20,000, 1e-5 m is a fifth of the diagonal: CG took several times the iterations)."""
-
-JITTER_TRIES = 8
-"""Times the jitter is raised tenfold when a factorisation fails (rounding made the
-jittered matrix indefinite); the one used is recorded in ``FalkonCholesky.jitter``."""
+"""The floor of the jitter on ``K_mm``'s diagonal before its Cholesky factorisation, times
+``m`` (relative to the mean diagonal: Falkon's ``pc_epsilon`` times ``M``, made scale-free);
+raised by the one policy of :func:`npt_dask.linalg.jitter.jittered_cholesky` while the
+factorisation fails. Falkon takes 1e-5 in float32 and also adds the jitter to the system
+it solves; here the system keeps the exact ``alpha K_mm``, so a preconditioner built on a
+larger jitter than needed only mismatches it (at m = 20,000, 1e-5 m is a fifth of the
+diagonal: CG took several times the iterations)."""
 
 
 def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
@@ -71,24 +68,21 @@ def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
     f[np.diag_indices(m)] += shift
 
 
-def factor_with_jitter(f: np.ndarray, base: float) -> float:
-    """Cholesky (upper, in place) of ``f + jitter I``, raising the jitter tenfold on
-    failure; returns the jitter used. ``f``'s upper triangle is restored between tries
-    from its strictly lower part (which holds the original matrix)."""
+def factor_with_jitter(f: np.ndarray, *, floor: float = 0.0) -> float:
+    """Cholesky (upper, in place) of the symmetric Fortran-order ``f`` plus a jitter on its
+    diagonal, by the one policy (:func:`npt_dask.linalg.jitter.jittered_cholesky`, from
+    ``floor`` of the mean diagonal); returns the absolute jitter used. Raises
+    :class:`~npt_dask.errors.InputError` when the ladder ends (not PSD)."""
     m = f.shape[0]
-    diag = f[np.diag_indices(m)].copy()
-    jitter = base
-    for _ in range(JITTER_TRIES):
-        f[np.diag_indices(m)] = diag + jitter
-        if cholesky_upper(f):
-            return jitter
-        upper_from_lower(f)
-        jitter = max(jitter * 10.0, np.finfo(f.dtype).tiny)
-    raise InputError(
-        "The centres' kernel matrix could not be factored even with a jitter of "
-        f"{jitter:.3g} on its diagonal: the kernel is not positive semi-definite on them "
-        "(or overflows). Use a PSD kernel, or solver='direct'."
-    )
+    scale = float(np.mean(np.abs(f[np.diag_indices(m)]))) if m else 1.0
+    jitter = jittered_cholesky(dense_attempt(f), m=m, scale=scale, dtype=f.dtype, floor=floor)
+    if jitter is None:
+        raise InputError(
+            "The centres' kernel matrix could not be factored even with a jitter as large "
+            "as its mean diagonal: the kernel is not positive semi-definite on them (or "
+            "overflows). Use a PSD kernel, or solver='direct'."
+        )
+    return jitter
 
 
 @dataclass
@@ -107,24 +101,27 @@ class FalkonCholesky:
         ``alpha / w`` (``w`` the total sample weight)."""
         f = kmm
         m = f.shape[0]
-        eps = FALKON_JITTER[np.dtype(f.dtype).name]
-        scale = max(float(np.mean(np.abs(f[np.diag_indices(m)]))), np.finfo(f.dtype).tiny)
-        jitter = factor_with_jitter(f, eps * m * scale)  # upper: T (K_mm + jitter = T^T T)
+        floor = FALKON_JITTER[np.dtype(f.dtype).name] * m
+        trace = float(np.sum(np.abs(f[np.diag_indices(m)]), dtype=np.float64))
+        jitter = factor_with_jitter(f, floor=floor)  # upper: T (K_mm + jitter = T^T T)
         diag_t = f[np.diag_indices(m)].copy()
         symmetric_from_upper(f)  # strictly lower: T^T, kept from here on
-        extra = 0.0
-        for _ in range(JITTER_TRIES):
+        shift = float(alpha_over_weight)
+
+        def attempt(extra: float) -> bool:
             upper_from_lower(f)  # upper: T again (from T^T below)
             f[np.diag_indices(m)] = diag_t
             _upper_product(f)  # upper: T T^T
-            _scale_upper(f, 1.0 / m, float(alpha_over_weight) + extra)
-            if cholesky_upper(f):  # upper: A
-                return cls(f, diag_t, f[np.diag_indices(m)].copy(), jitter)
-            extra = max(10.0 * extra, eps * scale)
-        raise InputError(
-            "Falkon's preconditioner could not be factored (T T^T / m + alpha / w is not "
-            "positive definite to rounding). Raise alpha, or use solver='direct'."
-        )
+            _scale_upper(f, 1.0 / m, shift + extra)
+            return cholesky_upper(f)  # upper: A
+
+        scale = (trace + m * jitter) / m / m + shift  # mean diagonal: trace(T^T T) / m^2
+        if jittered_cholesky(attempt, m=m, scale=scale, dtype=f.dtype) is None:
+            raise InputError(
+                "Falkon's preconditioner could not be factored (T T^T / m + alpha / w is not "
+                "positive definite to rounding). Raise alpha, or use solver='direct'."
+            )
+        return cls(f, diag_t, f[np.diag_indices(m)].copy(), jitter)
 
     def _solve(self, r: np.ndarray, which: str, transpose: bool) -> np.ndarray:
         trsm = routine(self.factors.dtype, "trsm")
@@ -187,7 +184,8 @@ def low_rank_from_coordinates(y: np.ndarray, alpha: float, rtol: float) -> LowRa
     """:class:`LowRank` of ``K ~ Y Y^T`` from coordinates ``Y`` (n x r, overwritten).
 
     ``Y^T Y = V diag(lam) V^T`` (one symmetric rank-n update and an ``r x r``
-    eigendecomposition), then ``U = Y V lam^-1/2`` in place, row panel by row panel;
+    eigendecomposition), then ``U = Y V lam^-1/2`` in place (in ``Y``'s precision: no
+    second ``n x r`` array), row panel by row panel;
     eigenvalues below ``rtol`` of the largest are dropped.
     """
     r = y.shape[1]
@@ -200,7 +198,7 @@ def low_rank_from_coordinates(y: np.ndarray, alpha: float, rtol: float) -> LowRa
     keep = values > rtol * max(float(values[0]), 0.0) if len(values) else values > 0
     values, vectors = values[keep], vectors[:, keep]
     rotate = (vectors / np.sqrt(values)).astype(y.dtype)
-    out = np.empty((len(y), len(values)), dtype=y.dtype)
+    out = y[:, : len(values)]  # in place: no second n x r array
     for start in range(0, len(y), 8192):
         out[start : start + 8192] = y[start : start + 8192] @ rotate
     return LowRank(out, values, float(alpha))

@@ -55,7 +55,7 @@ from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.npt.training import class_labels
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.planning import RidgePlan, plan_ridge
+from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.search import (
     GAMMA_FACTORS,
     SEARCH_PARAMS,
@@ -63,7 +63,7 @@ from npt_dask.ridge.search import (
     r2_score,
     search,
 )
-from npt_dask.ridge.solvers import RidgeProblem, centre_rows, solve_ridge
+from npt_dask.ridge.solvers import RidgeProblem, centre_kernel, centre_rows
 from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, fit_param
 from npt_dask.runtime.inputs import (
     InputInfo,
@@ -452,12 +452,14 @@ class _KernelRidgeBase(BaseEstimator):
             memory_budget=budget, threads=task_threads(), max_iter=self.max_iter,
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
             positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
+            alpha=float(alphas.min()),
         )  # fmt: skip
         _say_iterative_exact(plan, self.solver)
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
         solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
+        plan = solution.plan or plan  # as the route refined it once built
         self.kernel_ = spec
         self.gamma_ = getattr(spec, "gamma", None)
         self.landmarks_ = centres
@@ -537,9 +539,8 @@ class _KernelRidgeBase(BaseEstimator):
         idx = np.sort(rng.choice(n, min(n, int(rows)), replace=False))
         sample = np.asarray(centre_rows(x, idx), dtype=np.float64)
         centres = np.asarray(self.X_fit_, dtype=np.float64)
-        kmm = np.asfortranarray(self.kernel_(centres, centres))
-        scale = float(np.mean(np.diag(kmm)))
-        jitter = factor_with_jitter(kmm, FALKON_JITTER["float64"] * len(centres) * scale)
+        kmm = centre_kernel(self.kernel_, centres)
+        jitter = factor_with_jitter(kmm, floor=FALKON_JITTER["float64"] * len(centres))
         inside = scipy.linalg.blas.dtrsm(1.0, kmm, self.kernel_(centres, sample), lower=0,
                                          trans_a=1)  # fmt: skip
         energy = self.kernel_.diag(sample)

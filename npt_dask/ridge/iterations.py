@@ -1,0 +1,258 @@
+"""The one iteration driver of kernel ridge's iterative routes, and their checkpoints.
+
+An iterative route gives the driver (:class:`Iterations`) two things: the operator
+product (``H P`` for a block of columns: one pass over the kernel blocks) and a
+preconditioner; the driver owns everything else, the same for every such route:
+
+* the start, or the resume from a checkpoint (:mod:`npt_dask.ridge.checkpoint`: one
+  file format for any route's state, pinned by the problem's fingerprint -- the route's
+  name among its parts --, the kernel's values on a probe of the data, and the
+  right-hand side);
+* the steps of preconditioned CG (:mod:`npt_dask.linalg.cg`), with the check of each
+  converged column against its true residual ``b - H x`` and the measure of the columns
+  that stop without converging, beside the next pass's products;
+* a checkpoint and a progress line after every pass, and the solution's report
+  (:func:`finish`: true residuals, the warnings of the columns that did not converge).
+
+Layer rule: graph code over :mod:`npt_dask.linalg.cg` and :mod:`npt_dask.ridge.checkpoint`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from npt_dask.engine.consumers import Digest
+from npt_dask.engine.row_pass import Centres, row_pass
+from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
+from npt_dask.linalg import cg
+from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
+from npt_dask.ridge.route import RidgePlan
+from npt_dask.ridge.solvers import Clock, RidgeProblem, RidgeSolution
+from npt_dask.runtime.progress import FitProgress
+from npt_dask.runtime.scheduler import compute
+
+__all__ = [
+    "PROBE_ROWS",
+    "Iterations",
+    "data_digests",
+    "finish",
+    "kernel_probe",
+    "problem_fingerprint",
+]
+
+
+PROBE_ROWS = 8
+"""Rows of the first chunk (and centres) whose kernel values a checkpoint pins: a kernel
+function is known by what it gives, not by its code (which says nothing of the values it
+closes over or takes by default)."""
+
+
+def _spread(count: int, limit: int) -> np.ndarray:
+    """Up to ``limit`` indices spread evenly over ``range(count)``."""
+    return np.unique(np.linspace(0, count - 1, min(count, limit)).astype(np.int64))
+
+
+def _dense(block: Any) -> np.ndarray:
+    return np.asarray(block.toarray() if hasattr(block, "toarray") else block)
+
+
+def kernel_probe(problem: RidgeProblem, rows: da.Array) -> np.ndarray:
+    """The kernel's values (float64) between :data:`PROBE_ROWS` rows of the first chunk and
+    as many centres (the same rows on the exact route); empty for a precomputed kernel,
+    whose values are the data (digested with them)."""
+    if not problem.kernel.evaluated or rows.shape[0] == 0:
+        return np.zeros((0, 0))
+    a = _dense(compute(rows[_spread(int(rows.chunks[0][0]), PROBE_ROWS)])[0])
+    c = a
+    if problem.centre_x is not None:
+        c = _dense(problem.centre_x[_spread(len(problem.centre_x), PROBE_ROWS)])
+    return np.asarray(problem.kernel(a, c.astype(a.dtype, copy=False)), dtype=np.float64)
+
+
+def problem_fingerprint(problem: RidgeProblem, rows: da.Array, digests: list[bytes]) -> str:
+    return fingerprint({
+        "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
+        "kernel": problem.kernel.to_dict(), "precision": str(problem.rows.dtype),
+        "alphas": problem.alphas,
+        "centres": problem.centres if problem.centres is not None else np.zeros(0, np.int64),
+        "data": b"".join(digests), "shape": list(rows.shape), "k": problem.k,
+    })  # fmt: skip
+
+
+def data_digests(rows: da.Array, problem: RidgeProblem) -> list[bytes]:
+    """A digest of every row chunk with its targets and weights (reads the data only)."""
+    aux = {"targets": problem.targets, "weights": problem.weights}
+    return row_pass(rows, Centres.of(None, sizes=[0]), problem.kernel, {"digest": Digest()},
+                    aux=aux).rows["digest"]  # fmt: skip
+
+
+class Iterations:
+    """The CG loop: operator product, step, checkpoint, report."""
+
+    def __init__(
+        self, problem: RidgeProblem, rows: da.Array, checkpoint: Checkpoint | None,
+        progress: bool,
+    ) -> None:  # fmt: skip
+        self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
+        self.report = FitProgress(0, problem.plan.tol, enabled=progress, prefix="npt ridge")
+        self.key: str | None = None
+        self.probe = np.zeros((0, 0))
+        self.passes = 0  # operator products: iterations and the checks of converged columns
+        self.measured: dict[int, float] = {}  # stopped columns' true relative residuals
+
+    def start(
+        self,
+        b: np.ndarray,
+        digests: list[bytes] | None,
+        precondition: Callable[[np.ndarray], np.ndarray],
+    ) -> cg.CGState:
+        """The checkpointed state of this problem (``digests``: of the data's row chunks,
+        when a checkpoint is held; ``b``: the right-hand side the data give), else CG's
+        start at ``x = 0``."""
+        tol = self.problem.plan.tol
+        if self.checkpoint is None:
+            return cg.start(b, precondition, tol)
+        assert digests is not None
+        self.key = problem_fingerprint(self.problem, self.rows, digests)
+        self.probe = kernel_probe(self.problem, self.rows)
+        state = self.checkpoint.resume(self.key, self.probe, b,
+                                       precision=str(self.rows.dtype))  # fmt: skip
+        if state is None:
+            return cg.start(b, precondition, tol)
+        cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
+        self.report.stage(f"cg: resuming at iteration {state.iteration} "
+                          f"from {self.checkpoint.given}")  # fmt: skip
+        return state
+
+    def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray, stop: np.ndarray) -> str:
+        """The progress line of a pass: the iteration, or the check of converged targets
+        (and the measure of stopped ones)."""
+        tol, k = self.problem.plan.tol, len(state.converged)
+        done = int(np.sum(state.verified))
+        checked = ""
+        if unv.size:
+            worst = float(cg.relative_residuals(state)[unv].max())
+            checked = f"; {unv.size} checked against b - H x (relative residual {worst:.2e})"
+        if stop.size:
+            worst = max(self.measured[int(c)] for c in stop)
+            checked += (f"; {stop.size} stopped without converging, measured against b - H x "
+                        f"(relative residual {worst:.2e})")  # fmt: skip
+        if not act.size:
+            return f"cg: check{checked[1:]}, {done}/{k} targets converged"
+        return (f"cg: iteration {state.iteration}, relative residual {state.history[-1]:.2e} "
+                f"(tol {tol:g}){checked}, {done}/{k} targets converged")  # fmt: skip
+
+    def _save(self, state: cg.CGState) -> None:
+        if self.checkpoint is not None:
+            assert self.key is not None
+            self.checkpoint.save(state, self.key, self.problem.centres, self.probe)
+
+    def _stopped(self, state: cg.CGState, at_end: bool) -> np.ndarray:
+        """Columns stopped without a verified convergence whose true residual is not yet
+        measured: broken down or diverged (their best iterate is final), and at
+        ``max_iter`` (``at_end``) the ones still open."""
+        stopped = state.breakdown.copy()
+        if at_end:
+            stopped |= ~(state.verified | state.converged)
+        return np.array([c for c in np.flatnonzero(stopped) if int(c) not in self.measured],
+                        dtype=np.intp)  # fmt: skip
+
+    def _measure(self, state: cg.CGState, hx: np.ndarray, cols: np.ndarray) -> None:
+        """The true relative residuals ``||b - H x|| / ||b||`` of stopped columns."""
+        r = state.b[:, cols] - hx
+        norms = np.sqrt(np.einsum("ij,ij->j", r, r))
+        b_norm = state.b_norm[cols]
+        rel = np.divide(norms, b_norm, out=np.zeros_like(norms), where=b_norm > 0)
+        self.measured.update({int(c): float(v) for c, v in zip(cols, rel, strict=True)})
+        met = cols[rel <= self.problem.plan.tol]  # it met tol after all: converged
+        state.converged[met] = state.verified[met] = True
+        state.breakdown[met] = False
+
+    def run(
+        self,
+        state: cg.CGState,
+        product: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        precondition: Callable[[np.ndarray], np.ndarray],
+    ) -> cg.CGState:
+        """Iterate until every target's *true* residual ``b - H x`` meets tol or ``max_iter``
+        iterations. A column the steps call converged is checked (:func:`npt_dask.linalg.cg.verify`)
+        in the next pass, its ``H x`` beside the other columns' ``H p`` (the pass costs the
+        kernel blocks, not the columns): one pass more than the iterations, at the end.
+        A column that stops without it (breakdown, divergence, ``max_iter``) has the true
+        residual of the iterate it returns measured the same way (:attr:`measured`),
+        beside the next pass's products, or in one pass of its own at the end.
+        Checkpointed and reported after every pass."""
+        plan = self.problem.plan
+        while True:
+            act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
+            at_end = state.iteration >= plan.max_iter
+            if at_end:
+                act = act[:0]  # no more steps; the converged ones are still checked
+            stop = self._stopped(state, at_end)
+            if not (act.size or unv.size or stop.size):
+                break
+            # H p of the active, H x of the unverified and of the stopped
+            cols = np.concatenate([act, unv, stop])
+            q = product(np.hstack([state.p[:, act], state.x[:, unv], state.x[:, stop]]), cols)
+            self.passes += 1
+            if act.size:
+                cg.step(state, q[:, : act.size], precondition, plan.tol, act)
+            if unv.size:
+                cg.verify(state, q[:, act.size : act.size + unv.size], precondition, plan.tol,
+                          unv)  # fmt: skip
+                if at_end:  # a check that failed at max_iter: its true residual is r's
+                    failed = unv[~state.verified[unv]]
+                    rel = cg.relative_residuals(state)
+                    self.measured.update({int(c): float(rel[c]) for c in failed})
+            if stop.size:
+                self._measure(state, q[:, act.size + unv.size :], stop)
+            self._save(state)
+            self.report.stage(self._line(state, act, unv, stop))
+        self.report.close()
+        return state
+
+
+def finish(
+    state: cg.CGState, plan: RidgePlan, clock: Clock, details: dict, loop: Iterations
+) -> RidgeSolution:
+    """The solution, the true relative residual of every column reported (a verified
+    column's from its check, a stopped one's from :attr:`Iterations.measured`) and
+    quoted by the warnings of the columns that stopped without converging."""
+    rel = cg.relative_residuals(state)
+    for col, value in loop.measured.items():
+        rel[col] = value
+    broken = np.flatnonzero(state.breakdown)
+    if broken.size:
+        warn(
+            f"Conjugate gradient stopped early for {broken.size} target(s): the operator's "
+            "curvature was not positive, or the residual grew past "
+            f"{cg.DIVERGENCE:g} times the smallest it reached (a kernel that is not positive "
+            "semi-definite, alpha near 0, or rounding in float32 kernel blocks). Their best "
+            f"iterates are kept (true relative residual up to {rel[broken].max():.3g}). "
+            "Use solver='direct', precision='float64', or raise alpha.",
+            RidgeWarning,
+        )
+    open_ = np.flatnonzero(~state.verified & ~state.breakdown)
+    if open_.size:
+        warn(
+            f"Conjugate gradient stopped after max_iter={plan.max_iter} iterations with a "
+            f"true relative residual of {rel[open_].max():.3g} > tol={plan.tol:g} for "
+            f"{open_.size} target(s). Raise max_iter, or loosen tol"
+            + (
+                " (float32 kernel blocks resolve residuals down to about 1e-6 to 1e-5; use "
+                "precision='float64' for a tighter tol)."
+                if plan.precision == "float32"
+                else "."
+            ),
+            ConvergenceWarning,
+        )
+    clock.lap("iterations")
+    details = {**details, "passes": loop.passes, "relative_residuals": rel.tolist()}
+    return RidgeSolution(
+        state.x, iterations=state.iteration, residuals=list(state.history),
+        converged=state.verified.copy(), seconds=clock.seconds, details=details,
+    )  # fmt: skip

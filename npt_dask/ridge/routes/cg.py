@@ -1,0 +1,311 @@
+"""The conjugate-gradient routes: preconditioned CG, one pass over the kernel blocks per
+iteration, driven by :class:`npt_dask.ridge.iterations.Iterations` (progress,
+checkpoints, the true-residual check).
+
+* **Nyström** (:class:`NystromCG`): ``(K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y``,
+  Falkon's preconditioner (two Cholesky factors sharing one ``m x m`` array in the kernel
+  precision, built from :func:`npt_dask.ridge.solvers.problem_centre_kernel`: ``m^3``
+  flops); per iteration the fused ``K_nm^T W (K_nm p)`` and ``K_mm p`` from the same
+  blocks, ``2nmd + 4nmk`` (p) ``+ 4 m^2 k``. The plan expects
+  :data:`~npt_dask.ridge.route.CG_ITERATIONS` iterations.
+* **Exact** (:class:`ExactCG`): ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the
+  randomized Nyström preconditioner of a landmark NPT model of rank l
+  (:class:`~npt_dask.linalg.preconditioners.LowRank`, its ``n x l`` factor in the kernel
+  precision); per iteration the symmetric operator of
+  :mod:`npt_dask.engine.pair_pass`, ``n^2 d`` (upper triangle) on the blocks not kept
+  between passes, ``+ 4 n^2 k`` (p).
+
+**The exact route's rank** is the plan's (:func:`expected_iterations`,
+:meth:`ExactCG.plan`): a larger l takes fewer iterations (about ``sqrt(n / l)``) but
+its factor takes budget from the kernel blocks kept between passes, so each iteration
+recomputes more of them. The plan tries ranks up to a tenth of n (and
+:data:`RANK_MOST`) and keeps the one of least counted work: the preconditioner, plus
+the expected iterations times the work of one (the share of kernel blocks not kept).
+Once built, the preconditioner's own smallest eigenvalue gives a second estimate, which
+the refined plan's reason states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import dask.array as da
+import numpy as np
+
+from npt_dask.arrays.host import to_host
+from npt_dask.engine.blocks import PREPARED_BYTES
+from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
+from npt_dask.engine.consumers import Apply, CentreRows, Cross, Digest, Normal
+from npt_dask.engine.row_pass import Centres, map_rows, row_pass
+from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
+from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.iterations import Iterations, data_digests, finish
+from npt_dask.ridge.route import (
+    CG_ITERATIONS,
+    RidgePlan,
+    RidgeSizes,
+    Route,
+    centre_bytes,
+    ridge_rows,
+    row_chunks,
+    task_bytes,
+)
+from npt_dask.ridge.solvers import (
+    Clock,
+    RidgeProblem,
+    RidgeSolution,
+    assemble,
+    centre_rows,
+    centres_of,
+    nystrom_rows,
+    problem_centre_kernel,
+    slot_array,
+    total_weight,
+)
+from npt_dask.runtime.scheduler import compute, task_threads
+
+__all__ = [
+    "ASSUMED_ALPHA",
+    "RANK_MOST",
+    "SPECTRUM",
+    "ExactCG",
+    "NystromCG",
+    "expected_iterations",
+    "ranks_to_try",
+]
+
+RANK_MOST = 8192
+"""Most rows of the landmark model that preconditions exact kernel ridge: its ``l x l``
+eigendecomposition (``4 l^3`` flops) runs on the driver."""
+
+SPECTRUM = 0.03
+"""The plan's model of the kernel's spectrum before it has seen the data: the (l+1)-th
+eigenvalue of the n x n kernel matrix is about ``SPECTRUM n / l`` times its mean diagonal
+(a spectrum decaying as ``1/i``). Measured on MNIST (rbf, gamma 0.02, n = 8,000, alpha
+1e-3, tol 1e-3): ranks 200, 800, 2,000 took 127, 62, 41 iterations, which
+:func:`expected_iterations` gives within a tenth."""
+
+ASSUMED_ALPHA = 1e-3
+"""The alpha the rank rule assumes when the plan is not told it."""
+
+
+def expected_iterations(eigenvalue: float, alpha: float, tol: float) -> int:
+    """Iterations preconditioned CG takes to a relative residual ``tol`` when the
+    preconditioner leaves a condition number ``(eigenvalue + alpha) / alpha``
+    (``eigenvalue``: the largest the preconditioner does not capture, lambda_{l+1}):
+    ``1/2 sqrt(kappa) ln(2 / tol)``, at least 1."""
+    kappa = (max(eigenvalue, 0.0) + alpha) / alpha
+    return max(1, math.ceil(0.5 * math.sqrt(kappa) * math.log(2.0 / tol)))
+
+
+def ranks_to_try(n: int) -> tuple[int, ...]:
+    """The ranks the plan weighs: powers of two times 1 and 1.5 from 16, up to a tenth of
+    n and :data:`RANK_MOST` (that bound itself included)."""
+    top = max(1, min(RANK_MOST, -(-n // 10)))
+    grid = {r for base in (16, 24) for r in (base << i for i in range(16)) if r < top}
+    return tuple(sorted(grid | {top}))
+
+
+class NystromCG(Route):
+    """Preconditioned CG on the Nyström system, Falkon's preconditioner."""
+
+    name, exact, iterative = "cg", False, True
+
+    def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
+        """The preconditioner's two triangular factors share one m x m matrix (kernel
+        precision); the blocks in flight have no float64 copy."""
+        s = sizes
+        rows = ridge_rows(s.m, s.itemsize, float64_copy=False)
+        flops = {
+            "preconditioner_p": 2.0 * s.m * s.m * s.d + float(s.m) ** 3,
+            "rhs_p": 2.0 * s.n * s.m * s.d + 2.0 * s.n * s.m * s.k,
+            "iteration_p": 2.0 * s.n * s.m * s.d + 4.0 * s.n * s.m * s.k + 4.0 * s.m * s.m * s.k,
+        }
+        memory = {
+            "centres": centre_bytes(s),
+            "preconditioner": s.m * s.m * s.itemsize,
+            "blocks": s.threads * task_bytes(rows, s.m, s.d, s.itemsize, s.k, False),
+            "sums": s.threads * 8 * s.m * s.k,
+            "vectors": 8 * 8 * s.m * s.k,
+        }
+        return replace(base, route=self.name, row_chunk=rows, flops=flops, memory=memory,
+                       iterations=min(s.max_iter, CG_ITERATIONS))  # fmt: skip
+
+    def solve(
+        self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
+        progress: bool = False,
+    ) -> RidgeSolution:  # fmt: skip
+        """Falkon's preconditioner, then one pass over the rows per iteration."""
+        plan, clock = problem.plan, Clock()
+        idx = problem.centres
+        assert idx is not None
+        rows = nystrom_rows(problem)
+        loop = Iterations(problem, rows, checkpoint, progress)
+        loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
+        pc = FalkonCholesky.build(problem_centre_kernel(problem),
+                                  float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
+        clock.lap("preconditioner")
+        centres = centres_of(problem)
+        slots = slot_array(rows, idx)
+        rhs = {"cross": Cross(block_precision=True), "digest": Digest()}
+        first = row_pass(rows, centres, problem.kernel, rhs,
+                         aux={"targets": problem.targets, "weights": problem.weights},
+                         chains=task_threads())  # fmt: skip
+        state = loop.start(first.sums["cross"], first.rows["digest"], pc)
+        clock.lap("rhs")
+        m = len(idx)
+
+        def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+            out = row_pass(rows, centres, problem.kernel, {"q": Normal(p), "kp": CentreRows(p)},
+                           aux={"weights": problem.weights, "slot": slots},
+                           chains=task_threads())  # fmt: skip
+            kp = assemble(out.rows["kp"], m, np.float64)
+            return out.sums["q"] + problem.alphas[cols] * kp
+
+        state = loop.run(state, product, pc)
+        details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
+        return finish(state, plan, clock, details, loop)
+
+
+class ExactCG(Route):
+    """Preconditioned CG on the exact system, a landmark preconditioner whose rank the
+    plan chooses from the budget (see the module doc)."""
+
+    name, exact, iterative = "cg", True, True
+
+    def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
+        """The plan at each rank of :func:`ranks_to_try`; the one that fits with the least
+        counted work (else the smallest rank's, which does not fit)."""
+        plans = [self.at_rank(sizes, base, rank) for rank in ranks_to_try(sizes.n)]
+        fitting = [p for p in plans if self.fits(p, sizes)]
+        if not fitting:
+            return plans[0]
+        return min(fitting, key=lambda p: sizes.cost(p.flops, p.iterations))
+
+    def at_rank(self, sizes: RidgeSizes, base: RidgePlan, rank: int) -> RidgePlan:
+        """Work, memory and kept kernel blocks at preconditioner rank ``rank``: the
+        landmark model (``l x l`` float64 matrices and the landmarks' rows), its ``n x l``
+        factor in the kernel precision (built in place, float64 a row panel at a time),
+        the pass's blocks in flight (:func:`npt_dask.engine.budget.in_flight_bytes`), and
+        the kernel blocks kept between passes in what the budget leaves."""
+        s = sizes
+        chunks = row_chunks(s.n, s.chunk)
+        memory = {
+            "preconditioner": s.n * rank * s.itemsize + min(s.n, 8192) * rank * 8
+            + 5 * 8 * rank * rank + rank * s.d * s.itemsize,
+            "prepared": min(PREPARED_BYTES, s.n * s.d * s.itemsize),
+            "blocks": in_flight_bytes(max(chunks), s.threads),
+            "vectors": 8 * 8 * s.n * s.k,
+        }  # fmt: skip
+        kept = kept_pairs(chunks, s.itemsize, max(0, s.budget - sum(memory.values())))
+        memory["kept_blocks"] = kept_bytes(chunks, kept, s.itemsize)
+        fresh = 1.0 - cached_fraction(chunks, kept)
+        flops = {
+            "preconditioner_p": 2.0 * rank * rank * s.d + 4.0 * rank**3 + 4.0 * s.n * rank * s.d
+            + 3.0 * s.n * rank * rank,
+            "first_pass_p": float(s.n) * s.n * s.d,
+            "iteration_p": fresh * s.n * s.n * s.d + 2.0 * s.n * s.n * s.k
+            + 4.0 * s.n * rank * s.k,
+        }  # fmt: skip
+        alpha = s.alpha if s.alpha > 0 else ASSUMED_ALPHA
+        # not capped at max_iter: the rule weighs what reaching tol costs at each rank
+        iterations = expected_iterations(SPECTRUM * s.n / rank, alpha, s.tol)
+        return replace(base, route=self.name, flops=flops, memory=memory, kept=kept,
+                       preconditioner_rank=rank, iterations=iterations)  # fmt: skip
+
+    def solve(
+        self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
+        progress: bool = False,
+    ) -> RidgeSolution:  # fmt: skip
+        """The landmark preconditioner, then one pass of the symmetric operator per
+        iteration; the plan refined with the iterations the preconditioner predicts."""
+        from npt_dask.engine.pair_pass import KernelOperator
+
+        plan, clock = problem.plan, Clock()
+        rows = problem.rows.rechunk({0: plan.row_chunk})
+        if not problem.kernel.evaluated:
+            rows = rows.rechunk({1: plan.row_chunk})
+        loop = Iterations(problem, rows, checkpoint, progress)
+        loop.report.stage(f"cg: landmark preconditioner of rank "
+                          f"{plan.preconditioner_rank:,}")  # fmt: skip
+        pc = _landmark_preconditioner(problem, rows)
+        clock.lap("preconditioner")
+        refined = _refined(plan, pc, float(problem.alphas.min()))
+        loop.report.stage(f"cg: {refined.reason.rsplit('; ', 1)[-1]}")
+        s = None
+        if problem.weights is not None:
+            s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]),
+                                   dtype=np.float64))  # fmt: skip
+        y = np.asarray(to_host(compute(da.asarray(problem.targets))[0]), dtype=np.float64)
+        b = y if s is None else y * s[:, None]
+        op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
+                            products=rows.dtype)  # fmt: skip
+        digests = data_digests(rows, problem) if checkpoint is not None else None
+        state = loop.start(b, digests, pc)
+        clock.lap("rhs")
+
+        def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+            v = p if s is None else p * s[:, None]
+            kv = op.uncentered_matmat(v)
+            if s is not None:
+                kv *= s[:, None]
+            return kv + problem.alphas[cols] * p
+
+        try:
+            state = loop.run(state, product, pc)
+        finally:
+            op.release()
+        if s is not None:
+            state.x *= s[:, None]
+        details = {"preconditioner": "landmark", "rank": int(pc.u.shape[1]), "bytes": pc.nbytes,
+                   "cached_fraction": op.cached_fraction,
+                   "expected_iterations": refined.iterations}  # fmt: skip
+        solution = finish(state, plan, clock, details, loop)
+        solution.plan = refined
+        return solution
+
+
+def _refined(plan: RidgePlan, pc: LowRank, alpha: float) -> RidgePlan:
+    """The plan with the iterations the built preconditioner predicts: its smallest kept
+    eigenvalue (the landmark model's, scaled by n / l) stands for lambda_{l+1}."""
+    tail = float(pc.values[-1]) if len(pc.values) else 0.0
+    iterations = expected_iterations(tail, alpha, plan.tol)
+    note = (f"the rank-{len(pc.values):,} preconditioner leaves lambda_(l+1) ~ {tail:.3g}, "
+            f"so about {iterations} iterations to tol={plan.tol:g}")  # fmt: skip
+    return replace(plan, iterations=iterations, reason=f"{plan.reason}; {note}")
+
+
+def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
+    """The randomized Nyström preconditioner from a landmark NPT model (uncentred, full
+    rank) on ``plan.preconditioner_rank`` rows: its coordinates of every row,
+    ``Y = kappa(X, L) A`` with ``A = U Lambda^-1/2`` (one pass, :class:`~npt_dask.engine.consumers.
+    Apply`), give ``K ~ Y Y^T``."""
+    from npt_dask.npt.fitting import fit_params
+    from npt_dask.npt.landmarks import select_landmarks
+    from npt_dask.runtime.fit_params import DEFAULT_RTOL, FitParams, Precision
+
+    plan, spec = problem.plan, problem.kernel
+    rng = np.random.default_rng(problem.random_state)
+    precision: Precision = "float32" if rows.dtype == np.float32 else "float64"
+    params = FitParams(kernel=spec if spec.evaluated else "precomputed", center=False,
+                       precision=precision, chunk_size=None)  # fmt: skip
+    if spec.evaluated:
+        method = problem.landmark_method
+        idx = select_landmarks(plan.preconditioner_rank, rows, spec, method=method, rng=rng)
+        landmark_rows = centre_rows(rows, idx)
+        model = fit_params(landmark_rows, params)
+        centres = Centres.of(landmark_rows, model.projection_matrix.astype(rows.dtype))
+        source = rows
+    else:
+        idx = np.sort(rng.choice(plan.n, plan.preconditioner_rank, replace=False))
+        model = fit_params(rows[idx][:, idx], params)
+        centres = Centres.of(None, model.projection_matrix.astype(rows.dtype),
+                             sizes=[len(idx)])  # fmt: skip
+        source = rows[:, idx].rechunk({1: -1})
+    lazy = map_rows(source, centres, spec, Apply(), width=model.n_components, dtype=rows.dtype)
+    y = np.asarray(to_host(compute(lazy)[0]))
+    if problem.weights is not None:
+        s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64))
+        y *= s[:, None].astype(y.dtype)
+    return low_rank_from_coordinates(y, float(problem.alphas.min()), DEFAULT_RTOL[precision])
