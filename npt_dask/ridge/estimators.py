@@ -37,7 +37,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask.engine.budget import default_memory_budget
+from npt_dask.engine.budget import resolve_memory_budget
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.row_pass import Centres, map_rows
 from npt_dask.engine.scale import warn_kernel_scale
@@ -189,7 +189,7 @@ class _KernelRidgeBase(BaseEstimator):
         max_iter: int = _D["max_iter"],
         precision: str | None = _D["precision"],
         random_state: Any = _D["random_state"],
-        memory_budget: int | None = _D["memory_budget"],
+        memory_budget: int | str | None = _D["memory_budget"],
         chunk_size: int | None = _D["chunk_size"],
         progress: bool = _D["progress"],
     ) -> None:
@@ -345,7 +345,7 @@ class _KernelRidgeBase(BaseEstimator):
         """Centres, plan and solve; the fitted attributes; the dual coefficients."""
         n, k = int(rows.shape[0]), int(t.shape[1])
         centres = self._centres(rows, spec, held)
-        budget = self.memory_budget or default_memory_budget()
+        budget = resolve_memory_budget(self.memory_budget)
         plan = plan_ridge(
             n=n, m=None if centres is None else len(centres), d=int(rows.shape[1]), k=k,
             itemsize=rows.dtype.itemsize, alphas=len(np.unique(alphas)), solver=self.solver,
@@ -587,8 +587,10 @@ _PARAMS_DOC = """
         precision).
     random_state : int, Generator or None
         Seeds the landmark draw (and the preconditioner's landmarks).
-    memory_budget : int, optional
-        Bytes the fit may hold (the plan's; default a sixth of physical memory).
+    memory_budget : int or str, optional
+        Bytes the fit may hold (the plan's; default a sixth of physical memory): an int,
+        or a size with units as the command line takes it (``"40GB"``, ``"1.5GiB"``).
+        A budget above the machine's memory warns (``MemoryBudgetWarning``).
     chunk_size : int or None, default 4096
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
@@ -916,7 +918,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         max_iter: int = _S["max_iter"],
         precision: str | None = _S["precision"],
         random_state: Any = _S["random_state"],
-        memory_budget: int | None = _S["memory_budget"],
+        memory_budget: int | str | None = _S["memory_budget"],
         chunk_size: int | None = _S["chunk_size"],
         progress: bool = _S["progress"],
     ) -> None:

@@ -61,6 +61,7 @@ __all__ = [
     "SVM_PARAMS",
     "ArrayOf",
     "Basis",
+    "ByteSize",
     "Cache",
     "FitParams",
     "Interval",
@@ -72,6 +73,7 @@ __all__ = [
     "RidgeSolver",
     "Solver",
     "SolverAlias",
+    "budget_bytes",
     "check_estimator",
     "check_param",
     "check_table",
@@ -303,7 +305,26 @@ class InstanceOf:
         return self.label
 
 
-Constraint = Interval | ArrayOf | Options | InstanceOf | HasMethod | IsCallable
+@dataclass(frozen=True)
+class ByteSize:
+    """A byte count written with units, as the command line takes it: a string that
+    :func:`parse_bytes` reads as at least one byte (``"40GB"``, ``"1.5GiB"``, ``"512MB"``).
+    An int is the :class:`Interval` beside it."""
+
+    def accepts(self, value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        size = parse_bytes(value)
+        return isinstance(size, int) and size >= 1
+
+    def type_ok(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def describe(self) -> str:
+        return "a size with units such as '40GB', '1.5GiB' or '512MB'"
+
+
+Constraint = Interval | ArrayOf | Options | InstanceOf | HasMethod | IsCallable | ByteSize
 
 
 @dataclass(frozen=True)
@@ -451,6 +472,19 @@ def parse_bytes(text: str) -> Any:
     if match is None or match.group(2) not in _UNITS:
         return text  # left for check() to refuse with the common message
     return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def budget_bytes(value: int | str | None) -> int | None:
+    """A checked ``memory_budget`` as a byte count: an int as it is, a size with units
+    read by :func:`parse_bytes` (``"40GB"``), None as None.
+
+    >>> budget_bytes("40GB"), budget_bytes(2**30), budget_bytes(None)
+    (40000000000, 1073741824, None)
+    """
+    if value is None:
+        return None
+    size = parse_bytes(value) if isinstance(value, str) else value
+    return int(size)
 
 
 def format_bytes(size: float) -> str:
@@ -646,10 +680,10 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "memory_budget",
-        (Interval(_INT, 1, None), _NONE),
+        (Interval(_INT, 1, None), ByteSize(), _NONE),
         None,
-        "bytes the fit may hold beyond the input rows, units allowed (2GB, 1.5GiB; "
-        "None: a sixth of physical memory)",
+        "bytes the fit may hold beyond the input rows: an int, or a size with units "
+        "('40GB', '1.5GiB'; the same units everywhere) (None: a sixth of physical memory)",
         parse=parse_bytes,
     ),
     Param(
@@ -815,7 +849,7 @@ class FitParams:
     rtol: float | None = None
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
     cache: Cache = "auto"
-    memory_budget: int | None = None
+    memory_budget: int | str | None = None  # a size with units is kept as its byte count
     precision: Precision | None = None
     block_size: int | None = None
     max_basis: int | None = None
@@ -838,6 +872,7 @@ class FitParams:
                 value = _precision_name(value)
                 object.__setattr__(self, "precision", value)
             check_param(f.name, value)
+        object.__setattr__(self, "memory_budget", budget_bytes(self.memory_budget))
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> FitParams:
