@@ -38,9 +38,9 @@ def test_projection_and_fit_take_a_budget_with_units(rows):
 @pytest.mark.parametrize("text", ["40XB", "GB", "0GB", "-1GB"])
 def test_a_budget_in_unknown_units_is_refused_naming_the_units(rows, text):
     x, y = rows
-    with pytest.raises(InputError, match="'40GB', '1.5GiB'"):
+    with pytest.raises(InputError, match=r"'40GB', '1\.5GiB'"):
         KernelRidge(kernel="rbf", memory_budget=text).fit(x, y)
-    with pytest.raises(InputError, match="'40GB', '1.5GiB'"):
+    with pytest.raises(InputError, match=r"'40GB', '1\.5GiB'"):
         npt.fit(x, n_components=3, memory_budget=text)
 
 

@@ -17,12 +17,12 @@ __all__ = [
     "block_bytes",
     "cached_fraction",
     "default_memory_budget",
-    "machine_memory",
-    "resolve_memory_budget",
     "in_flight_bytes",
     "kept_bytes",
     "kept_for",
     "kept_pairs",
+    "machine_memory",
+    "resolve_memory_budget",
     "upper_pairs",
 ]
 
