@@ -476,12 +476,14 @@ def test_progress_reports_the_pass_and_every_iteration(capsys):
     KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=60, solver="direct",
                 progress=True).fit(x, t)  # fmt: skip
     err = capsys.readouterr().err
-    assert "npt ridge: moments pass" in err
-    assert "factoring the 60 x 60 system" in err
+    assert "KernelRidge: moments pass" in err
+    assert "KernelRidge: direct route: factoring the 60 x 60 system" in err
+    assert "npt ridge" not in err  # the command line's name, not Python's
     KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=60, solver="cg", tol=1e-6,
                 max_iter=50, progress=True).fit(x, t)  # fmt: skip
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "cg: iteration" in ln]
     assert len(lines) >= 3
+    assert all(ln.lstrip("\r").startswith("KernelRidge: cg: iteration") for ln in lines)
     assert "relative residual" in lines[-1]
 
 
@@ -713,3 +715,12 @@ def test_the_certificate_is_lemma_5_against_the_landmarks_span():
     assert ref[est.landmarks_].max() < 1e-6
     with pytest.raises(InputError, match="every training row is a centre"):
         KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA).fit(x, t).certificate(x)
+
+
+def test_progress_from_python_is_labelled_by_the_estimator(capsys):
+    x, t, _ = _data(n=300)
+    npt.KernelRidgeClassifier(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=40,
+                              solver="direct", progress=True).fit(x, t[:, 0] > 0)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "KernelRidgeClassifier: moments pass" in err
+    assert "npt ridge" not in err

@@ -77,6 +77,7 @@ from npt_dask.runtime.params import (
     check_estimator,
     table_defaults,
 )
+from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.storage import ridge_store
 
@@ -357,7 +358,8 @@ class _KernelRidgeBase(BaseEstimator):
         centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
-        solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
+        with progress_label(type(self).__name__):  # the command line's own name wins
+            solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
         self.kernel_ = spec
         self.gamma_ = getattr(spec, "gamma", None)
         self.landmarks_ = centres

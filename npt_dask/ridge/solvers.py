@@ -52,7 +52,7 @@ from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_fr
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
 from npt_dask.ridge.planning import RidgePlan
-from npt_dask.runtime.progress import FitProgress, ProgressBar
+from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute, task_threads
 
 __all__ = [
@@ -270,7 +270,7 @@ def solve_moments(
 def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> RidgeSolution:
     """The moments route: one pass, then a Cholesky factorisation per distinct alpha."""
     plan, clock = problem.plan, _Clock()
-    report = FitProgress(0, 0.0, enabled=progress, prefix="npt ridge")
+    report = FitProgress(0, 0.0, enabled=progress, prefix=label_in_force("npt ridge"))
     idx = problem.centres
     assert idx is not None
     rows = _nystrom_rows(problem)
@@ -278,7 +278,7 @@ def solve_direct_nystrom(problem: RidgeProblem, *, progress: bool = False) -> Ri
     clock.lap("centres")
     report.stage(f"direct route: one pass over {problem.rows.shape[0]:,} rows, "
                  f"m = {len(idx):,} centres")  # fmt: skip
-    bar = ProgressBar("npt ridge: moments pass", len(rows.chunks[0]), "chunks", progress)
+    bar = ProgressBar(f"{report.prefix}: moments pass", len(rows.chunks[0]), "chunks", progress)
     result = row_pass(
         rows, centres, problem.kernel,
         {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
@@ -427,7 +427,9 @@ class _Iterations:
         progress: bool,
     ) -> None:  # fmt: skip
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
-        self.report = FitProgress(0, problem.plan.tol, enabled=progress, prefix="npt ridge")
+        self.report = FitProgress(
+            0, problem.plan.tol, enabled=progress, prefix=label_in_force("npt ridge")
+        )
         self.key: str | None = None
         self.probe = np.zeros((0, 0))
         self.passes = 0  # operator products: iterations and the checks of converged columns
