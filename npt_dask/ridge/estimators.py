@@ -333,7 +333,7 @@ class _KernelRidgeBase(BaseEstimator):
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
-        warn_kernel_scale(rows, rows, spec, fitting=True)
+        warn_kernel_scale(rows, rows, spec, fitting=True, ridge=True)
         if checkpoint is None:
             return self._solve(rows, X, t, weights, alphas, spec, None)
         with Checkpoint(checkpoint) as held:  # locked for the whole fit
@@ -404,7 +404,7 @@ class _KernelRidgeBase(BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
         if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
-            warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False)
+            warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False, ridge=True)
         if not self.kernel_.evaluated and self.landmarks_ is not None:
             rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
         out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
