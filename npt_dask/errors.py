@@ -24,6 +24,7 @@ __all__ = [
     "KernelParameterError",
     "KernelScaleWarning",
     "KernelValueError",
+    "MemoryBudgetWarning",
     "NPTError",
     "NPTWarning",
     "NegativeDefiniteKernelError",
@@ -174,6 +175,11 @@ class NegativeEigenvalueWarning(NPTWarning):
 class KernelScaleWarning(NPTWarning):
     """The kernel is nearly the identity or nearly constant on the data: almost surely
     a kernel parameter on the wrong scale for the data (e.g. unscaled pixels)."""
+
+
+class MemoryBudgetWarning(NPTWarning):
+    """A ``memory_budget`` above the machine's physical memory: valid, but the fit would
+    page or be killed long before the plan's arrays reach it."""
 
 
 class StoreWarning(NPTWarning):

@@ -109,3 +109,12 @@ def test_an_interrupted_fit_says_how_to_resume_from_its_checkpoint(files, capsys
         f"npt ridge: interrupted; CG's state is kept in {checkpoint}: run the same command "
         "again to resume from it."
     )
+
+
+def test_progress_of_the_command_is_labelled_npt_ridge(files, capsys):
+    loud = [f for f in files if f != "--quiet"]
+    args = ["ridge", *loud, "--kernel", "rbf", "--gamma", "0.5", "--landmarks", "30"]
+    assert main([*args, "--solver", "direct"]) == 0
+    err = capsys.readouterr().err
+    assert "npt ridge: moments pass" in err
+    assert "KernelRidgeClassifier:" not in err

@@ -3,13 +3,17 @@ embedded cluster's port is random, so the line is the way to find it."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import tomllib
+from pathlib import Path
 
 import pytest
 from distributed import LocalCluster
 
 import npt_dask as npt
 from npt_dask.interface.cli import main
+from npt_dask.runtime.cluster import bokeh_requirement
 
 LINK = re.compile(r"^npt: dask dashboard at (http://\S+/status) ", re.MULTILINE)
 
@@ -41,7 +45,30 @@ def test_embedded_cluster_link_says_what_its_pages_need(tmp_path, capsys):
     try:
         import bokeh  # noqa: F401
     except ImportError:
-        assert "pip install 'bokeh>=3.1'" in line.string
+        assert "pip install 'npt-dask[dashboard]'" in line.string
+
+
+def test_without_bokeh_the_line_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "bokeh" else real(name, *a)
+    )
+    with npt.connect(n_workers=1, threads_per_worker=1, local_directory=tmp_path):
+        err = capsys.readouterr().err
+    assert "its pages need bokeh, not installed: pip install 'npt-dask[dashboard]'" in err
+    assert "(or 'bokeh>=3.1" in err
+
+
+def test_the_dashboard_extra_installs_the_bokeh_distributed_asks_for():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    (extra,) = (Requirement(r) for r in project["optional-dependencies"]["dashboard"])
+    wanted = Requirement(bokeh_requirement())
+    assert extra.name == wanted.name == "bokeh"
+    assert extra.specifier == wanted.specifier or str(extra.specifier) == ">=3.1"
+    assert wanted.specifier.contains("3.1.0")
+    assert extra.specifier.contains("3.1.0")
 
 
 def test_npt_run_prints_the_dashboard_link(cluster, tmp_path, capsys):

@@ -12,8 +12,8 @@ from typing import Any
 
 from npt_dask.arrays.device import device_memory_budget
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device
-from npt_dask.errors import InputError
-from npt_dask.runtime.params import format_bytes
+from npt_dask.errors import InputError, MemoryBudgetWarning, warn
+from npt_dask.runtime.params import budget_bytes, format_bytes
 
 __all__ = [
     "BLOCKS_PER_TASK",
@@ -26,6 +26,8 @@ __all__ = [
     "kept_bytes",
     "kept_for",
     "kept_pairs",
+    "machine_memory",
+    "resolve_memory_budget",
     "upper_pairs",
 ]
 
@@ -110,6 +112,37 @@ def check_budgets(
             f"{format_bytes(host_budget)}; device: {format_bytes(device_bytes)} of "
             f"device_memory_budget={format_bytes(device_budget)}). {fixes} {name}=..."
         )
+
+
+def machine_memory() -> int:
+    """This machine's physical memory, in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def resolve_memory_budget(value: int | str | None) -> int:
+    """A fit's ``memory_budget`` in bytes: :func:`default_memory_budget` for None, a size
+    with units (``"40GB"``) read as the command line reads it, an int as it is.
+
+    A budget above this machine's physical memory is valid (the plan trusts it) but
+    almost surely a mistake -- the fit would page or be killed long before it is used:
+    a :class:`~npt_dask.errors.MemoryBudgetWarning` names the machine's memory and the fix.
+    """
+    budget = budget_bytes(value)
+    if budget is None:
+        return default_memory_budget()
+    total = machine_memory()
+    if budget > total:
+        warn(
+            f"memory_budget={format_bytes(budget)} is more than this machine's physical "
+            f"memory ({format_bytes(total)}): a plan that uses it pages or is killed before "
+            "it finishes. Give a budget below the machine's memory (e.g. "
+            f"memory_budget='{total // 2 // 10**9}GB'), or None for the default (a sixth "
+            "of it).",
+            MemoryBudgetWarning,
+        )
+    return budget
 
 
 def in_flight_bytes(chunk: int, threads: int) -> int:

@@ -528,6 +528,7 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     from npt_dask.arrays.namespace import to_numpy
     from npt_dask.ridge.estimators import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
+    from npt_dask.runtime.progress import progress_label
     from npt_dask.runtime.scheduler import compute
 
     check_device(args.device)  # a GPU asked for and missing: refused before any work
@@ -565,7 +566,8 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
     est = kinds[(args.regression, search)](**values, progress=not args.quiet)
     result: dict[str, Any] = {}
     with _client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
-        est.fit(x, y, checkpoint=args.checkpoint)
+        with progress_label("npt ridge"):
+            est.fit(x, y, checkpoint=args.checkpoint)
         if args.out is not None:
             result["model"] = str(est.save(args.out))
         result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,

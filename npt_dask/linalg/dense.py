@@ -92,8 +92,8 @@ def upper_from_lower(acc: np.ndarray) -> np.ndarray:
         j1 = min(m, j0 + step)
         acc[j0:j1, j1:] = acc[j1:, j0:j1].T
         tile = acc[j0:j1, j0:j1]
-        upper = np.triu_indices(j1 - j0, 1)
-        tile[upper] = tile.T[upper]
+        for c in range(1, j1 - j0):  # column by column: no index arrays of the tile's size
+            tile[:c, c] = tile[c, :c]
     return acc
 
 
@@ -140,6 +140,6 @@ def symmetric_from_upper(acc: np.ndarray) -> np.ndarray:
         # rows below the diagonal tile take the transposed upper part
         acc[j1:, j0:j1] = acc[j0:j1, j1:].T
         tile = acc[j0:j1, j0:j1]
-        lower = np.tril_indices(j1 - j0, -1)
-        tile[lower] = tile.T[lower]
+        for c in range(j1 - j0 - 1):  # column by column: no index arrays of the tile's size
+            tile[c + 1 :, c] = tile[c, c + 1 :]
     return acc

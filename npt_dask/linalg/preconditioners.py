@@ -63,8 +63,8 @@ def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:
         j1 = min(m, j0 + step)
         f[:j0, j0:j1] *= scale
         tile = f[j0:j1, j0:j1]
-        upper = np.triu_indices(j1 - j0)
-        tile[upper] *= scale
+        for c in range(j1 - j0):  # column by column: no index arrays of the tile's size
+            tile[: c + 1, c] *= scale
     f[np.diag_indices(m)] += shift
 
 

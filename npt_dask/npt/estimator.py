@@ -151,8 +151,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Rows per kernel block.
     cache : {"auto", "recompute", "memory"}, default "auto"
         Keep kernel blocks between Krylov passes or recompute them.
-    memory_budget : int, optional
-        Bytes the fit may hold beyond the input rows.
+    memory_budget : int or str, optional
+        Bytes the fit may hold beyond the input rows: an int, or a size with units
+        (``"40GB"``, ``"1.5GiB"``); above the machine's memory it warns.
     precision : {"float32", "float64"}, optional
         Kernel block precision; default the input's (float32 stays float32).
     random_state : int, RandomState instance, Generator or None
@@ -256,7 +257,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         rtol: float | None = _D["rtol"],
         chunk_size: int | None = _D["chunk_size"],
         cache: str = _D["cache"],
-        memory_budget: int | None = _D["memory_budget"],
+        memory_budget: int | str | None = _D["memory_budget"],
         precision: str | None = _D["precision"],
         random_state: int | np.random.RandomState | np.random.Generator | None = _D["random_state"],
         kernel_params: dict | None = _D["kernel_params"],

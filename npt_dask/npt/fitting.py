@@ -17,7 +17,7 @@ import numpy as np
 from dask.array.core import normalize_chunks
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.budget import default_device_budget
+from npt_dask.engine.budget import default_device_budget, resolve_memory_budget
 from npt_dask.engine.pair_pass import KernelOperator, drop_zero_features
 from npt_dask.engine.scale import warn_kernel_scale
 from npt_dask.errors import (
@@ -94,7 +94,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         center=params.center,
         solver=params.solver,
         cache=params.cache,
-        memory_budget=params.memory_budget,
+        memory_budget=resolve_memory_budget(params.memory_budget),
         block_size=width,
         max_basis=params.max_basis,
         threads=task_threads(),
@@ -300,7 +300,7 @@ def fit(
     rtol: float | None = _D["rtol"],
     chunk_size: int | None = _D["chunk_size"],
     cache: Cache = _D["cache"],
-    memory_budget: int | None = _D["memory_budget"],
+    memory_budget: int | str | None = _D["memory_budget"],
     precision: Precision | None = _D["precision"],
     block_size: int | None = _D["block_size"],
     max_basis: int | None = _D["max_basis"],
@@ -361,10 +361,12 @@ def fit(
         Keep kernel blocks between Krylov passes or recompute them; ``"auto"``
         keeps as many as ``memory_budget`` leaves room for and recomputes the
         rest (see :func:`npt_dask.engine.budget.kept_for`).
-    memory_budget : int, optional
+    memory_budget : int or str, optional
         Bytes the fit may hold beyond the input rows: the Krylov basis, work
         arrays, blocks in flight and kept blocks (or, for the dense solver, the
-        n x n matrix); default a sixth of physical memory.
+        n x n matrix); default a sixth of physical memory. An int, or a size with
+        units as the command line takes it (``"40GB"``, ``"1.5GiB"``); a budget above
+        the machine's memory warns (``MemoryBudgetWarning``).
     precision : {"float32", "float64"}, optional
         dtype of the kernel blocks. The Krylov passes multiply them in float64;
         projections (transform, npt.project, the training pass) multiply

@@ -40,7 +40,7 @@ import scipy.linalg
 
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import FAN_IN, fixed_point_terms, kernel_times
-from npt_dask.engine.budget import default_memory_budget, in_flight_bytes, kept_bytes, kept_pairs
+from npt_dask.engine.budget import in_flight_bytes, kept_bytes, kept_pairs, resolve_memory_budget
 from npt_dask.engine.pair_pass import KernelOperator
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.kernels import KernelSpec
@@ -91,13 +91,13 @@ class InversePlan:
 
 def plan_inverse_map(
     *, n: int, d: int, r: int, row_chunks: tuple[int, ...], linear: bool,
-    memory_budget: int | None, threads: int,
+    memory_budget: int | str | None, threads: int,
 ) -> InversePlan:  # fmt: skip
     """The inverse map's plan: primal for the linear kernel; dense up to
     :data:`DENSE_KRR_ROWS` rows when the matrix fits the budget; else conjugate gradients
     keeping the kernel blocks the budget leaves (none, if need be: each pass recomputes
     them). Pure arithmetic on sizes."""
-    budget = default_memory_budget() if memory_budget is None else int(memory_budget)
+    budget = resolve_memory_budget(memory_budget)
     rows = 8 * n * d  # the training rows in float64
     if linear:
         return InversePlan("primal", (), rows + 8 * r * (r + d), 0, budget)
@@ -186,7 +186,7 @@ def fit_inverse_map(
     *,
     tol: float = 1e-10,
     max_passes: int = 500,
-    memory_budget: int | None = None,
+    memory_budget: int | str | None = None,
 ) -> InverseMap:
     """Fit scikit-learn's pre-image map: kernel ridge from ``y_train`` to ``x_train``.
 

@@ -32,7 +32,7 @@ from npt_dask.linalg import cg
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
 from npt_dask.ridge.route import RidgePlan
 from npt_dask.ridge.solvers import Clock, RidgeProblem, RidgeSolution
-from npt_dask.runtime.progress import FitProgress
+from npt_dask.runtime.progress import FitProgress, label_in_force
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [
@@ -98,7 +98,9 @@ class Iterations:
         progress: bool,
     ) -> None:  # fmt: skip
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
-        self.report = FitProgress(0, problem.plan.tol, enabled=progress, prefix="npt ridge")
+        self.report = FitProgress(
+            0, problem.plan.tol, enabled=progress, prefix=label_in_force("npt ridge")
+        )
         self.key: str | None = None
         self.probe = np.zeros((0, 0))
         self.passes = 0  # operator products: iterations and the checks of converged columns

@@ -29,6 +29,7 @@ from npt_dask.errors import ClusterError, DeviceError, InputError, InputTypeErro
 
 __all__ = [
     "TLSConfig",
+    "bokeh_requirement",
     "connect",
     "dashboard_line",
     "default_layout",
@@ -368,8 +369,21 @@ def dashboard_line(client: Any, *, embedded: bool) -> str | None:
         return None
     line = f"npt: dask dashboard at {link} (tasks, progress and worker memory, live)"
     if embedded and importlib.util.find_spec("bokeh") is None:
-        line += "; its pages need bokeh: pip install 'bokeh>=3.1'"
+        line += (
+            f"; its pages need bokeh, not installed: pip install 'npt-dask[dashboard]' "
+            f"(or '{bokeh_requirement()}')"
+        )
     return line
+
+
+def bokeh_requirement() -> str:
+    """The bokeh that dask's dashboard asks for (``distributed``'s own requirement, so the
+    hint follows it; ``bokeh>=3.1``, the ``dashboard`` extra's, where it says none)."""
+    try:
+        from distributed.versions import BOKEH_REQUIREMENT
+    except ImportError:
+        return "bokeh>=3.1"
+    return str(BOKEH_REQUIREMENT)
 
 
 _GUARD_HINT = """\

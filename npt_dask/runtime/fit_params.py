@@ -36,12 +36,14 @@ from npt_dask.runtime.params import (
     INT,
     NONE,
     REAL,
+    ByteSize,
     HasMethod,
     InstanceOf,
     Interval,
     IsCallable,
     Options,
     Param,
+    budget_bytes,
     number_or,
     optional,
     parse_bool,
@@ -290,10 +292,10 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(
         "memory_budget",
-        (Interval(INT, 1, None), NONE),
+        (Interval(INT, 1, None), ByteSize(), NONE),
         None,
-        "bytes the fit may hold beyond the input rows, units allowed (2GB, 1.5GiB; "
-        "None: a sixth of physical memory)",
+        "bytes the fit may hold beyond the input rows: an int, or a size with units "
+        "('40GB', '1.5GiB'; the same units everywhere) (None: a sixth of physical memory)",
         parse=parse_bytes,
     ),
     Param(
@@ -466,7 +468,7 @@ class FitParams:
     rtol: float | None = None
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
     cache: Cache = "auto"
-    memory_budget: int | None = None
+    memory_budget: int | str | None = None  # a size with units is kept as its byte count
     precision: Precision | None = None
     block_size: int | None = None
     max_basis: int | None = None
@@ -489,6 +491,7 @@ class FitParams:
                 value = _precision_name(value)
                 object.__setattr__(self, "precision", value)
             check_param(f.name, value)
+        object.__setattr__(self, "memory_budget", budget_bytes(self.memory_budget))
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> FitParams:

@@ -40,6 +40,7 @@ __all__ = [
     "NONE",
     "REAL",
     "ArrayOf",
+    "ByteSize",
     "Constraint",
     "HasMethod",
     "InstanceOf",
@@ -47,6 +48,7 @@ __all__ = [
     "IsCallable",
     "Options",
     "Param",
+    "budget_bytes",
     "check_estimator",
     "check_table",
     "flag_of",
@@ -242,7 +244,26 @@ class InstanceOf:
         return self.label
 
 
-Constraint = Interval | ArrayOf | Options | InstanceOf | HasMethod | IsCallable
+@dataclass(frozen=True)
+class ByteSize:
+    """A byte count written with units, as the command line takes it: a string that
+    :func:`parse_bytes` reads as at least one byte (``"40GB"``, ``"1.5GiB"``, ``"512MB"``).
+    An int is the :class:`Interval` beside it."""
+
+    def accepts(self, value: Any) -> bool:
+        if not isinstance(value, str):
+            return False
+        size = parse_bytes(value)
+        return isinstance(size, int) and size >= 1
+
+    def type_ok(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def describe(self) -> str:
+        return "a size with units such as '40GB', '1.5GiB' or '512MB'"
+
+
+Constraint = Interval | ArrayOf | Options | InstanceOf | HasMethod | IsCallable | ByteSize
 
 
 @dataclass(frozen=True)
@@ -395,6 +416,19 @@ def parse_bytes(text: str) -> Any:
     if match is None or match.group(2) not in _UNITS:
         return text  # left for check() to refuse with the common message
     return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def budget_bytes(value: int | str | None) -> int | None:
+    """A checked ``memory_budget`` as a byte count: an int as it is, a size with units
+    read by :func:`parse_bytes` (``"40GB"``), None as None.
+
+    >>> budget_bytes("40GB"), budget_bytes(2**30), budget_bytes(None)
+    (40000000000, 1073741824, None)
+    """
+    if value is None:
+        return None
+    size = parse_bytes(value) if isinstance(value, str) else value
+    return int(size)
 
 
 def format_bytes(size: float) -> str:

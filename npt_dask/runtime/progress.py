@@ -13,19 +13,53 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TextIO
 
 import numpy as np
 
 from npt_dask.runtime.scheduler import compute, current_client
 
-__all__ = ["LOG_EVERY", "FitProgress", "ProgressBar", "compute_counted", "count"]
+__all__ = [
+    "LOG_EVERY",
+    "FitProgress",
+    "ProgressBar",
+    "compute_counted",
+    "count",
+    "label_in_force",
+    "progress_label",
+]
 
 LOG_EVERY = 5.0
 """Seconds between progress lines when the stream is not a terminal."""
 
 _clock = time.perf_counter
+
+_LABEL: ContextVar[str | None] = ContextVar("npt_dask_progress_label", default=None)
+
+
+@contextmanager
+def progress_label(label: str) -> Iterator[str]:
+    """Name the progress lines of what runs inside ``label``: an estimator's name from
+    Python (``KernelRidgeClassifier``), ``npt ridge`` from the command line. The outermost
+    caller wins (the command line's name stays when its estimator names itself); yields
+    the label in force."""
+    outer = _LABEL.get()
+    if outer is not None:
+        yield outer
+        return
+    token = _LABEL.set(label)
+    try:
+        yield label
+    finally:
+        _LABEL.reset(token)
+
+
+def label_in_force(default: str) -> str:
+    """The label :func:`progress_label` set around this call, else ``default``."""
+    return _LABEL.get() or default
 
 
 def count(n: int, word: str, plural: str | None = None) -> str:

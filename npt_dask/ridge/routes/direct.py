@@ -48,7 +48,7 @@ from npt_dask.ridge.solvers import (
     solve_moments,
     solve_symmetric,
 )
-from npt_dask.runtime.progress import FitProgress, ProgressBar
+from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute
 
 __all__ = ["EXACT_WORK_VECTORS", "ExactDirect", "NystromDirect"]
@@ -99,7 +99,7 @@ class NystromDirect(Route):
     ) -> RidgeSolution:  # fmt: skip
         """One pass, then a Cholesky factorisation per distinct alpha."""
         plan, clock = problem.plan, Clock()
-        report = FitProgress(0, 0.0, enabled=progress, prefix="npt ridge")
+        report = FitProgress(0, 0.0, enabled=progress, prefix=label_in_force("npt ridge"))
         idx = problem.centres
         assert idx is not None
         rows = nystrom_rows(problem)
@@ -107,7 +107,7 @@ class NystromDirect(Route):
         clock.lap("centres")
         report.stage(f"direct route: one pass over {problem.rows.shape[0]:,} rows, "
                      f"m = {len(idx):,} centres")  # fmt: skip
-        bar = ProgressBar("npt ridge: moments pass", len(rows.chunks[0]), "chunks", progress)
+        bar = ProgressBar(f"{report.prefix}: moments pass", len(rows.chunks[0]), "chunks", progress)
         result = row_pass(
             rows, centres, problem.kernel,
             {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
