@@ -16,7 +16,7 @@ import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 import npt_dask as npt
-from npt_dask.engine.pair_pass import EvaluatedBlocks, GivenBlocks, KernelOperator, block_source
+from npt_dask.engine.pair_pass import KernelBlocks, KernelOperator, PrecomputedBlocks, block_source
 from npt_dask.errors import InputError, KernelParameterError
 from npt_dask.interface import cli
 from npt_dask.kernels import (
@@ -37,21 +37,21 @@ def _block(a, b):
 
 
 @pytest.mark.parametrize(
-    ("built", "kind", "evaluated", "storable", "feature_local"),
+    ("built", "kind", "precomputed", "storable", "feature_local"),
     [
-        (KernelSpec("rbf", gamma=0.5), NamedKernel, True, True, True),
-        (make_kernel("poly", degree=2), NamedKernel, True, True, True),
-        (KernelSpec("precomputed"), PrecomputedKernel, False, True, False),
-        (make_kernel("precomputed"), PrecomputedKernel, False, True, False),
-        (make_kernel(_block), CallableKernel, True, False, False),
-        (KernelSpec("callable", function=_block), CallableKernel, True, False, False),
+        (KernelSpec("rbf", gamma=0.5), NamedKernel, False, True, True),
+        (make_kernel("poly", degree=2), NamedKernel, False, True, True),
+        (KernelSpec("precomputed"), PrecomputedKernel, True, True, False),
+        (make_kernel("precomputed"), PrecomputedKernel, True, True, False),
+        (make_kernel(_block), CallableKernel, False, False, False),
+        (KernelSpec("callable", function=_block), CallableKernel, False, False, False),
     ],
 )
-def test_each_kind_is_its_own_class(built, kind, evaluated, storable, feature_local):
+def test_each_kind_is_its_own_class(built, kind, precomputed, storable, feature_local):
     assert type(built) is kind
     assert isinstance(built, KernelSpec)
-    assert (built.evaluated, built.storable, built.feature_local) == (
-        evaluated,
+    assert (built.precomputed, built.storable, built.feature_local) == (
+        precomputed,
         storable,
         feature_local,
     )
@@ -94,8 +94,8 @@ def test_the_graph_code_dispatches_once_on_the_kind():
 
     x = da.from_array(np.random.default_rng(0).normal(size=(30, 3)), chunks=(7, 3))
     k = da.from_array(rbf_kernel(np.asarray(x), gamma=0.3), chunks=(7, 30))
-    assert isinstance(block_source(x, NamedKernel("rbf", gamma=0.3)), EvaluatedBlocks)
-    assert isinstance(block_source(k, PrecomputedKernel()), GivenBlocks)
+    assert isinstance(block_source(x, NamedKernel("rbf", gamma=0.3)), KernelBlocks)
+    assert isinstance(block_source(k, PrecomputedKernel()), PrecomputedBlocks)
     assert isinstance(rows_kind(NamedKernel("rbf", gamma=0.3), 3), FeatureRows)
     assert isinstance(rows_kind(PrecomputedKernel(), 30), KernelRows)
     # both sources give the same operator (irregular chunks), to rounding

@@ -156,9 +156,9 @@ class RowBlock:
 
     def _panels(self) -> Iterator[tuple[Any, Any]]:
         """``(B_j, w_j)`` for each centre panel, each block evaluated (or read) once."""
-        given = not self.kernel.evaluated
+        precomputed = self.kernel.precomputed
         for j, (x_j, w_j) in enumerate(centre_pairs(self.centres)):
-            if not given:
+            if not precomputed:
                 yield scratch_block(self.z, self.local(x_j), self.kernel), self.local(w_j)
             elif self.numpy:
                 yield np.ascontiguousarray(self.z[j]), w_j
@@ -220,7 +220,7 @@ class RowBlock:
             p, xp = self.apply(), self.xp
             diag = (
                 self.kernel.diag(self.z)
-                if self.kernel.evaluated
+                if not self.kernel.precomputed
                 else xp.full((p.shape[0],), math.nan, dtype=xp.float64, device=self.device)
             )
             self._memo["projected"] = finish_parts(p, diag, **terms)

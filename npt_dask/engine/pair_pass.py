@@ -106,7 +106,7 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
     its columns chunked like ``x``'s rows (for the training matrix, ``z is x``, its
     symmetric part ``(K + K^T) / 2``, as the Krylov passes see it).
     """
-    if not kernel.evaluated:
+    if kernel.precomputed:
         z = z.rechunk({1: x.chunks[0]})
         return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
     _check_row_chunked(z, "z")
@@ -137,7 +137,7 @@ def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
     For a precomputed kernel ``z`` is the square training matrix and its
     diagonal is read from the diagonal blocks.
     """
-    if not kernel.evaluated:
+    if kernel.precomputed:
         if z.shape[0] != z.shape[1]:
             raise InputError(
                 f"The diagonal of a precomputed kernel needs the square training matrix; got "
@@ -195,7 +195,7 @@ def _chain_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed
     return total
 
 
-class EvaluatedBlocks:
+class KernelBlocks:
     """Kernel blocks evaluated from row chunks of features (a named or callable kernel)."""
 
     def __init__(self, x: da.Array, kernel: KernelSpec) -> None:
@@ -225,7 +225,7 @@ class EvaluatedBlocks:
         )
 
 
-class GivenBlocks:
+class PrecomputedBlocks:
     """Blocks read from a given square kernel matrix, as its symmetric part
     ``(K + K^T) / 2`` (a precomputed kernel); its columns chunked like its rows."""
 
@@ -253,9 +253,9 @@ class GivenBlocks:
         return delayed(block_products, pure=True)(block, v_i, v_j, i == j, dask_key_name=key)
 
 
-def block_source(x: da.Array, kernel: KernelSpec) -> EvaluatedBlocks | GivenBlocks:
+def block_source(x: da.Array, kernel: KernelSpec) -> KernelBlocks | PrecomputedBlocks:
     """Where the training operator's blocks come from: the one dispatch on the kind."""
-    return EvaluatedBlocks(x, kernel) if kernel.evaluated else GivenBlocks(x)
+    return PrecomputedBlocks(x) if kernel.precomputed else KernelBlocks(x, kernel)
 
 
 class KernelOperator:

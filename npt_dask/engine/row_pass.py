@@ -172,11 +172,11 @@ def _add_chains(
     return {name: consumers[name].finish(value) for name, value in total.items()}
 
 
-def chunk_inputs(rows: da.Array, given: bool) -> list[Any]:
+def chunk_inputs(rows: da.Array, precomputed: bool) -> list[Any]:
     """Each row chunk of ``rows`` as a task argument (for a precomputed kernel, its list of
     column blocks); keys stable across graphs (no run_spec clash)."""
     parts = rows.to_delayed(optimize_graph=False)
-    if given:
+    if precomputed:
         return [list(parts[i]) for i in range(parts.shape[0])]
     return [parts[i, 0] for i in range(parts.shape[0])]
 
@@ -222,9 +222,9 @@ def row_pass(
     scheduler: ``threads / chains`` keeps the cores busy with fewer, larger sums).
     ``progress`` steps once per finished chunk.
     """
-    given = not kernel.evaluated
+    precomputed = kernel.precomputed
     check_one_device(rows, aux or {})
-    inputs = chunk_inputs(rows, given)
+    inputs = chunk_inputs(rows, precomputed)
     extras = _aux_blocks(aux or {}, tuple(int(c) for c in rows.chunks[0]))
     task_centres = centres.task_input()
     chains = max(1, min(int(chains), len(inputs)))
@@ -279,7 +279,7 @@ def chunk_tasks(
     task_centres = centres.task_input()
     return [
         delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype, host)
-        for z in chunk_inputs(rows, not kernel.evaluated)
+        for z in chunk_inputs(rows, kernel.precomputed)
     ]
 
 

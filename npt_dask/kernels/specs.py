@@ -130,7 +130,7 @@ class KernelSpec(metaclass=_ByKind):
       matrix, whose blocks are read, never evaluated.
 
     What differs by kind is said by the class (its methods and the class attributes
-    :attr:`kind`, :attr:`evaluated`, :attr:`storable`, :attr:`feature_local`), so code
+    :attr:`kind`, :attr:`precomputed`, :attr:`storable`, :attr:`feature_local`), so code
     elsewhere asks what a kernel can do, not which kernel it is.
     ``KernelSpec(name, ...)`` builds the class its ``name`` calls for
     (``"precomputed"``, ``"callable"`` or a registry name) through :func:`spec_of`;
@@ -155,7 +155,7 @@ class KernelSpec(metaclass=_ByKind):
 
     kind: ClassVar[str] = "kernel"
     """``"named"``, ``"callable"`` or ``"precomputed"``."""
-    evaluated: ClassVar[bool] = True
+    precomputed: ClassVar[bool] = False
     """True when blocks are computed from rows of features; False when they are read
     from a given kernel matrix (which then stands where the rows would)."""
     storable: ClassVar[bool] = True
@@ -496,7 +496,7 @@ class PrecomputedKernel(KernelSpec):
     name: str = PRECOMPUTED
 
     kind: ClassVar[str] = PRECOMPUTED
-    evaluated: ClassVar[bool] = False
+    precomputed: ClassVar[bool] = True
 
     def describe(self) -> str:
         return "precomputed kernel"

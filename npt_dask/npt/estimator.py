@@ -457,7 +457,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             )  # fmt: skip
         X = self._validate(X, reset=False)
         model = self.model_
-        if isinstance(model, NPTModel) and model.kernel.evaluated and not is_full_rank(model):
+        if isinstance(model, NPTModel) and not model.kernel.precomputed and not is_full_rank(model):
             return self._refit_union(X, model)
         self.model_ = model.partial_fit(X, residual_tol=residual_tol, max_landmarks=max_landmarks)
         for name in _SPECTRUM:

@@ -491,8 +491,8 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     precision = None if params.precision is None else np.dtype(params.precision)
     labels = None if labels is None else align_rows(labels, X, name="labels")
     targets = None if targets is None else align_rows(targets, X, name="targets")
-    names = feature_names(X) if spec.evaluated else None
-    if not spec.evaluated:  # X is the kernel matrix: chunked by rows and columns
+    names = None if spec.precomputed else feature_names(X)
+    if spec.precomputed:  # X is the kernel matrix: chunked by rows and columns
         x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
     else:
         x, info = as_row_chunked(
@@ -509,7 +509,7 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     if params.landmarks is None:
         model = _solve(_persisted(x), spec, params, plan, info, names)
         return _with_moments(model, labels, targets)
-    if not spec.evaluated:
+    if spec.precomputed:
         raise InputError(
             "landmarks need the training rows; with kernel='precomputed' pass the landmark "
             "rows' kernel matrix itself (K[idx][:, idx]) and project K[:, idx]."

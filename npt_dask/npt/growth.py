@@ -117,7 +117,7 @@ def _rows(x: Any) -> np.ndarray:
 
 def _check_growable(model: FittedModel) -> None:
     """Refuse models that cannot grow exactly, naming the fix."""
-    if not model.kernel.evaluated:
+    if model.kernel.precomputed:
         raise InputError(
             "partial_fit needs the training rows, and a model fitted with "
             "kernel='precomputed' stores none (only their kernel matrix). Refit with the "

@@ -93,7 +93,7 @@ class NPTModel(FittedModel):
     """
 
     def __post_init__(self) -> None:
-        if not self.kernel.evaluated and self.x_train.shape[1] != 0:
+        if self.kernel.precomputed and self.x_train.shape[1] != 0:
             # fitted on the kernel matrix: keep its diagonal (read from the diagonal
             # blocks), not the matrix -- a precomputed model holds no training rows
             diag = compute(kernel_diagonal(self.x_train, self.kernel))[0]
@@ -224,7 +224,7 @@ class NPTModel(FittedModel):
         residual is NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
         """
         x, info = self._rows(z)
-        if self.kernel.evaluated:
+        if not self.kernel.precomputed:
             if diag is not None:
                 raise InputError(
                     "diag is for kernel='precomputed' only; this model evaluates k(z, z) "

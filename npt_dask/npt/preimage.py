@@ -210,7 +210,7 @@ def fit_inverse_map(
         blocks kept between passes follow :func:`plan_inverse_map`, recorded in
         :attr:`InverseMap.plan`.
     """
-    if not kernel.evaluated:
+    if kernel.precomputed:
         raise InputError(
             "Cannot fit_inverse_transform with a precomputed kernel: the pre-image map needs "
             "the kernel on the coordinates, which a given matrix does not define."

@@ -706,7 +706,7 @@ def project(
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
     model.warn_scale(x)  # the one kernel-scale rule (npt_dask.engine.scale), as fit and transform
-    if not model.kernel.evaluated:
+    if model.kernel.precomputed:
         warn(
             "This model's kernel is precomputed: the rows to project are test x train kernel "
             "rows, which lack each row's k(z, z), so the store's residual column is NaN "

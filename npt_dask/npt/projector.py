@@ -78,7 +78,7 @@ class Projector:
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        return chunk_inputs(x, not self.kernel.evaluated)
+        return chunk_inputs(x, self.kernel.precomputed)
 
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
@@ -170,7 +170,7 @@ class KernelRows:
 
 def rows_kind(kernel: KernelSpec, n_features: int) -> FeatureRows | KernelRows:
     """What a row to project is for ``kernel``: the one dispatch on the kind."""
-    return FeatureRows(n_features) if kernel.evaluated else KernelRows()
+    return KernelRows() if kernel.precomputed else FeatureRows(n_features)
 
 
 def projection_rows(
@@ -227,7 +227,7 @@ def _ship(fitted: FittedModel) -> Centres:
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     w = _gemm_weights(fitted)
     blocks = [w[offsets[j] : offsets[j + 1]] for j in range(len(offsets) - 1)]
-    if not fitted.kernel.evaluated:  # no training rows: the test x train blocks carry them
+    if fitted.kernel.precomputed:  # no training rows: the test x train blocks carry them
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(fitted.x_train.to_delayed(optimize_graph=False).ravel())
@@ -240,7 +240,7 @@ def build_projector(fitted: FittedModel) -> Projector:
     the store inside each task (:class:`npt_dask.storage.store.StoredTraining`, which refuses a
     store no longer holding this model). Each call ships the blocks again: the model
     keeps one per client (:meth:`npt_dask.npt.model.NPTModel.projector`)."""
-    if fitted.store_path is not None and fitted.kernel.evaluated:
+    if fitted.store_path is not None and not fitted.kernel.precomputed:
         sizes = fitted.train_chunks
         offsets = tuple(int(o) for o in np.concatenate([[0], np.cumsum(sizes)]))
         stored = StoredTraining(

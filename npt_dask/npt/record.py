@@ -85,7 +85,7 @@ class FittedModel:
     @property
     def n_features(self) -> int:
         """Number of input features d (n for a precomputed kernel: one per training row)."""
-        if not self.kernel.evaluated:
+        if self.kernel.precomputed:
             return self.n_samples
         return int(self.x_train.shape[1])
 

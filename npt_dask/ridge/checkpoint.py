@@ -250,19 +250,19 @@ class Checkpoint:
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.given = Path(path)
+        self.user_path = Path(path)
         self.path = real(path)
         self.lock = self.path.parent / f".{self.path.name}.lock"
         self.saved: Saved | None = None
         self._held = False
 
     def __enter__(self) -> Checkpoint:
-        exists = _check_regular(self.given, self.path)
+        exists = _check_regular(self.user_path, self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         holder = take_lock(self.lock)
         if holder is not None:
             raise CheckpointError(
-                f"The checkpoint {self.given} is in use by "
+                f"The checkpoint {self.user_path} is in use by "
                 f"{describe(str(holder.get('owner')))} (pid {holder.get('pid', '?')}, since "
                 f"{holder.get('started', '?')}): one fit writes a checkpoint at a time. Wait "
                 "for that fit to finish, or pass another checkpoint path. If that process "
@@ -271,7 +271,7 @@ class Checkpoint:
         self._held = True
         try:
             # checked again under the lock: another writer may have replaced it meanwhile
-            if exists or _check_regular(self.given, self.path):
+            if exists or _check_regular(self.user_path, self.path):
                 self.saved = _read(self.path)
         except BaseException:
             self.close()
@@ -310,21 +310,21 @@ class Checkpoint:
             return None
         if saved.problem != problem:
             raise CheckpointError(
-                f"{self.given} holds the state of another problem (other data, targets, "
+                f"{self.user_path} holds the state of another problem (other data, targets, "
                 "weights, kernel parameters, alpha, centres or precision), so it cannot be "
                 "continued. Delete it to start afresh, or pass another checkpoint path."
             )
         close = 1e-5 if precision == "float32" else 1e-10
         if not _agree(saved.probe, probe, close):
             raise CheckpointError(
-                f"{self.given} was written with another kernel: its values on a probe of "
+                f"{self.user_path} was written with another kernel: its values on a probe of "
                 "the data differ from this kernel's (a changed kernel function, or a "
                 "parameter it closes over or takes by default). Pass the original kernel "
                 "to resume, or delete the checkpoint to start afresh with this one."
             )
         if not _agree(saved.state.b, np.asarray(rhs, dtype=np.float64), 1e-10):
             raise CheckpointError(
-                f"{self.given} holds a right-hand side that the data do not give (altered "
+                f"{self.user_path} holds a right-hand side that the data do not give (altered "
                 "since it was written, or of another problem). " + _FIX
             )
         state = saved.state

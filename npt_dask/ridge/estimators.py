@@ -406,13 +406,13 @@ class _KernelRidgeBase(BaseEstimator):
         if (isinstance(checked, int) and self.random_state is None and saved is not None
                 and len(saved) == checked and (saved < n).all()):  # fmt: skip
             return saved
-        if not spec.evaluated and isinstance(checked, int) and self.landmark_method != "uniform":
+        if spec.precomputed and isinstance(checked, int) and self.landmark_method != "uniform":
             raise InputError(
                 "landmark_method='rpcholesky' needs the kernel function; with "
                 "kernel='precomputed' use landmark_method='uniform' or give row indices."
             )
         rng = np.random.default_rng(self.random_state)
-        if not spec.evaluated:
+        if spec.precomputed:
             if isinstance(checked, np.ndarray):
                 return checked
             return np.sort(rng.choice(n, checked, replace=False))
@@ -456,7 +456,9 @@ class _KernelRidgeBase(BaseEstimator):
             alpha=float(alphas.min()),
         )  # fmt: skip
         _say_iterative_exact(plan, self.solver)
-        centre_x = centre_rows(rows, centres) if centres is not None and spec.evaluated else None
+        centre_x = (
+            centre_rows(rows, centres) if centres is not None and not spec.precomputed else None
+        )
         problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
                                self.random_state, self.landmark_method, centre_x)  # fmt: skip
         with progress_label(type(self).__name__):  # the command line's own name wins
@@ -475,7 +477,7 @@ class _KernelRidgeBase(BaseEstimator):
         self._n_train = n
         if centres is None:  # every row a centre: the rows themselves (lazy stays lazy)
             self.X_fit_ = rows if is_lazy(X) else X
-        elif spec.evaluated:
+        elif not spec.precomputed:
             self.X_fit_ = centre_x
         else:
             self.X_fit_ = None  # the given matrix's landmark columns stand for the rows
@@ -490,7 +492,7 @@ class _KernelRidgeBase(BaseEstimator):
 
     def _prediction_centres(self) -> Centres:
         coef = np.asarray(self._coef, dtype=self.dtype_)
-        if not self.kernel_.evaluated:
+        if self.kernel_.precomputed:
             return Centres.of(None, coef, sizes=self._panel_sizes())
         if isinstance(self.X_fit_, da.Array):  # exact, lazy training rows
             rows = self.X_fit_.rechunk({0: _PANEL})
@@ -507,7 +509,7 @@ class _KernelRidgeBase(BaseEstimator):
         rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
         if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
             warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False, ridge=True)
-        if not self.kernel_.evaluated and self.landmarks_ is not None:
+        if self.kernel_.precomputed and self.landmarks_ is not None:
             rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
         out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
                        width=self._coef.shape[1])  # fmt: skip
@@ -528,7 +530,7 @@ class _KernelRidgeBase(BaseEstimator):
         (``rows x m``) and one triangular solve (``rows m^2``).
         """
         check_is_fitted(self, "dual_coef_")
-        if self.landmarks_ is None or not self.kernel_.evaluated:
+        if self.landmarks_ is None or self.kernel_.precomputed:
             raise InputError(
                 "certificate() measures rows against the landmarks' span; this model "
                 + ("has none: every training row is a centre, so the training rows' "
@@ -587,7 +589,7 @@ class _KernelRidgeBase(BaseEstimator):
             precision=str(self.dtype_), n_train=self._n_train, n_features=self.n_features_in_,
             feature_names=None if names is None else tuple(str(v) for v in names),
             dual_coef=self._coef, target_ndim=int(np.ndim(self.dual_coef_)),
-            centres=self.X_fit_ if self.kernel_.evaluated else None, landmarks=self.landmarks_,
+            centres=None if self.kernel_.precomputed else self.X_fit_, landmarks=self.landmarks_,
             residuals=self.residuals_, fitted=fitted, classes=getattr(self, "classes_", None),
             cv_arrays=arrays, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
         )  # fmt: skip

@@ -64,7 +64,7 @@ def kernel_probe(problem: RidgeProblem, rows: da.Array) -> np.ndarray:
     """The kernel's values (float64) between :data:`PROBE_ROWS` rows of the first chunk and
     as many centres (the same rows on the exact route); empty for a precomputed kernel,
     whose values are the data (digested with them)."""
-    if not problem.kernel.evaluated or rows.shape[0] == 0:
+    if problem.kernel.precomputed or rows.shape[0] == 0:
         return np.zeros((0, 0))
     a = _dense(compute(rows[_spread(int(rows.chunks[0][0]), PROBE_ROWS)])[0])
     c = a
@@ -127,7 +127,7 @@ class Iterations:
             return cg.start(b, precondition, tol)
         cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
         self.report.stage(f"cg: resuming at iteration {state.iteration} "
-                          f"from {self.checkpoint.given}")  # fmt: skip
+                          f"from {self.checkpoint.user_path}")  # fmt: skip
         return state
 
     def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray, stop: np.ndarray) -> str:

@@ -219,7 +219,7 @@ def nystrom_rows(problem: RidgeProblem) -> da.Array:
     """The rows of a Nyström pass, in the plan's row chunks: X, or for a precomputed
     kernel the given matrix's centre columns ``K[:, idx]`` (one column chunk)."""
     rows = problem.rows.rechunk({0: problem.plan.row_chunk})
-    if not problem.kernel.evaluated:
+    if problem.kernel.precomputed:
         rows = rows[:, problem.centres].rechunk({1: -1})
     return rows
 
@@ -229,7 +229,7 @@ def centres_of(problem: RidgeProblem) -> Centres:
     given matrix's landmark columns (a precomputed kernel, :func:`nystrom_rows`)."""
     idx = problem.centres
     assert idx is not None
-    if problem.kernel.evaluated:
+    if not problem.kernel.precomputed:
         assert problem.centre_x is not None
         return Centres.of(problem.centre_x)
     return Centres.of(None, sizes=[len(idx)])
@@ -259,7 +259,7 @@ def problem_centre_kernel(problem: RidgeProblem) -> np.ndarray:
     rows, or the given matrix's centre block for a precomputed kernel."""
     idx = problem.centres
     assert idx is not None
-    if not problem.kernel.evaluated:
+    if problem.kernel.precomputed:
         block = compute(problem.rows[idx][:, idx])[0]
         return np.asfortranarray(block, dtype=problem.rows.dtype)
     assert problem.centre_x is not None

@@ -355,7 +355,7 @@ def _arrays_of(model: SavedModel) -> dict[str, tuple[Any, tuple[str, ...]]]:
         "row_means": (model.row_means, ("sample",)),
         "residuals": (model.diagnostics.residuals, ("component",)),
     }
-    if not model.kernel.evaluated:
+    if model.kernel.precomputed:
         assert model.train_diagonal is not None
         out["train_diagonal"] = (model.train_diagonal, ("sample",))
     else:
@@ -459,7 +459,7 @@ def _manifest(model: SavedModel, arrays: Mapping[str, tuple[Any, Any]]) -> Model
         chunk_size=model.chunk_size,
         kernel=model.kernel.to_dict(),
         diagnostics=diagnostics,
-        training_rows=NO_ROWS if not model.kernel.evaluated else STORED_ROWS,
+        training_rows=NO_ROWS if model.kernel.precomputed else STORED_ROWS,
         arrays={
             name: {"shape": list(np.shape(values)), "dtype": str(values.dtype)}
             for name, (values, _) in arrays.items()

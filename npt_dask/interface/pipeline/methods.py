@@ -175,7 +175,7 @@ def _kernel_ridge(
 def _kernel_args(model: NPTModel) -> dict[str, Any]:
     """The model's kernel as KernelRidge's arguments (a function kernel as it is)."""
     spec = model.kernel
-    if not spec.storable or not spec.evaluated:
+    if not spec.storable or spec.precomputed:
         raise InputError(
             "kernel_ridge takes the model's kernel, and this model's is a function or a "
             "given matrix: name a kernel in the [[methods]] table (kernel = 'rbf', gamma = ...)."

@@ -224,7 +224,7 @@ class ExactCG(Route):
 
         plan, clock = problem.plan, Clock()
         rows = problem.rows.rechunk({0: plan.row_chunk})
-        if not problem.kernel.evaluated:
+        if problem.kernel.precomputed:
             rows = rows.rechunk({1: plan.row_chunk})
         loop = Iterations(problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: landmark preconditioner of rank "
@@ -288,9 +288,9 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)
     precision: Precision = "float32" if rows.dtype == np.float32 else "float64"
-    params = FitParams(kernel=spec if spec.evaluated else "precomputed", center=False,
+    params = FitParams(kernel=spec if not spec.precomputed else "precomputed", center=False,
                        precision=precision, chunk_size=None)  # fmt: skip
-    if spec.evaluated:
+    if not spec.precomputed:
         method = problem.landmark_method
         idx = select_landmarks(plan.preconditioner_rank, rows, spec, method=method, rng=rng)
         landmark_rows = centre_rows(rows, idx)

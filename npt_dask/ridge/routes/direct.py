@@ -157,7 +157,7 @@ class ExactDirect(Route):
 
         clock = Clock()
         rows = problem.rows
-        if problem.kernel.evaluated:
+        if not problem.kernel.precomputed:
             k = np.asarray(
                 to_host(compute(kernel_matrix(rows, rows, problem.kernel))[0]), dtype=np.float64
             )
