@@ -28,6 +28,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.row_pass import Centres
 from npt_dask.errors import RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
@@ -44,6 +45,7 @@ __all__ = [
     "RidgeProblem",
     "RidgeSolution",
     "assemble",
+    "assemble_like",
     "centre_kernel",
     "centre_rows",
     "centres_of",
@@ -103,6 +105,21 @@ def assemble(
         del values
     assert seen == m, "every centre is a row of the data"
     return out.T if symmetric else out
+
+
+def assemble_like(parts: list[tuple[np.ndarray, Any]], m: int) -> Any:
+    """The ``m`` centre rows (float64) in the namespace of the pass's outputs
+    (:func:`npt_dask.engine.row_pass.row_pass` with ``on_device``): :func:`assemble` on
+    numpy; elsewhere the chunks' rows joined there and put in slot order by one gather
+    (the slots are host integers; nothing crosses)."""
+    xp = namespace_of(*(v for _, v in parts))
+    if is_numpy(xp):
+        return assemble(parts, m, np.float64)
+    slots = np.concatenate([np.asarray(s) for s, _ in parts])
+    assert len(slots) == m, "every centre is a row of the data"
+    joined = xp.concat([v for _, v in parts], axis=0)
+    order = xp.asarray(np.argsort(slots, kind="stable"), device=device_of(joined))
+    return xp.astype(xp.take(joined, order, axis=0), xp.float64)
 
 
 def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
