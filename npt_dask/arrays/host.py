@@ -29,6 +29,7 @@ __all__ = ["Crossings", "count_crossings", "to_host"]
 
 _LOCK = threading.Lock()
 _TOTAL = [0]
+_OPEN: list[Crossings] = []  # the counters open now, each recording the crossings' sizes
 
 
 def to_host(a: Any) -> Any:
@@ -43,7 +44,18 @@ def to_host(a: Any) -> Any:
     """
     with _LOCK:
         _TOTAL[0] += 1
+        if _OPEN:
+            size = _size(a)
+            for seen in _OPEN:
+                seen.sizes.append(size)
     return _moved(a)
+
+
+def _size(a: Any) -> int:
+    """The values ``a`` holds: an array's size, a tuple's or list's total, else 0."""
+    if isinstance(a, tuple | list):
+        return sum(_size(v) for v in a)
+    return int(getattr(a, "size", 0) or 0) if hasattr(a, "shape") else 0
 
 
 def _moved(a: Any) -> Any:
@@ -57,10 +69,13 @@ def _moved(a: Any) -> Any:
 
 
 class Crossings:
-    """The crossings through :func:`to_host` since the counter was opened."""
+    """The crossings through :func:`to_host` since the counter was opened; ``sizes``: the
+    values each one moved (an array's size, a tuple's total; 0 for bytes or a number), in
+    order, so a test sees a vector crossing where k scalars were meant to."""
 
     def __init__(self) -> None:
         self._start = _TOTAL[0]
+        self.sizes: list[int] = []
 
     @property
     def count(self) -> int:
@@ -72,4 +87,9 @@ def count_crossings() -> Iterator[Crossings]:
     """Count the host crossings of the block (this process, every thread): ``.count``."""
     with _LOCK:
         seen = Crossings()
-    yield seen
+        _OPEN.append(seen)
+    try:
+        yield seen
+    finally:
+        with _LOCK:
+            _OPEN.remove(seen)

@@ -27,6 +27,7 @@ __all__ = [
     "kept_for",
     "kept_pairs",
     "machine_memory",
+    "resolve_device_budget",
     "resolve_memory_budget",
     "upper_pairs",
 ]
@@ -56,6 +57,32 @@ def default_device_budget(*arrays: Any) -> int | None:
     """
     xp, _device = namespace_and_device(*arrays)
     return None if is_numpy(xp) else device_memory_budget()
+
+
+def resolve_device_budget(value: int | str | None, *arrays: Any) -> int | None:
+    """A fit's ``device_memory_budget`` in bytes for a pass over ``arrays``: None (the
+    default) gives :func:`default_device_budget` (None for rows in host memory), a size
+    with units is read as ``memory_budget`` is. A budget given for rows in host memory
+    has nothing to bound -- their blocks are host memory, counted against
+    ``memory_budget`` -- so it is set aside with a
+    :class:`~npt_dask.errors.MemoryBudgetWarning` naming the fix.
+
+    >>> import numpy as np
+    >>> resolve_device_budget(None, np.ones((3, 2))) is None
+    True
+    """
+    default = default_device_budget(*arrays)
+    budget = budget_bytes(value)
+    if budget is None or default is not None:
+        return default if budget is None else budget
+    warn(
+        f"device_memory_budget={format_bytes(budget)} has no effect here: the rows live in "
+        "host memory, where their kernel blocks count against memory_budget. Leave "
+        "device_memory_budget=None, or move the rows to the device (e.g. "
+        "x.map_blocks(cupy.asarray)) for it to bound the device's memory.",
+        MemoryBudgetWarning,
+    )
+    return None
 
 
 def check_budgets(

@@ -194,11 +194,16 @@ class RowBlock:
             self._memo["weighted64"] = out
         return self._memo["weighted64"]
 
+    def vectors(self, p: Any) -> Any:
+        """Vectors ``P`` a product takes (host numpy, or already in the block's namespace:
+        a driver whose iterates live on the device) in the block's namespace."""
+        return np.asarray(p) if self.numpy else self.local(p)
+
     def times(self, name: str, p: np.ndarray) -> Any:
         """``B P`` (float64; the product in the block's precision), memoised by ``name``."""
         if name not in self._memo:
             b, xp = self.block(), self.xp
-            product = block_times(b, xp.astype(self.local(np.asarray(p)), b.dtype, copy=False))
+            product = block_times(b, xp.astype(self.vectors(p), b.dtype, copy=False))
             self._memo[name] = xp.astype(product, xp.float64, copy=False)
         return self._memo[name]
 
@@ -207,7 +212,7 @@ class RowBlock:
         (:func:`~npt_dask.engine.blocks.normal_products`: one sweep over the block; the products in
         the block's precision)."""
         b, xp = self.block(), self.xp
-        bp, total = normal_products(b, xp.astype(self.local(np.asarray(p)), b.dtype, copy=False),
+        bp, total = normal_products(b, xp.astype(self.vectors(p), b.dtype, copy=False),
                                     self.weights())  # fmt: skip
         self._memo.setdefault("p", bp)
         return total

@@ -140,35 +140,40 @@ def _chunk(
     kernel: KernelSpec,
     consumers: Mapping[str, Consumer],
     blas_threads: int = 1,
+    on_device: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Task body: the chunk's kernel block, fed to every consumer (evaluated once), with
     ``blas_threads`` BLAS threads (a worker process's all, for a pass of one running sum
-    per process)."""
+    per process); ``on_device``: the ``rows`` outputs stay in the rows' namespace."""
     if blas_threads > 1:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=blas_threads, user_api="blas"):
-            return _chunk(z, aux, running, centres, kernel, consumers)
+            return _chunk(z, aux, running, centres, kernel, consumers, 1, on_device)
     rows = RowBlock(dense_rows(z), centres, kernel, aux)
     outputs, sums = {}, {}
     for name, consumer in consumers.items():
         if consumer.kind == "rows":  # the driver keeps it: on host, one crossing a chunk
-            outputs[name] = consumer.finish(consumer(rows, None))
+            out = consumer(rows, None)
+            outputs[name] = out if on_device else consumer.finish(out)
         else:
             sums[name] = consumer(rows, None if running is None else running[name])
     return outputs, sums
 
 
 def _add_chains(
-    parts: Sequence[Mapping[str, Any]], consumers: Mapping[str, Consumer]
-) -> dict[str, Any]:
+    parts: Sequence[Mapping[str, Any]], consumers: Mapping[str, Consumer],
+    on_device: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Each sum's chains added into the first chain's (in place, in the rows' namespace:
     the chains' sums are owned by the pass), then the total taken to host: one crossing
-    per sum."""
+    per sum (``on_device``: none, the totals stay in the rows' namespace)."""
     total = dict(parts[0])
     for part in parts[1:]:
         for name, value in part.items():
             total[name] = add_into(total[name], value)
+    if on_device:
+        return total
     return {name: consumers[name].finish(value) for name, value in total.items()}
 
 
@@ -213,6 +218,7 @@ def row_pass(
     chains: int = 1,
     blas_threads: int = 1,
     progress: ProgressBar | None = None,
+    on_device: bool = False,
 ) -> PassResult:
     """One pass over the row chunks of ``rows``: every consumer fed each chunk's block.
 
@@ -221,6 +227,12 @@ def row_pass(
     consumer (``blas_threads`` BLAS threads per task under the local threaded
     scheduler: ``threads / chains`` keeps the cores busy with fewer, larger sums).
     ``progress`` steps once per finished chunk.
+
+    ``on_device``: the results stay in the rows' namespace -- each sum's total as the
+    chains add it, each ``rows`` output as its consumer gives it, no :meth:`~npt_dask.
+    engine.consumers.Consumer.finish` -- for a driver that goes on computing there (kernel
+    ridge's CG iterations, its normal matrix on a device) and crosses what it needs
+    itself. On numpy the same arrays either way.
     """
     precomputed = kernel.precomputed
     check_one_device(rows, aux or {})
@@ -234,12 +246,12 @@ def row_pass(
     for i, z in enumerate(inputs):
         task = delayed(_chunk, pure=False, nout=2)(
             z, extras[i], running[i % chains], task_centres, kernel, dict(consumers),
-            blas_threads,
+            blas_threads, on_device,
         )  # fmt: skip
         per_chunk.append(task[0])
         running[i % chains] = task[1]
     summed = {n: c for n, c in consumers.items() if c.kind == "sum"}
-    total = delayed(_add_chains, pure=False)(running, summed) if has_sums else None
+    total = delayed(_add_chains, pure=False)(running, summed, on_device) if has_sums else None
     if progress is None:
         outputs, sums = compute(per_chunk, total, release_scratch=True, blas_threads=blas_threads)
     else:

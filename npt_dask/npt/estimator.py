@@ -154,6 +154,11 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     memory_budget : int or str, optional
         Bytes the fit may hold beyond the input rows: an int, or a size with units
         (``"40GB"``, ``"1.5GiB"``); above the machine's memory it warns.
+    device_memory_budget : int or str, optional
+        Bytes of device (GPU) memory the fit may hold when the rows live on a device
+        (kernel blocks in flight and kept); units as ``memory_budget``; default a share
+        of the device's free memory. Rows in host memory count against
+        ``memory_budget`` alone (a value given for them warns).
     precision : {"float32", "float64"}, optional
         Kernel block precision; default the input's (float32 stays float32).
     random_state : int, RandomState instance, Generator or None
@@ -258,6 +263,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         chunk_size: int | None = _D["chunk_size"],
         cache: str = _D["cache"],
         memory_budget: int | str | None = _D["memory_budget"],
+        device_memory_budget: int | str | None = _D["device_memory_budget"],
         precision: str | None = _D["precision"],
         random_state: int | np.random.RandomState | np.random.Generator | None = _D["random_state"],
         kernel_params: dict | None = _D["kernel_params"],
@@ -284,6 +290,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.chunk_size = chunk_size
         self.cache = cache
         self.memory_budget = memory_budget
+        self.device_memory_budget = device_memory_budget
         self.precision = precision
         self.random_state = random_state
         self.kernel_params = kernel_params

@@ -17,7 +17,7 @@ import numpy as np
 from dask.array.core import normalize_chunks
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.budget import default_device_budget, resolve_memory_budget
+from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
 from npt_dask.engine.pair_pass import KernelOperator, drop_zero_features
 from npt_dask.engine.scale import warn_kernel_scale
 from npt_dask.errors import (
@@ -100,7 +100,7 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         threads=task_threads(),
         basis=params.basis,
         cluster=current_client() is not None,
-        device_memory_budget=default_device_budget(x),
+        device_memory_budget=resolve_device_budget(params.device_memory_budget, x),
     )
 
 
@@ -301,6 +301,7 @@ def fit(
     chunk_size: int | None = _D["chunk_size"],
     cache: Cache = _D["cache"],
     memory_budget: int | str | None = _D["memory_budget"],
+    device_memory_budget: int | str | None = _D["device_memory_budget"],
     precision: Precision | None = _D["precision"],
     block_size: int | None = _D["block_size"],
     max_basis: int | None = _D["max_basis"],
@@ -367,6 +368,11 @@ def fit(
         n x n matrix); default a sixth of physical memory. An int, or a size with
         units as the command line takes it (``"40GB"``, ``"1.5GiB"``); a budget above
         the machine's memory warns (``MemoryBudgetWarning``).
+    device_memory_budget : int or str, optional
+        Bytes of device (GPU) memory the fit may hold when ``x`` lives on a device:
+        the kernel blocks in flight and kept; units as ``memory_budget``; default a
+        share of the device's free memory. Rows in host memory count against
+        ``memory_budget`` alone (a value given for them warns).
     precision : {"float32", "float64"}, optional
         dtype of the kernel blocks. The Krylov passes multiply them in float64;
         projections (transform, npt.project, the training pass) multiply
@@ -465,6 +471,7 @@ def fit(
         chunk_size=chunk_size,
         cache=cache,
         memory_budget=memory_budget,
+        device_memory_budget=device_memory_budget,
         precision=precision,
         block_size=block_size,
         max_basis=max_basis,

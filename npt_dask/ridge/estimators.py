@@ -38,7 +38,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask.engine.budget import resolve_memory_budget
+from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.row_pass import Centres, map_rows
 from npt_dask.engine.scale import warn_kernel_scale
@@ -156,6 +156,7 @@ RIDGE_PARAMS: tuple[Param, ...] = (
     fit_param("precision"),
     dataclasses.replace(fit_param("random_state"), help="seed of the landmark draw"),
     fit_param("memory_budget"),
+    fit_param("device_memory_budget"),
     dataclasses.replace(
         fit_param("chunk_size"), help="rows per kernel block of the exact route's passes"
     ),
@@ -291,6 +292,7 @@ class _KernelRidgeBase(BaseEstimator):
         precision: str | None = _D["precision"],
         random_state: Any = _D["random_state"],
         memory_budget: int | str | None = _D["memory_budget"],
+        device_memory_budget: int | str | None = _D["device_memory_budget"],
         chunk_size: int | None = _D["chunk_size"],
         progress: bool = _D["progress"],
     ) -> None:
@@ -308,6 +310,7 @@ class _KernelRidgeBase(BaseEstimator):
         self.precision = precision
         self.random_state = random_state
         self.memory_budget = memory_budget
+        self.device_memory_budget = device_memory_budget
         self.chunk_size = chunk_size
         self.progress = progress
 
@@ -447,13 +450,14 @@ class _KernelRidgeBase(BaseEstimator):
         n, k = int(rows.shape[0]), int(t.shape[1])
         centres = self._centres(rows, spec, held)
         budget = resolve_memory_budget(self.memory_budget)
+        device_budget = resolve_device_budget(self.device_memory_budget, rows)
         plan = plan_ridge(
             n=n, m=None if centres is None else len(centres), d=int(rows.shape[1]), k=k,
             itemsize=rows.dtype.itemsize, alphas=len(np.unique(alphas)), solver=self.solver,
             memory_budget=budget, threads=task_threads(), max_iter=self.max_iter,
             tol=self.tol, chunk_size=self.chunk_size or DEFAULT_CHUNK_SIZE,
             positive_alpha=bool((alphas > 0).all()), workers=worker_processes(),
-            alpha=float(alphas.min()),
+            alpha=float(alphas.min()), device_budget=device_budget,
         )  # fmt: skip
         _say_iterative_exact(plan, self.solver)
         centre_x = (
@@ -698,6 +702,12 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         Bytes the fit may hold (the plan's; default a sixth of physical memory): an int,
         or a size with units as the command line takes it (``"40GB"``, ``"1.5GiB"``).
         A budget above the machine's memory warns (``MemoryBudgetWarning``).
+    device_memory_budget : int or str, optional
+        Bytes of device (GPU) memory the fit may hold when the rows live on a device (the
+        kernel blocks; exact direct ridge's n x n matrix and factor, built there); units as
+        ``memory_budget``; default a share of the device's free memory. The plan refuses,
+        before any pass, a route over either budget. Rows in host memory count against
+        ``memory_budget`` alone (a value given for them warns).
     chunk_size : int or None, default 4096
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
@@ -856,6 +866,12 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
         Seeds the landmark draw (and the preconditioner's landmarks).
     memory_budget : int, optional
         Bytes the fit may hold (the plan's; default a sixth of physical memory).
+    device_memory_budget : int or str, optional
+        Bytes of device (GPU) memory the fit may hold when the rows live on a device (the
+        kernel blocks; exact direct ridge's n x n matrix and factor, built there); units as
+        ``memory_budget``; default a share of the device's free memory. The plan refuses,
+        before any pass, a route over either budget. Rows in host memory count against
+        ``memory_budget`` alone (a value given for them warns).
     chunk_size : int or None, default 4096
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
@@ -1046,7 +1062,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         kernel that takes one.
     degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
         As :class:`KernelRidge`.
-    precision, random_state, memory_budget, chunk_size, progress
+    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
         As :class:`KernelRidge`.
 
     Attributes
@@ -1091,6 +1107,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         precision: str | None = _S["precision"],
         random_state: Any = _S["random_state"],
         memory_budget: int | str | None = _S["memory_budget"],
+        device_memory_budget: int | str | None = _S["device_memory_budget"],
         chunk_size: int | None = _S["chunk_size"],
         progress: bool = _S["progress"],
     ) -> None:
@@ -1110,6 +1127,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         self.precision = precision
         self.random_state = random_state
         self.memory_budget = memory_budget
+        self.device_memory_budget = device_memory_budget
         self.chunk_size = chunk_size
         self.progress = progress
 
@@ -1143,7 +1161,7 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
         kernel that takes one.
     degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
         As :class:`KernelRidge`.
-    precision, random_state, memory_budget, chunk_size, progress
+    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
         As :class:`KernelRidge`.
 
     Attributes

@@ -25,6 +25,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.consumers import Digest
 from npt_dask.engine.row_pass import Centres, row_pass
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
@@ -108,23 +109,26 @@ class Iterations:
 
     def start(
         self,
-        b: np.ndarray,
+        b: Any,
         digests: list[bytes] | None,
-        precondition: Callable[[np.ndarray], np.ndarray],
+        precondition: Callable[[Any], Any],
     ) -> cg.CGState:
         """The checkpointed state of this problem (``digests``: of the data's row chunks,
         when a checkpoint is held; ``b``: the right-hand side the data give), else CG's
-        start at ``x = 0``."""
+        start at ``x = 0``. The state lives in ``b``'s namespace (the pass's, a device's):
+        a resumed one is moved there (:func:`npt_dask.linalg.cg.state_like`), ``b``
+        crossing once to be compared with the saved one."""
         tol = self.problem.plan.tol
         if self.checkpoint is None:
             return cg.start(b, precondition, tol)
         assert digests is not None
         self.key = problem_fingerprint(self.problem, self.rows, digests)
         self.probe = kernel_probe(self.problem, self.rows)
-        state = self.checkpoint.resume(self.key, self.probe, b,
+        state = self.checkpoint.resume(self.key, self.probe, to_host(b),
                                        precision=str(self.rows.dtype))  # fmt: skip
         if state is None:
             return cg.start(b, precondition, tol)
+        state = cg.state_like(state, b)
         cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
         self.report.stage(f"cg: resuming at iteration {state.iteration} "
                           f"from {self.checkpoint.user_path}")  # fmt: skip
@@ -149,9 +153,12 @@ class Iterations:
                 f"(tol {tol:g}){checked}, {done}/{k} targets converged")  # fmt: skip
 
     def _save(self, state: cg.CGState) -> None:
+        """The state to the checkpoint: its vectors cross to host (the one crossing of
+        vectors per iteration, only with a checkpoint)."""
         if self.checkpoint is not None:
             assert self.key is not None
-            self.checkpoint.save(state, self.key, self.problem.centres, self.probe)
+            self.checkpoint.save(cg.host_state(state), self.key, self.problem.centres,
+                                 self.probe)  # fmt: skip
 
     def _stopped(self, state: cg.CGState, at_end: bool) -> np.ndarray:
         """Columns stopped without a verified convergence whose true residual is not yet
@@ -163,12 +170,10 @@ class Iterations:
         return np.array([c for c in np.flatnonzero(stopped) if int(c) not in self.measured],
                         dtype=np.intp)  # fmt: skip
 
-    def _measure(self, state: cg.CGState, hx: np.ndarray, cols: np.ndarray) -> None:
-        """The true relative residuals ``||b - H x|| / ||b||`` of stopped columns."""
-        r = state.b[:, cols] - hx
-        norms = np.sqrt(np.einsum("ij,ij->j", r, r))
-        b_norm = state.b_norm[cols]
-        rel = np.divide(norms, b_norm, out=np.zeros_like(norms), where=b_norm > 0)
+    def _measure(self, state: cg.CGState, hx: Any, cols: np.ndarray) -> None:
+        """The true relative residuals ``||b - H x|| / ||b||`` of stopped columns (k
+        numbers cross)."""
+        rel = cg.residuals_of(state, hx, cols)
         self.measured.update({int(c): float(v) for c, v in zip(cols, rel, strict=True)})
         met = cols[rel <= self.problem.plan.tol]  # it met tol after all: converged
         state.converged[met] = state.verified[met] = True
@@ -177,8 +182,8 @@ class Iterations:
     def run(
         self,
         state: cg.CGState,
-        product: Callable[[np.ndarray, np.ndarray], np.ndarray],
-        precondition: Callable[[np.ndarray], np.ndarray],
+        product: Callable[[Any, np.ndarray], Any],
+        precondition: Callable[[Any], Any],
     ) -> cg.CGState:
         """Iterate until every target's *true* residual ``b - H x`` meets tol or ``max_iter``
         iterations. A column the steps call converged is checked (:func:`npt_dask.linalg.cg.verify`)
@@ -187,7 +192,12 @@ class Iterations:
         A column that stops without it (breakdown, divergence, ``max_iter``) has the true
         residual of the iterate it returns measured the same way (:attr:`measured`),
         beside the next pass's products, or in one pass of its own at the end.
-        Checkpointed and reported after every pass."""
+        Checkpointed and reported after every pass.
+
+        The state stays in the namespace of ``product``'s results (a device's): the
+        columns a pass takes are gathered there (:func:`npt_dask.linalg.cg.gather`),
+        ``precondition`` maps that namespace to itself, and each iteration crosses only
+        k numbers at a time (the step's dots, the residuals checked)."""
         plan = self.problem.plan
         while True:
             act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
@@ -199,7 +209,7 @@ class Iterations:
                 break
             # H p of the active, H x of the unverified and of the stopped
             cols = np.concatenate([act, unv, stop])
-            q = product(np.hstack([state.p[:, act], state.x[:, unv], state.x[:, stop]]), cols)
+            q = product(cg.gather(state, [("p", act), ("x", unv), ("x", stop)]), cols)
             self.passes += 1
             if act.size:
                 cg.step(state, q[:, : act.size], precondition, plan.tol, act)
@@ -255,6 +265,6 @@ def finish(
     clock.lap("iterations")
     details = {**details, "passes": loop.passes, "relative_residuals": rel.tolist()}
     return RidgeSolution(
-        state.x, iterations=state.iteration, residuals=list(state.history),
+        np.asarray(to_host(state.x)), iterations=state.iteration, residuals=list(state.history),
         converged=state.verified.copy(), seconds=clock.seconds, details=details,
     )  # fmt: skip

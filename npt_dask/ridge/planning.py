@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.route import (
@@ -86,6 +87,7 @@ def plan_ridge(
     positive_alpha: bool = True,
     workers: int = 1,
     alpha: float = 0.0,
+    device_budget: int | None = None,
 ) -> RidgePlan:
     """The plan of a kernel ridge fit: n rows, ``m`` centres (None: every row), d features,
     k targets, ``alphas`` distinct ridge values (the smallest ``alpha``, when known, for
@@ -95,8 +97,11 @@ def plan_ridge(
 
     ``solver`` is a route's name (``"direct"``, ``"cg"``) or ``"auto"`` (see the module
     doc). ``positive_alpha=False`` (alpha = 0) leaves only the direct routes, as
-    scikit-learn solves it. Raises :class:`~npt_dask.errors.InputError` when no route
-    fits, naming the sizes and the fix.
+    scikit-learn solves it. ``device_budget``: bytes of device memory when the rows live
+    on a device (each route's :data:`DEVICE_PARTS` held there, checked against it, the
+    rest against ``memory_budget``: :func:`npt_dask.engine.budget.check_budgets`); None
+    (numpy) counts both parts against ``memory_budget``. Raises
+    :class:`~npt_dask.errors.InputError` when no route fits, naming the sizes and the fix.
 
     >>> plan = plan_ridge(n=60_000, m=20_000, d=784, k=10, itemsize=4,
     ...                   memory_budget=12 * 2**30, threads=2)
@@ -110,16 +115,34 @@ def plan_ridge(
     sizes = RidgeSizes(n, n if m is None else int(m), d, k, itemsize, max(1, alphas),
                        max(1, threads), int(memory_budget), int(max_iter), float(tol),
                        int(chunk_size), max(1, workers), exact, positive_alpha,
-                       float(alpha))  # fmt: skip
+                       float(alpha), device_budget)  # fmt: skip
     base = RidgePlan(
         "", exact, n, sizes.m, d, k, "float32" if itemsize == 4 else "float64", sizes.chunk, 1,
         sizes.threads, sizes.budget, sizes.max_iter, sizes.tol,
     )  # fmt: skip
     routes = [r for r in ROUTES if r.exact == exact]
     plans = [(r, r.plan(sizes, base)) for r in routes]
-    if solver != "auto":
-        return _asked(solver, plans, sizes)
-    return _auto(plans, sizes)
+    plan = _asked(solver, plans, sizes) if solver != "auto" else _auto(plans, sizes)
+    check_budgets(plan.host_bytes, plan.device_bytes, sizes.budget, device_budget,
+                  _problem_words(sizes))  # fmt: skip
+    return plan
+
+
+def _problem_words(s: RidgeSizes) -> str:
+    """The problem, as a refusal names it."""
+    if s.exact:
+        return f"Exact kernel ridge of n={s.n:,} rows"
+    return f"Nystrom kernel ridge with m={s.m:,} centres"
+
+
+def _device_refusal(plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes) -> None:
+    """With a device, no route fitting is refused by the budgets' own words (host and
+    device, each with its fix), for the route of least device memory."""
+    if s.device_budget is None:
+        return
+    plan = min((p for _, p in plans), key=lambda p: (p.device_bytes, p.host_bytes))
+    check_budgets(plan.host_bytes, plan.device_bytes, s.budget, s.device_budget,
+                  _problem_words(s))  # fmt: skip
 
 
 def _held(plan: RidgePlan) -> str:
@@ -149,6 +172,7 @@ def _asked(solver: str, plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes)
             return replace(plan, reason=f"{route.name}: solver={solver!r}; {_describe(plan, s)} "
                                         f"at {plan.iterations} expected iterations")  # fmt: skip
         return replace(plan, reason=f"{route.name}: solver={solver!r}; {_describe(plan, s)}")
+    _device_refusal([(route, plan)], s)
     if route.iterative:
         raise InputError(
             f"The iterative route holds {_held(plan)} (preconditioner and blocks in "
@@ -176,6 +200,7 @@ def _auto(plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes) -> RidgePlan:
                                     f"scikit-learn does); {_describe(plan, s)}")  # fmt: skip
     fitting = [(r, p) for r, p in plans if r.fits(p, s)]
     if not fitting:
+        _device_refusal(plans, s)
         needs = ", ".join(f"{r.name} needs {_held(p)}" + ("" if r.iterative else
                           f" ({_what(s.exact)})") for r, p in plans)  # fmt: skip
         raise InputError(

@@ -60,9 +60,10 @@ kept near this size: the plan picks the rows per task from it (:func:`ridge_rows
 _MIN_ROWS, _MAX_ROWS = 256, 8192
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
-DEVICE_PARTS = frozenset({"blocks", "kept_blocks", "prepared"})
+DEVICE_PARTS = frozenset({"blocks", "kept_blocks", "prepared", "device_matrix", "device_factor"})
 """The parts of :attr:`RidgePlan.memory` held where the kernel blocks' array namespace
-lives (the tasks' rows, blocks and products; the kept blocks): device memory for a GPU
+lives (the tasks' rows, blocks and products; the kept blocks; the exact direct route's
+``n x n`` matrix and factor when the rows are on a device): device memory for a GPU
 namespace. The others (matrices, sums, preconditioner, vectors) are the driver's, host
 RAM."""
 
@@ -159,6 +160,7 @@ class RidgeSizes:
     exact: bool = False
     positive_alpha: bool = True
     alpha: float = 0.0  # the smallest alpha (0: not known), for iteration estimates
+    device_budget: int | None = None  # bytes of device memory (None: the rows on the host)
 
     @property
     def single(self) -> float:
@@ -234,8 +236,14 @@ class Route(ABC):
         """``base`` with this route's flops, memory and parameters for ``sizes``."""
 
     def fits(self, plan: RidgePlan, sizes: RidgeSizes) -> bool:
-        """Whether the plan can run: within the budget, and alpha > 0 when iterative."""
-        return plan.total_bytes <= sizes.budget and (sizes.positive_alpha or not self.iterative)
+        """Whether the plan can run: within the budget (with a device, the host part within
+        ``memory_budget`` and the device part within ``device_memory_budget``), and
+        alpha > 0 when iterative."""
+        if sizes.device_budget is None:
+            held = plan.total_bytes <= sizes.budget
+        else:
+            held = plan.host_bytes <= sizes.budget and plan.device_bytes <= sizes.device_budget
+        return held and (sizes.positive_alpha or not self.iterative)
 
     def cost(self, sizes: RidgeSizes, base: RidgePlan) -> Mapping[str, float]:
         """Counted flops by stage."""

@@ -28,10 +28,13 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.row_pass import Centres
 from npt_dask.errors import RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.dense import cholesky_upper, upper_from_lower
+from npt_dask.linalg.device_linalg import cho_solve, cholesky, normal_matrix_dtype
 from npt_dask.linalg.jitter import jittered_cholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.route import RidgeProblem, RidgeSolution
@@ -44,6 +47,7 @@ __all__ = [
     "RidgeProblem",
     "RidgeSolution",
     "assemble",
+    "assemble_like",
     "centre_kernel",
     "centre_rows",
     "centres_of",
@@ -51,7 +55,9 @@ __all__ = [
     "problem_centre_kernel",
     "slot_array",
     "solve_moments",
+    "solve_moments_like",
     "solve_symmetric",
+    "solve_there",
     "total_weight",
 ]
 
@@ -103,6 +109,21 @@ def assemble(
         del values
     assert seen == m, "every centre is a row of the data"
     return out.T if symmetric else out
+
+
+def assemble_like(parts: list[tuple[np.ndarray, Any]], m: int) -> Any:
+    """The ``m`` centre rows (float64) in the namespace of the pass's outputs
+    (:func:`npt_dask.engine.row_pass.row_pass` with ``on_device``): :func:`assemble` on
+    numpy; elsewhere the chunks' rows joined there and put in slot order by one gather
+    (the slots are host integers; nothing crosses)."""
+    xp = namespace_of(*(v for _, v in parts))
+    if is_numpy(xp):
+        return assemble(parts, m, np.float64)
+    slots = np.concatenate([np.asarray(s) for s, _ in parts])
+    assert len(slots) == m, "every centre is a row of the data"
+    joined = xp.concat([v for _, v in parts], axis=0)
+    order = xp.asarray(np.argsort(slots, kind="stable"), device=device_of(joined))
+    return xp.astype(xp.take(joined, order, axis=0), xp.float64)
 
 
 def centre_rows(rows: da.Array, centres: np.ndarray) -> np.ndarray:
@@ -166,6 +187,18 @@ def solve_symmetric(
     return scipy.linalg.lstsq(system, rhs)[0], float("nan")
 
 
+def _jitter_warning(alpha: float, jitter: float, scale: float) -> None:
+    """Say a jitter above :data:`JITTER_WARN` of the mean diagonal ``scale``."""
+    if jitter > JITTER_WARN * scale:
+        warn(
+            f"The normal equations (alpha={alpha:g}) are singular to rounding: solved "
+            f"with a jitter of {jitter / scale:.2g} of their mean diagonal, which damps "
+            "the directions of smallest curvature (nearly repeated centres, or alpha "
+            "too small for the precision). Raise alpha, or use fewer landmarks.",
+            RidgeWarning,
+        )
+
+
 def _solve_tiled(
     gram: TiledUpper, kmm: np.ndarray, alpha: float, rhs: np.ndarray
 ) -> tuple[np.ndarray, float]:
@@ -185,14 +218,7 @@ def _solve_tiled(
 
     jitter = jittered_cholesky(attempt, m=gram.m, scale=scale, most=RIDGE_JITTER)
     if jitter is not None:
-        if jitter > JITTER_WARN * scale:
-            warn(
-                f"The normal equations (alpha={alpha:g}) are singular to rounding: solved "
-                f"with a jitter of {jitter / scale:.2g} of their mean diagonal, which damps "
-                "the directions of smallest curvature (nearly repeated centres, or alpha "
-                "too small for the precision). Raise alpha, or use fewer landmarks.",
-                RidgeWarning,
-            )
+        _jitter_warning(alpha, jitter, scale)
         return held[0].solve(rhs), jitter
     held.clear()
     _lstsq_warning(f"alpha={alpha:g}")
@@ -212,6 +238,65 @@ def solve_moments(
         cols = np.flatnonzero(alphas == alpha)
         coef[:, cols], jitter = _solve_tiled(gram, kmm, float(alpha), cross[:, cols])
         jitters.append(jitter)
+    return coef, max(jitters)
+
+
+def solve_there(
+    system: Any, rhs: Any, alpha: float, *, jitter_up_to: float = RIDGE_JITTER
+) -> tuple[Any, float]:
+    """``system c = rhs`` in their namespace: the one jittered Cholesky up to
+    ``jitter_up_to`` of the mean diagonal (:func:`npt_dask.linalg.device_linalg.cholesky`,
+    None when not positive definite), :func:`~npt_dask.linalg.device_linalg.cho_solve`;
+    least squares on the host (the system crosses once, with scikit-learn's warning)
+    when the ladder ends. Returns ``c`` (the system's namespace, or host numpy) and the jitter."""
+    xp, device = namespace_of(system), device_of(system)
+    m = int(system.shape[0])
+    scale = float(to_host(xp.mean(xp.abs(xp.linalg.diagonal(system))))) if m else 0.0
+    eye = xp.eye(m, dtype=system.dtype, device=device)
+    held: list[Any] = []
+
+    def attempt(jitter: float) -> bool:
+        held.clear()
+        factor = cholesky(system + jitter * eye if jitter else system)
+        if factor is not None:
+            held.append(factor)
+        return factor is not None
+
+    jitter = jittered_cholesky(attempt, m=m, scale=scale, most=jitter_up_to)
+    if jitter is not None:
+        _jitter_warning(alpha, jitter, scale)
+        return cho_solve(held[0], rhs), jitter
+    _lstsq_warning(f"alpha={alpha:g}")
+    full, b = to_host((system, rhs))
+    return scipy.linalg.lstsq(np.asarray(full), np.asarray(b))[0], float("nan")
+
+
+def solve_moments_like(
+    gram: Any, kmm: Any, cross: Any, alphas: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """:func:`solve_moments` where the pass's sums live (a device): ``G`` (the whole
+    ``m x m`` sum), ``K_mm`` and ``B`` in their namespace; ``G + alpha K_mm`` in
+    :func:`~npt_dask.linalg.device_linalg.normal_matrix_dtype` (float64) factored there,
+    one per distinct alpha. ``c`` (host numpy, ``m x k``) crosses once."""
+    xp, device = namespace_of(gram), device_of(gram)
+    dtype = normal_matrix_dtype(xp)
+    gram, kmm, cross = (xp.astype(a, dtype) for a in (gram, kmm, cross))
+    parts: list[tuple[np.ndarray, Any]] = []
+    host_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    jitters: list[float] = []
+    for alpha in np.unique(alphas):
+        cols = np.flatnonzero(alphas == alpha)
+        rhs = xp.take(cross, xp.asarray(cols, device=device), axis=1)
+        c, jitter = solve_there(gram + float(alpha) * kmm, rhs, float(alpha))
+        (host_parts if isinstance(c, np.ndarray) else parts).append((cols, c))
+        jitters.append(jitter)
+    coef = np.empty(tuple(int(v) for v in cross.shape))
+    if parts:
+        order = [cols for cols, _ in parts]
+        joined = to_host(xp.concat([c for _, c in parts], axis=1))  # the one crossing
+        coef[:, np.concatenate(order)] = np.asarray(joined, dtype=np.float64)
+    for cols, c in host_parts:
+        coef[:, cols] = c
     return coef, max(jitters)
 
 

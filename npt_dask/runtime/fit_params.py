@@ -299,6 +299,15 @@ PARAMS: tuple[Param, ...] = (
         parse=parse_bytes,
     ),
     Param(
+        "device_memory_budget",
+        (Interval(INT, 1, None), ByteSize(), NONE),
+        None,
+        "bytes of device (GPU) memory the kernel blocks and device matrices may hold when "
+        "the rows live on a device, units as memory_budget (None: a share of the device's "
+        "free memory; rows in host memory count against memory_budget alone)",
+        parse=parse_bytes,
+    ),
+    Param(
         "precision",
         (Options(get_args(Precision)), NONE),
         None,
@@ -469,6 +478,7 @@ class FitParams:
     chunk_size: int | None = DEFAULT_CHUNK_SIZE
     cache: Cache = "auto"
     memory_budget: int | str | None = None  # a size with units is kept as its byte count
+    device_memory_budget: int | str | None = None  # the same, for the device
     precision: Precision | None = None
     block_size: int | None = None
     max_basis: int | None = None
@@ -492,6 +502,7 @@ class FitParams:
                 object.__setattr__(self, "precision", value)
             check_param(f.name, value)
         object.__setattr__(self, "memory_budget", budget_bytes(self.memory_budget))
+        object.__setattr__(self, "device_memory_budget", budget_bytes(self.device_memory_budget))
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> FitParams:

@@ -29,15 +29,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, namespace_of, on_device
 from npt_dask.engine.blocks import PREPARED_BYTES
 from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
-from npt_dask.engine.consumers import Apply, CentreRows, Cross, Digest, Normal
+from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
 from npt_dask.engine.row_pass import Centres, map_rows, row_pass
+from npt_dask.linalg.device_linalg import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.iterations import Iterations, data_digests, finish
@@ -55,7 +58,7 @@ from npt_dask.ridge.solvers import (
     Clock,
     RidgeProblem,
     RidgeSolution,
-    assemble,
+    assemble_like,
     centre_rows,
     centres_of,
     nystrom_rows,
@@ -148,22 +151,29 @@ class NystromCG(Route):
         clock.lap("preconditioner")
         centres = centres_of(problem)
         slots = slot_array(rows, idx)
-        rhs = {"cross": Cross(block_precision=True), "digest": Digest()}
+        rhs: dict[str, Consumer] = {"cross": Cross(block_precision=True)}
+        if checkpoint is not None:  # the data's digest crosses the rows: only to pin one
+            rhs["digest"] = Digest()
         first = row_pass(rows, centres, problem.kernel, rhs,
                          aux={"targets": problem.targets, "weights": problem.weights},
-                         chains=task_threads())  # fmt: skip
-        state = loop.start(first.sums["cross"], first.rows["digest"], pc)
+                         chains=task_threads(), on_device=True)  # fmt: skip
+        b = first.sums["cross"]  # m x k, where the rows live: the CG state lives there too
+        precondition = preconditioner_like(pc, b)  # its factors copied there once
+        state = loop.start(b, first.rows.get("digest"), precondition)
         clock.lap("rhs")
         m = len(idx)
+        xp, device = namespace_of(b), device_of(b)
 
-        def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        def product(p: Any, cols: np.ndarray) -> Any:
+            """``(K_nm^T W K_nm + alpha K_mm) p``: the pass's sums and the centres' rows
+            stay where the rows live (nothing crosses)."""
             out = row_pass(rows, centres, problem.kernel, {"q": Normal(p), "kp": CentreRows(p)},
                            aux={"weights": problem.weights, "slot": slots},
-                           chains=task_threads())  # fmt: skip
-            kp = assemble(out.rows["kp"], m, np.float64)
-            return out.sums["q"] + problem.alphas[cols] * kp
+                           chains=task_threads(), on_device=True)  # fmt: skip
+            kp = assemble_like(out.rows["kp"], m)
+            return out.sums["q"] + on_device(problem.alphas[cols], xp, device) * kp
 
-        state = loop.run(state, product, pc)
+        state = loop.run(state, product, precondition)
         details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
         return finish(state, plan, clock, details, loop)
 

@@ -25,8 +25,10 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.row_pass import row_pass
+from npt_dask.linalg.device_linalg import normal_matrix_dtype
 from npt_dask.linalg.tiles import tiled_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.route import (
@@ -42,11 +44,14 @@ from npt_dask.ridge.solvers import (
     RidgeProblem,
     RidgeSolution,
     assemble,
+    assemble_like,
     centres_of,
     nystrom_rows,
     slot_array,
     solve_moments,
+    solve_moments_like,
     solve_symmetric,
+    solve_there,
 )
 from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute
@@ -108,17 +113,24 @@ class NystromDirect(Route):
         report.stage(f"direct route: one pass over {problem.rows.shape[0]:,} rows, "
                      f"m = {len(idx):,} centres")  # fmt: skip
         bar = ProgressBar(f"{report.prefix}: moments pass", len(rows.chunks[0]), "chunks", progress)
+        there = not is_numpy(namespace_and_device(rows)[0])  # the rows on a device
         result = row_pass(
             rows, centres, problem.kernel,
             {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
             aux={"targets": problem.targets, "weights": problem.weights,
                  "slot": slot_array(rows, idx)},
-            chains=plan.chains, blas_threads=plan.blas_threads, progress=bar,
+            chains=plan.chains, blas_threads=plan.blas_threads, progress=bar, on_device=there,
         )  # fmt: skip
         clock.lap("pass")
-        kmm = assemble(result.rows["kmm"], len(idx), problem.rows.dtype, symmetric=True)
         report.stage(f"direct route: factoring the {len(idx):,} x {len(idx):,} system")
-        coef, jitter = solve_moments(result.sums["gram"], kmm, result.sums["cross"], problem.alphas)
+        if there:  # G, K_mm and B on the device: factored there, c crosses once
+            kmm = assemble_like(result.rows["kmm"], len(idx))
+            coef, jitter = solve_moments_like(result.sums["gram"], kmm, result.sums["cross"],
+                                              problem.alphas)  # fmt: skip
+        else:
+            kmm = assemble(result.rows["kmm"], len(idx), problem.rows.dtype, symmetric=True)
+            coef, jitter = solve_moments(result.sums["gram"], kmm, result.sums["cross"],
+                                         problem.alphas)  # fmt: skip
         clock.lap("solve")
         report.close()
         return RidgeSolution(coef, seconds=clock.seconds, details={"jitter": jitter})
@@ -139,9 +151,12 @@ class ExactDirect(Route):
             "factor": s.alphas * s.n**3 / 3.0,
             "solve": 2.0 * s.alphas * s.n * s.n * s.k,
         }
+        matrix, factor = ("kernel_matrix", "factor")
+        if s.device_budget is not None:  # the rows on a device: K built and factored there
+            matrix, factor = ("device_matrix", "device_factor")
         memory = {
-            "kernel_matrix": 8 * s.n * s.n,
-            "factor": 8 * s.n * s.n,
+            matrix: 8 * s.n * s.n,
+            factor: 8 * s.n * s.n,
             "vectors": 8 * 3 * s.n * s.k,
             "work": 8 * EXACT_WORK_VECTORS * s.n,
         }
@@ -157,6 +172,8 @@ class ExactDirect(Route):
 
         clock = Clock()
         rows = problem.rows
+        if not is_numpy(namespace_and_device(rows)[0]):
+            return _exact_on_device(problem, clock)
         if not problem.kernel.precomputed:
             k = np.asarray(
                 to_host(compute(kernel_matrix(rows, rows, problem.kernel))[0]), dtype=np.float64
@@ -184,3 +201,38 @@ class ExactDirect(Route):
             coef *= s[:, None]
         clock.lap("solve")
         return RidgeSolution(coef, seconds=clock.seconds)
+
+
+def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
+    """:meth:`ExactDirect.solve` where the rows live (a device, whose budget the plan
+    counted the ``n x n`` matrix and its factor against): ``K`` built there
+    (:func:`npt_dask.engine.pair_pass.kernel_matrix` keeps the rows' array type), in
+    :func:`~npt_dask.linalg.device_linalg.normal_matrix_dtype` (float64), weighted and
+    factored there (no jitter, least squares on the host when singular, as scikit-learn);
+    ``c`` crosses once."""
+    from npt_dask.engine.pair_pass import kernel_matrix
+
+    rows = problem.rows
+    xp, device = namespace_and_device(rows)
+    dtype = normal_matrix_dtype(xp)
+    lazy = rows if problem.kernel.precomputed else kernel_matrix(rows, rows, problem.kernel)
+    k = xp.astype(compute(lazy)[0], dtype)
+    clock.lap("kernel")
+    y = xp.astype(on_device_of(compute(da.asarray(problem.targets))[0], k), dtype)
+    s = None
+    if problem.weights is not None:
+        s = xp.sqrt(xp.astype(on_device_of(compute(da.asarray(problem.weights))[0], k), dtype))
+        k = s[:, None] * k * s[None, :]
+        y = y * s[:, None]
+    n = int(k.shape[0])
+    eye = xp.eye(n, dtype=dtype, device=device)
+    coef = np.empty((n, len(problem.alphas)))
+    for alpha in np.unique(problem.alphas):
+        cols = np.flatnonzero(problem.alphas == alpha)
+        rhs = xp.take(y, xp.asarray(cols, device=device), axis=1)
+        c, _ = solve_there(k + float(alpha) * eye, rhs, float(alpha), jitter_up_to=0.0)
+        if s is not None:  # c = S c' (least squares came back on the host)
+            c = c * (np.asarray(to_host(s))[:, None] if isinstance(c, np.ndarray) else s[:, None])
+        coef[:, cols] = np.asarray(to_host(c), dtype=np.float64)  # c crosses once
+    clock.lap("solve")
+    return RidgeSolution(coef, seconds=clock.seconds)
