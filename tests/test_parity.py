@@ -240,7 +240,8 @@ def test_inverse_map_follows_the_fit_memory_budget():
     plan = est.inverse_map_.plan
     assert plan["memory_budget"] == 4 * MIB
     assert plan["route"] == est.inverse_map_.solver == "cg"  # the 800^2 matrix: 4.9 MiB
-    assert plan["exact"] and plan["precision"] == "float64"
+    assert plan["exact"]
+    assert plan["precision"] == "float64"
     assert plan["host_bytes"] + plan["device_bytes"] <= 4 * MIB
     roomy = NonlinearProjection(
         n_components=8, gamma=0.5, chunk_size=200, eigen_solver="arpack",
@@ -270,8 +271,10 @@ def test_inverse_map_holds_no_more_than_its_plan():
     finally:
         tracemalloc.stop()
     plan = found.plan
-    assert found.solver == plan["route"] == "cg" and found.passes == 3  # max_passes
-    assert plan["tol"] == 1e-10 and plan["memory_budget"] == 5 * MIB
+    assert found.solver == plan["route"] == "cg"
+    assert found.passes == 3
+    assert plan["tol"] == 1e-10
+    assert plan["memory_budget"] == 5 * MIB
     assert peak <= plan["host_bytes"] + plan["device_bytes"] <= 5 * MIB, (peak, plan)
 
 
@@ -292,7 +295,8 @@ def test_inverse_map_is_kernel_ridge():
     linear = npt.fit(x, kernel="linear", n_components=8)
     y = linear.eigenvectors * np.sqrt(linear.eigenvalues)
     primal = fit_inverse_map(y, linear.x_train, linear.kernel, 0.1)
-    assert primal.solver == "primal" and primal.dual_coef is None
+    assert primal.solver == "primal"
+    assert primal.dual_coef is None
     dual = KernelRidge(0.1, kernel="linear").fit(y, x)
     np.testing.assert_allclose(primal.predict(z[:, :8]), dual.predict(z[:, :8]), atol=1e-8)
 
