@@ -227,7 +227,6 @@ def test_inverse_transform_streamed_conjugate_gradients():
     np.testing.assert_allclose(est.inverse_transform(y * signs), want, atol=1e-8)
 
 
-
 def test_inverse_map_follows_the_fit_memory_budget():
     """The pre-image map's kernel ridge plan (route, kept blocks) is held within the
     fit's memory_budget: solved directly when the n x n matrix fits it, by conjugate
