@@ -518,3 +518,13 @@ def test_precomputed_callable_and_sparse_on_a_cluster(gram, kpca_pre):
             random_state=0,
         ).fit(TFIDF)  # fmt: skip
         _close(sparse.transform(TFIDF_TEST), kpca_s.transform(TFIDF_TEST))
+
+
+def test_inverse_map_without_its_registered_fitter_says_so(monkeypatch):
+    """npt/ cannot import kernel ridge (a layer above): an unfilled hook is a clear error."""
+    import npt_dask.npt.preimage as preimage
+    from npt_dask.errors import NPTError
+
+    monkeypatch.setattr(preimage, "_FITTERS", {})
+    with pytest.raises(NPTError, match=r"npt_dask\.ridge\.inverse_map"):
+        NonlinearProjection(n_components=2, fit_inverse_transform=True).fit(X)
