@@ -14,8 +14,11 @@ from scipy import ndimage
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.storage import datasets
 from npt_dask.storage.datasets import (
+    DEFORMATION_PARAMS,
+    GENERATE_PARAMS,
     Deformation,
     deformed_mnist,
+    generator_params,
     open_generated,
     write_deformed_mnist,
 )
@@ -131,13 +134,17 @@ def test_real_mnist_deformations_stay_close():
 @pytest.mark.parametrize(
     ("kwargs", "error", "fix"),
     [
-        ({"n_rows": 0}, InputError, "n_rows must be an int >= 1"),
-        ({"n_rows": -5}, InputError, "n_rows must be an int >= 1"),
-        ({"n_rows": 100.0}, InputTypeError, "n_rows must be an int"),
-        ({"seed": 1.5}, InputTypeError, "seed must be an int"),
-        ({"seed": "0"}, InputTypeError, "seed must be an int"),
-        ({"seed": -1}, InputError, "seed must be an int >= 0"),
-        ({"chunk_size": 0}, InputError, "chunk_size must be an int >= 1"),
+        (
+            {"n_rows": 0},
+            InputError,
+            r"'n_rows' parameter of deformed_mnist must be an int in the range \[1, inf\)",
+        ),
+        ({"n_rows": -5}, InputError, r"'n_rows' .* must be an int in the range \[1, inf\)"),
+        ({"n_rows": 100.0}, InputTypeError, "'n_rows' .* must be an int"),
+        ({"seed": 1.5}, InputTypeError, "'seed' .* must be an int"),
+        ({"seed": "0"}, InputError, "'seed' .* must be an int"),  # a word: as every table
+        ({"seed": -1}, InputError, r"'seed' .* must be an int in the range \[0, inf\)"),
+        ({"chunk_size": 0}, InputError, r"'chunk_size' .* in the range \[1, inf\)"),
         ({"n_rows": N0 - 1}, InputError, "originals=False"),
     ],
 )
@@ -155,12 +162,33 @@ def test_bad_sources_and_ranges_are_refused(digits):
         deformed_mnist(images, labels[:-1], 100)
     with pytest.raises(InputError, match="not a square image"):
         deformed_mnist(images.reshape(N0, -1)[:, :-1], labels, 100)
-    with pytest.raises(InputError, match="finite number >= 0"):
+    with pytest.raises(InputError, match=r"'rotation' parameter of Deformation must be a "
+                       r"finite real number in the range \[0, inf\)"):  # fmt: skip
         Deformation(rotation=-1)
-    with pytest.raises(InputError, match="scale must be < 1"):
+    with pytest.raises(InputError, match=r"'scale' .* range \[0, 1\)\. Got 1\.0 .* 1 ± scale"):
         Deformation(scale=1.0)
-    with pytest.raises(InputTypeError, match="must be a number"):
-        Deformation(alpha="big")  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"'shift' .* must be a finite real number"):
+        Deformation(shift=None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"'alpha' .* must be a finite real number"):
+        Deformation(alpha="big")  # type: ignore[arg-type]  # a word: as every table
+
+
+@pytest.mark.parametrize("param", DEFORMATION_PARAMS, ids=lambda p: p.name)
+def test_every_deformation_range_refuses_its_bad_values_by_name(param):
+    for value in param.invalid_values():
+        with pytest.raises((InputError, InputTypeError)) as caught:
+            Deformation(**{param.name: value})
+        assert caught.value.param == param.name
+        assert f"'{param.name}' parameter of Deformation" in str(caught.value)
+
+
+@pytest.mark.parametrize("param", GENERATE_PARAMS, ids=lambda p: p.name)
+def test_every_generator_count_refuses_its_bad_values_by_name(param):
+    for value in param.invalid_values():
+        with pytest.raises((InputError, InputTypeError)) as caught:
+            generator_params({"name": "deformed_mnist", param.name: value})
+        assert caught.value.param == param.name
+        assert f"'{param.name}' parameter of [data] generate" in str(caught.value)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import scipy.linalg
 
 from npt_dask import (
     DegenerateKernelError,
+    InputError,
     NegativeEigenvalueError,
     NegativeEigenvalueWarning,
     RankWarning,
@@ -156,10 +157,28 @@ def test_restart_keeps_full_block_width(rng):
 
 def test_krylov_rejects_bad_start_and_basis(decaying):
     k, _ = decaying
-    with pytest.raises(ValueError, match="start must have shape"):
+    with pytest.raises(ValueError, match=r"'start' parameter must be an array of shape"):
         block_krylov_eigh(lambda v: k @ v, 600, 5, start=np.ones((600, 2)))
     with pytest.raises(ValueError, match="max_basis"):
         block_krylov_eigh(lambda v: k @ v, 600, 5, max_basis=20)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_components": 0}, "n_components"),
+        ({"n_components": 61}, "n_components"),
+        ({"block_size": 0}, "block_size"),
+        ({"max_basis": 12}, "max_basis"),
+        ({"start": np.ones((60, 1))}, "start"),
+    ],
+)
+def test_krylov_sizes_are_refused_by_name(kwargs, name):
+    """Each size outside the table is an InputError that names its parameter."""
+    args = {"n_components": 5, "block_size": 4, **kwargs}
+    with pytest.raises(InputError, match=f"The '{name}' parameter") as caught:
+        block_krylov_eigh(lambda v: v, 60, **args)
+    assert caught.value.param == name
 
 
 def test_block_narrower_than_components(decaying):

@@ -21,6 +21,7 @@ The pieces, each small and pure:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,8 +48,18 @@ from npt_dask.npt.planning import (
     takes_explicit_path,
 )
 from npt_dask.runtime.fit_params import DEFAULT_RTOL, OnNegative
+from npt_dask.runtime.params import (
+    ARRAY_TYPES,
+    INT,
+    NONE,
+    InstanceOf,
+    Interval,
+    Param,
+    check_table,
+)
 
 __all__ = [
+    "KRYLOV_PARAMS",
     "DriverPanels",
     "EigenResult",
     "Panels",
@@ -579,27 +590,54 @@ def block_krylov_eigh(
         st.lo, st.hi = st.hi, st.hi + width
 
 
+KRYLOV_PARAMS: tuple[Param, ...] = (
+    Param(
+        "n_components", (Interval(INT, 1, None),), None,
+        "eigenpairs wanted: at most n, the operator's order",
+        hint="Ask for at least 1 and at most n eigenpairs.",
+    ),
+    Param("block_size", (Interval(INT, 1, None), NONE), None,
+          "block width b (None: krylov_shape's)"),
+    Param(
+        "max_basis", (Interval(INT, 1, None), NONE), None,
+        "most basis columns: at least n_components + 2 * block_size, or n (None: the "
+        "plan's)",
+    ),
+    Param("start", (InstanceOf(ARRAY_TYPES, "an (n, block_size) array"), NONE), None,
+          "the start block"),
+)  # fmt: skip
+""":func:`block_krylov_eigh`'s sizes and start block; the bounds that depend on ``n``,
+``n_components`` and ``block_size`` are set once they are known (:func:`_krylov_sizes`)."""
+
+_KRYLOV = {p.name: p for p in KRYLOV_PARAMS}
+
+
 def _krylov_sizes(
     n: int, r: int, block_size: int | None, max_basis: int | None, start: Any
 ) -> tuple[int, int]:
-    """The block width and basis cap, checked with the start block (validation apart)."""
-    if r < 1 or r > n:
-        raise InputError(f"n_components must be in [1, {n}]; got {r}.")
+    """The block width and basis cap, checked with the start block by
+    :data:`KRYLOV_PARAMS` (validation apart)."""
+    check_table(KRYLOV_PARAMS, {"block_size": block_size, "max_basis": max_basis})
+    _KRYLOV["n_components"].within(n).check(r)
     shape_b, shape_cap = krylov_shape(n, r)
     b = min(n, block_size or shape_b)
     if max_basis is not None:
+        least = min(n, min_basis(r, b))
+        dataclasses.replace(
+            _KRYLOV["max_basis"], constraints=(Interval(INT, least, None),),
+            hint=f"A thick restart needs n_components + 2 * block_size = {r} + 2 * {b} "
+            f"columns (or n = {n}).",
+        ).check(max_basis)  # fmt: skip
         cap = min(n, max_basis)
     elif block_size is None:
         cap = shape_cap
     else:
         cap = krylov_cap(n, r, b)
-    if cap < min(n, min_basis(r, b)):
-        raise InputError(
-            f"max_basis={cap} must be at least n_components + 2 * block_size = "
-            f"{min_basis(r, b)} (or n = {n})."
-        )
     if start is not None and tuple(np.shape(start)) != (n, b):
-        raise InputError(f"start must have shape ({n}, {b}); got {np.shape(start)}.")
+        wanted = f"The 'start' parameter must be an array of shape ({n}, {b}) (n rows, "
+        dataclasses.replace(
+            _KRYLOV["start"], message=wanted + "block_size columns) or None. Got shape {value}."
+        ).refuse(tuple(np.shape(start)))
     return b, cap
 
 

@@ -41,7 +41,7 @@ from npt_dask.npt.fitting import fit_params
 from npt_dask.npt.growth import GROW_PARAMS, GrowingModel, is_full_rank
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.planning import max_rank
-from npt_dask.npt.preimage import InverseMap, fit_inverse_map
+from npt_dask.npt.preimage import PreimageMap, fit_inverse_map
 from npt_dask.runtime.fit_params import (
     ESTIMATOR_PARAMS,
     FitParams,
@@ -170,8 +170,9 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Ridge of the learned pre-image map (``fit_inverse_transform``).
     fit_inverse_transform : bool, default False
         Learn ``inverse_transform``: kernel ridge regression from the
-        coordinates back to the rows, as ``KernelPCA`` (streamed; see
-        :mod:`npt_dask.npt.preimage`). Not with a precomputed kernel or sparse X.
+        coordinates back to the rows, as ``KernelPCA`` (exact ``KernelRidge``
+        within ``memory_budget``; see :mod:`npt_dask.ridge.inverse_map`). Not with
+        a precomputed kernel or sparse X.
     remove_zero_eig : bool, default False
         With ``n_components`` above the rank of the centred kernel matrix, the
         missing components are zero columns (``KernelPCA``'s output) unless
@@ -224,7 +225,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     dual_coef_ : ndarray of shape (n_samples, n_features) or None
         The pre-image map's dual coefficients (``fit_inverse_transform``;
         None for the linear kernel, whose map is solved in primal form).
-    inverse_map_ : npt_dask.npt.preimage.InverseMap
+    inverse_map_ : npt_dask.ridge.inverse_map.InverseMap
         The fitted pre-image map (``fit_inverse_transform``).
     n_iter_ : int
         Passes over the kernel matrix the solver made (1 for the dense solver).
@@ -618,7 +619,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         (``alpha``, the model's kernel on the coordinates), as
         ``KernelPCA.inverse_transform``; fitted only with
         ``fit_inverse_transform=True``. Streams over the training rows (see
-        :mod:`npt_dask.npt.preimage`; for the RBF kernel,
+        :mod:`npt_dask.ridge.inverse_map`; for the RBF kernel,
         :func:`npt_dask.npt.preimage.rbf_preimage` is Mika's fixed-point pre-image).
         """
         if not self.fit_inverse_transform:
@@ -632,7 +633,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
                 "The kernel matrix is zero after centring (constant data or a saturated "
                 "kernel): the coordinates carry no information and there is no pre-image map."
             )
-        inverse: InverseMap = self.inverse_map_
+        inverse: PreimageMap = self.inverse_map_
         r = self.model_.n_components
         if not is_lazy(X):
             X = np.asarray(X, dtype=np.float64)

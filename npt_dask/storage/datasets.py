@@ -26,7 +26,6 @@ import dataclasses
 import inspect
 import json
 import math
-import numbers
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,9 +36,12 @@ import numpy as np
 
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.runtime import atomic as _atomic
+from npt_dask.runtime.params import INT, REAL, Interval, Param, check_table, table_defaults
 
 __all__ = [
     "DATA_DIR_ENV",
+    "DEFORMATION_PARAMS",
+    "GENERATE_PARAMS",
     "GENERATORS",
     "MNIST_TRAIN_ROWS",
     "Deformation",
@@ -195,6 +197,42 @@ GENERATED_ATTR = "npt_generated"
 """Store attribute naming the generator; written last, so a half-written store has none."""
 
 
+def _range(name: str, default: float, help: str, high: float | None = None) -> Param:
+    closed = "both" if high is None else "left"
+    return Param(name, (Interval(REAL, 0, high, closed),), default, help)
+
+
+DEFORMATION_PARAMS: tuple[Param, ...] = (
+    _range("rotation", 10.0, "degrees, drawn in [-rotation, rotation]"),
+    dataclasses.replace(
+        _range("scale", 0.1, "per axis, a factor drawn in [1 - scale, 1 + scale]", high=1),
+        hint="The scale factor is 1 ± scale, which must stay positive.",
+    ),
+    _range("shear", 0.15, "drawn in [-shear, shear]"),
+    _range("shift", 1.0, "pixels per axis, drawn in [-shift, shift]"),
+    _range("alpha", 20.0, "pixels of the elastic field (0: none)"),
+    _range("sigma", 4.0, "pixels of the elastic field's Gaussian smoothing (> 0 with alpha)"),
+)
+""":class:`Deformation`'s ranges, in field order, with their defaults."""
+
+_RANGES = table_defaults(DEFORMATION_PARAMS)
+
+GENERATE_PARAMS: tuple[Param, ...] = (
+    Param("n_rows", (Interval(INT, 1, None),), 1_000_000, "rows of the deformed set"),
+    Param("seed", (Interval(INT, 0, None),), 0, "seed of every row's deformation"),
+    Param("chunk_size", (Interval(INT, 1, None),), 10_000, "rows per chunk"),
+)
+"""The counts of :func:`deformed_mnist`, :func:`write_deformed_mnist` and a pipeline
+config's ``[data] generate`` table."""
+
+_COUNTS = table_defaults(GENERATE_PARAMS)
+
+
+def _counts(values: Mapping[str, Any], owner: str) -> dict[str, int]:
+    """``values`` checked by :data:`GENERATE_PARAMS` (the error naming ``owner``), as ints."""
+    return {name: int(v) for name, v in check_table(GENERATE_PARAMS, values, owner=owner).items()}
+
+
 @dataclass(frozen=True)
 class Deformation:
     """Ranges of the random distortions; each deformed row draws its own values.
@@ -206,38 +244,19 @@ class Deformation:
     pixels and multiplied by ``alpha`` pixels; ``alpha = 0`` turns it off.
     """
 
-    rotation: float = 10.0
-    scale: float = 0.1
-    shear: float = 0.15
-    shift: float = 1.0
-    alpha: float = 20.0
-    sigma: float = 4.0
+    rotation: float = _RANGES["rotation"]
+    scale: float = _RANGES["scale"]
+    shear: float = _RANGES["shear"]
+    shift: float = _RANGES["shift"]
+    alpha: float = _RANGES["alpha"]
+    sigma: float = _RANGES["sigma"]
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise InputTypeError(
-                    f"Deformation {f.name} must be a number; got {type(value).__name__}."
-                )
-            if not math.isfinite(value) or value < 0:
-                raise InputError(f"Deformation {f.name} must be a finite number >= 0; got {value}.")
-            object.__setattr__(self, f.name, float(value))
-        if self.scale >= 1:
-            raise InputError(
-                f"Deformation scale must be < 1 (a factor 1 ± scale); got {self.scale}."
-            )
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, value in check_table(DEFORMATION_PARAMS, values, owner="Deformation").items():
+            object.__setattr__(self, name, float(value))
         if self.alpha > 0 and self.sigma == 0:
             raise InputError("Deformation sigma must be > 0 when alpha > 0 (or set alpha = 0).")
-
-
-def _count(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``; a clear error otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputTypeError(f"{name} must be an int; got {type(value).__name__} {value!r}.")
-    if value < minimum:
-        raise InputError(f"{name} must be an int >= {minimum}; got {value}.")
-    return int(value)
 
 
 def _as_images(source_x: Any, source_y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -334,8 +353,8 @@ def deformed_mnist(
     source_x: Any,
     source_y: Any,
     n_rows: int,
-    seed: int = 0,
-    chunk_size: int = 10_000,
+    seed: int = _COUNTS["seed"],
+    chunk_size: int = _COUNTS["chunk_size"],
     *,
     deformation: Deformation | None = None,
     originals: bool = True,
@@ -373,9 +392,8 @@ def deformed_mnist(
     from npt_dask.runtime.scheduler import keep_blocks
 
     images, labels = _as_images(source_x, source_y)
-    n_rows = _count("n_rows", n_rows, 1)
-    seed = _count("seed", seed, 0)
-    chunk_size = _count("chunk_size", chunk_size, 1)
+    counts = {"n_rows": n_rows, "seed": seed, "chunk_size": chunk_size}
+    n_rows, seed, chunk_size = _counts(counts, "deformed_mnist").values()
     deformation = deformation or Deformation()
     if not isinstance(deformation, Deformation):
         raise InputTypeError(
@@ -417,11 +435,11 @@ def _refuse_foreign(path: Path, overwrite: bool) -> None:
 
 def write_deformed_mnist(
     path: str | os.PathLike,
-    n_rows: int = 1_000_000,
-    seed: int = 0,
+    n_rows: int = _COUNTS["n_rows"],
+    seed: int = _COUNTS["seed"],
     *,
     source: str | os.PathLike = "mnist.npz",
-    chunk_size: int = 10_000,
+    chunk_size: int = _COUNTS["chunk_size"],
     deformation: Deformation | None = None,
     originals: bool = True,
     overwrite: bool = False,
@@ -441,7 +459,7 @@ def write_deformed_mnist(
     ``source`` is looked up in ``$NPT_DATA_DIR`` as :func:`load_npz` does.
     """
     path = Path(path)
-    n_rows, seed = _count("n_rows", n_rows, 1), _count("seed", seed, 0)
+    n_rows, seed = _counts({"n_rows": n_rows, "seed": seed}, "write_deformed_mnist").values()
     recover_generated(path)
     _refuse_foreign(path, overwrite)
     found = _find(source)
@@ -543,9 +561,8 @@ def generator_params(values: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError(
             f"Unknown key(s) {unknown} in [data] generate; allowed: {sorted(allowed)}."
         )
-    for key, minimum in (("n_rows", 1), ("seed", 0), ("chunk_size", 1)):
-        if key in values:
-            values[key] = _count(f"[data] generate {key}", values[key], minimum)
+    counts = {p.name: values[p.name] for p in GENERATE_PARAMS if p.name in values}
+    values |= _counts(counts, "[data] generate")
     if not isinstance(values.get("source", ""), str):
         raise InputTypeError("[data] generate source must be a path string.")
     if not isinstance(values.get("originals", True), bool):
