@@ -143,7 +143,8 @@ def test_get_set_params_clone_round_trip():
     assert params["n_components"] == 3
     assert set(params) == {
         "kernel", "gamma", "degree", "coef0", "n_components", "center", "solver", "tol",
-        "rtol", "chunk_size", "cache", "memory_budget", "precision", "random_state",
+        "rtol", "chunk_size", "cache", "memory_budget", "device_memory_budget", "precision",
+        "random_state",
         "kernel_params", "alpha", "fit_inverse_transform", "remove_zero_eig",
         "eigen_solver", "max_iter", "iterated_power", "copy_X", "n_jobs",
         "landmarks", "landmark_method",

@@ -10,7 +10,7 @@ from distributed import Client, LocalCluster
 from scipy import ndimage
 
 import npt_dask as npt
-from npt_dask.errors import InputError, InputTypeError
+from npt_dask.errors import InputError
 from npt_dask.interface.pipeline import PipelineConfig, run
 from npt_dask.interface.pipeline.data import generate_if_absent, load_split
 from npt_dask.methods import total_variance
@@ -92,7 +92,7 @@ GENERATE = {"name": "deformed_mnist", "n_rows": 100, "seed": 2, "chunk_size": 32
         (
             {"source": "zarr", "path": "a.zarr", "test": [0, 5],
              "generate": {**GENERATE, "n_rows": 0}},
-            "[data] generate n_rows must be an int >= 1",
+            "The 'n_rows' parameter of [data] generate must be an int in the range [1, inf)",
         ),
         (
             {"source": "zarr", "path": "a.zarr", "test": [0, 5],
@@ -109,7 +109,7 @@ def test_config_refuses_bad_zarr_data(data, message):
 def test_config_refuses_a_generated_seed_of_the_wrong_type():
     data = {"source": "zarr", "path": "a.zarr", "test": [0, 5], "generate": {**GENERATE}}
     data["generate"]["seed"] = "0"
-    with pytest.raises(InputTypeError, match="seed must be an int"):
+    with pytest.raises(InputError, match=r"'seed' parameter of \[data\] generate must be an int"):
         PipelineConfig.from_dict({"name": "x", "data": data})
 
 
