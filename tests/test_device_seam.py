@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from npt_dask.arrays.host import count_crossings, to_host
-from npt_dask.arrays.namespace import namespace_and_device
-from npt_dask.engine.blocks import host_rows, moved_like, projection_terms
+from npt_dask.arrays.namespace import namespace_and_device, on_device_of
+from npt_dask.engine.blocks import host_rows, projection_terms
 from npt_dask.engine.consumers import (
     Apply,
     CentreRows,
@@ -256,14 +256,14 @@ def test_rows_consumers_keep_the_namespace_and_centre_rows_cross_only_where_held
 
 
 def test_a_pass_result_and_v_move_through_the_one_decision():
-    """``moved_like`` takes V to the rows' namespace; ``host_rows`` stacks row sums there and
+    """``on_device_of`` takes V to the rows' namespace; ``host_rows`` stacks row sums there and
     crosses once; a lazy result's ``meta`` is of the rows' array type."""
     rng = np.random.default_rng(3)
     like = _strict(rng.normal(size=(4, 2)))
     v = rng.normal(size=(4, 3))
-    moved = moved_like(v, like)
+    moved = on_device_of(v, like)
     assert _is_strict(moved)
-    assert moved_like(v, v) is v
+    assert on_device_of(v, v) is v
     with count_crossings() as seen:
         out = host_rows([moved, moved])
     assert seen.count == 1

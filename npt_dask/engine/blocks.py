@@ -46,7 +46,7 @@ import numpy as np
 
 from npt_dask.arrays.buffers import populated_empty, scratch
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, on_device_of
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.kernels import KernelSpec, Prepared
 
 __all__ = [
@@ -71,7 +71,6 @@ __all__ = [
     "host_rows",
     "kept_block",
     "kernel_times",
-    "moved_like",
     "normal_products",
     "one_hot",
     "pair_products",
@@ -89,16 +88,22 @@ FAN_IN = 8
 """Inputs per node of every summation tree (bounded memory per task)."""
 
 
+def _in_float64(a: Any, key: str) -> Any:
+    """``a`` in float64: as it is, cast in its namespace, or (numpy) converted into the
+    thread's scratch buffer ``key``."""
+    xp = namespace_of(a)
+    if a.dtype == xp.float64:
+        return a
+    if not is_numpy(xp):
+        return xp.astype(a, xp.float64)
+    out = scratch(key, a.shape, np.float64)
+    np.copyto(out, a)
+    return out
+
+
 def as_float64_block(block: Any) -> Any:
     """The block in float64 (on numpy a float32 block is converted into thread scratch)."""
-    xp = namespace_of(block)
-    if block.dtype == xp.float64:
-        return block
-    if not is_numpy(xp):
-        return xp.astype(block, xp.float64)
-    out = scratch("block-f64", block.shape, np.float64)
-    np.copyto(out, block)
-    return out
+    return _in_float64(block, "block-f64")
 
 
 def kept_block(x_i: Any, x_j: Any, kernel: KernelSpec) -> Any:
@@ -192,15 +197,7 @@ PANEL_ROWS = 128
 def panel_rows(block: Any, start: int, stop: int) -> Any:
     """Rows ``start:stop`` of the block in float64 (on numpy float32 rows are converted in
     scratch)."""
-    rows = block[start:stop, ...]
-    xp = namespace_of(rows)
-    if rows.dtype == xp.float64:
-        return rows
-    if not is_numpy(xp):
-        return xp.astype(rows, xp.float64)
-    out = scratch("panel-f64", rows.shape, np.float64)
-    np.copyto(out, rows)
-    return out
+    return _in_float64(block[start:stop, ...], "panel-f64")
 
 
 def block_products(block: Any, v_i: Any, v_j: Any, diagonal: bool) -> tuple[Any, ...]:
@@ -300,12 +297,6 @@ def host_rows(parts: Sequence[Any]) -> np.ndarray:
     xp = namespace_of(*parts)
     stacked = np.concatenate(parts, axis=0) if is_numpy(xp) else xp.concat(list(parts), axis=0)
     return np.asarray(to_host(stacked))
-
-
-def moved_like(a: Any, like: Any) -> Any:
-    """``a`` (a host panel of V) on the device of ``like`` (a row chunk): host to device
-    once per pass; on numpy as it is."""
-    return on_device_of(a, like)
 
 
 def add_tuples(parts: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, ...]:

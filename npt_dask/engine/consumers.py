@@ -284,7 +284,8 @@ class Projection(Consumer):
     def __call__(self, rows: RowBlock, before: Any) -> Any:
         y, res = rows.projected(self.terms)[:2]
         xp = rows.xp
-        finite = np.isfinite(y).all() if rows.numpy else bool(xp.all(xp.isfinite(y)))
+        # on a device one flag crosses (counted), not the coordinates
+        finite = np.isfinite(y).all() if rows.numpy else bool(to_host(xp.all(xp.isfinite(y))))
         if not finite:  # (a precomputed kernel's residual is NaN)
             raise InputError(non_finite_message(rows.kernel))
         return np.hstack([y, res[:, None]]) if rows.numpy else xp.concat([y, res[:, None]], axis=1)
@@ -325,9 +326,12 @@ class Moments(Consumer):
         if rows.numpy:
             t = np.asarray(t)
             finite = bool(np.isfinite(t).all())
+        elif isinstance(t, np.ndarray):  # host targets: checked before they move
+            finite = bool(np.isfinite(t).all())
+            t = rows.xp.astype(rows.local(t), rows.xp.float64)
         else:
             t = rows.xp.astype(rows.local(t), rows.xp.float64)
-            finite = bool(rows.xp.all(rows.xp.isfinite(t)))
+            finite = bool(to_host(rows.xp.all(rows.xp.isfinite(t))))
         if not finite:
             raise InputError("targets contain NaN or infinity; pass finite targets.")
         shaped = t.reshape(len(y), -1) if rows.numpy else rows.xp.reshape(t, (y.shape[0], -1))

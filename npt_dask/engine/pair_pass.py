@@ -46,12 +46,11 @@ from dask.delayed import Delayed
 
 from npt_dask.arrays.buffers import clear_scratch
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import is_numpy, namespace_and_device
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.blocks import (
     block_products,
     host_rows,
     kept_block,
-    moved_like,
     pair_products,
     sum_parts,
     sym_gram_block,
@@ -372,7 +371,7 @@ class KernelOperator:
         tag = f"{self._token}-p{self.passes}-g{self._graphs}"
         if not self.numpy:  # V to the rows' device, once per pass
             v_parts = [
-                delayed(moved_like, pure=True)(
+                delayed(on_device_of, pure=True)(
                     part, self._source.chunk(i), dask_key_name=f"npt-vdev-{tag}-{i}"
                 )
                 for i, part in enumerate(v_parts)
@@ -399,9 +398,12 @@ class KernelOperator:
         if want_sums:
             v = np.hstack([v, np.ones((self.n, 1))])
         v = v.astype(self.products, copy=False)
-        out = retry_on_lost_data(
-            lambda: compute(delayed(host_rows, pure=False)(self._pass_graph(v)))[0]
-        )
+        if self.numpy:  # the row blocks fetched to the driver and joined there
+            out = retry_on_lost_data(lambda: host_rows(compute(*self._pass_graph(v))))
+        else:  # joined where they live, then one crossing
+            out = retry_on_lost_data(
+                lambda: compute(delayed(host_rows, pure=False)(self._pass_graph(v)))[0]
+            )
         self.passes += 1
         if want_sums:
             self._row_sums = out[:, -1].copy()

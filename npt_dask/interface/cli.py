@@ -525,7 +525,7 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
-    from npt_dask.arrays.namespace import to_numpy
+    from npt_dask.arrays.host import to_host
     from npt_dask.ridge.estimators import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
     from npt_dask.runtime.progress import progress_label
@@ -575,7 +575,7 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
                    "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
         if test is not None:
             z, truth = test
-            pred = to_numpy(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
+            pred = to_host(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
             result["test_score"] = float(est.score(z, truth))
             if args.predictions:
                 _save_npy(Path(args.predictions), pred)

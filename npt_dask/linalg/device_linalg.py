@@ -40,6 +40,7 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "normal_matrix_dtype",
+    "plus_diagonal",
     "preconditioner_like",
     "solve_triangular",
 ]
@@ -68,6 +69,24 @@ def normal_matrix_dtype(xp: Any) -> Any:
 
 
 # --- Cholesky ------------------------------------------------------------------------------
+
+
+def plus_diagonal(a: Any, value: float) -> Any:
+    """``a + value I`` for a square C-contiguous ``a``, written into ``a`` where its flat
+    view is a view (numpy, CuPy, torch): no ``n x n`` identity or temporary. Returns the
+    result (a view of ``a``, or a new array where the namespace's reshape copied).
+
+    >>> import numpy as np
+    >>> a = np.zeros((2, 2)); plus_diagonal(a, 3.0).tolist(), a.tolist()
+    ([[3.0, 0.0], [0.0, 3.0]], [[3.0, 0.0], [0.0, 3.0]])
+    """
+    if not value:
+        return a
+    xp = namespace_of(a)
+    n = int(a.shape[0])
+    flat = xp.reshape(a, (n * n,))
+    flat[:: n + 1] += value
+    return xp.reshape(flat, (n, n))
 
 
 def cholesky(a: Any, *, upper: bool = False) -> Any | None:

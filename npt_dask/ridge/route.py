@@ -60,10 +60,14 @@ kept near this size: the plan picks the rows per task from it (:func:`ridge_rows
 _MIN_ROWS, _MAX_ROWS = 256, 8192
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
-DEVICE_PARTS = frozenset({"blocks", "kept_blocks", "prepared", "device_matrix", "device_factor"})
+DEVICE_PARTS = frozenset({
+    "blocks", "kept_blocks", "prepared", "device_matrix", "device_factor", "device_sums",
+    "device_kmm",
+})  # fmt: skip
 """The parts of :attr:`RidgePlan.memory` held where the kernel blocks' array namespace
 lives (the tasks' rows, blocks and products; the kept blocks; the exact direct route's
-``n x n`` matrix and factor when the rows are on a device): device memory for a GPU
+``n x n`` matrix and factor, the Nyström direct route's ``G``, ``K_mm`` and factored
+system, when the rows are on a device): device memory for a GPU
 namespace. The others (matrices, sums, preconditioner, vectors) are the driver's, host
 RAM."""
 

@@ -33,9 +33,8 @@ from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.row_pass import Centres
 from npt_dask.errors import RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
-from npt_dask.linalg.dense import cholesky_upper, upper_from_lower
-from npt_dask.linalg.device_linalg import cho_solve, cholesky, normal_matrix_dtype
-from npt_dask.linalg.jitter import jittered_cholesky
+from npt_dask.linalg.device_linalg import cho_solve, cholesky, normal_matrix_dtype, plus_diagonal
+from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.route import RidgeProblem, RidgeSolution
 from npt_dask.runtime.scheduler import compute
@@ -167,23 +166,14 @@ def solve_symmetric(
     solves as it does).
     """
     m = system.shape[0]
-    diag = system[np.diag_indices(m)].copy()
-    scale = float(np.mean(np.abs(diag))) if m else 0.0
-
-    def attempt(jitter: float) -> bool:
-        system[np.diag_indices(m)] = diag + jitter
-        if cholesky_upper(system):
-            return True
-        upper_from_lower(system)  # the strictly lower part still holds the matrix
-        return False
-
+    scale = float(np.mean(np.abs(system[np.diag_indices(m)]))) if m else 0.0
+    attempt = dense_attempt(system)  # a failed attempt leaves the matrix as it was
     jitter = jittered_cholesky(attempt, m=m, scale=scale, most=jitter_up_to)
     if jitter is not None:
         trsm = scipy.linalg.blas.dtrsm
         y = trsm(1.0, system, rhs, lower=0, trans_a=1)
         return trsm(1.0, system, y, lower=0, trans_a=0), jitter
     _lstsq_warning(what)
-    system[np.diag_indices(m)] = diag
     return scipy.linalg.lstsq(system, rhs)[0], float("nan")
 
 
@@ -249,15 +239,15 @@ def solve_there(
     None when not positive definite), :func:`~npt_dask.linalg.device_linalg.cho_solve`;
     least squares on the host (the system crosses once, with scikit-learn's warning)
     when the ladder ends. Returns ``c`` (the system's namespace, or host numpy) and the jitter."""
-    xp, device = namespace_of(system), device_of(system)
+    xp = namespace_of(system)
     m = int(system.shape[0])
     scale = float(to_host(xp.mean(xp.abs(xp.linalg.diagonal(system))))) if m else 0.0
-    eye = xp.eye(m, dtype=system.dtype, device=device)
     held: list[Any] = []
 
-    def attempt(jitter: float) -> bool:
+    def attempt(jitter: float) -> bool:  # a jittered copy only when a jitter is tried
         held.clear()
-        factor = cholesky(system + jitter * eye if jitter else system)
+        factor = cholesky(plus_diagonal(xp.asarray(system, copy=True), jitter) if jitter
+                          else system)  # fmt: skip
         if factor is not None:
             held.append(factor)
         return factor is not None

@@ -28,7 +28,7 @@ from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.row_pass import row_pass
-from npt_dask.linalg.device_linalg import normal_matrix_dtype
+from npt_dask.linalg.device_linalg import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.route import (
@@ -95,8 +95,16 @@ class NystromDirect(Route):
             "factor": s.alphas * s.m**3 / 3.0,
             "solve": 2.0 * s.alphas * s.m * s.m * s.k,
         }
+        memory = {"sums": max(chains, 1) * square, **fixed}
+        if s.device_budget is not None:  # the rows on a device: G, K_mm, the system there
+            del memory["sums"], memory["kmm"], memory["factor"]
+            memory |= {
+                "device_sums": max(chains, 1) * 8 * s.m * s.m,  # the whole m x m sum
+                "device_kmm": s.m * s.m * s.itemsize,
+                "device_factor": 2 * 8 * s.m * s.m,  # G + alpha K_mm and its factor
+            }
         return replace(base, route=self.name, row_chunk=rows, chains=max(chains, 1),
-                       flops=flops, memory={"sums": max(chains, 1) * square, **fixed})  # fmt: skip
+                       flops=flops, memory=memory)  # fmt: skip
 
     def solve(
         self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
@@ -222,15 +230,18 @@ def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
     s = None
     if problem.weights is not None:
         s = xp.sqrt(xp.astype(on_device_of(compute(da.asarray(problem.weights))[0], k), dtype))
-        k = s[:, None] * k * s[None, :]
+        k *= s[:, None]  # in place: no n x n temporary
+        k *= s[None, :]
         y = y * s[:, None]
     n = int(k.shape[0])
-    eye = xp.eye(n, dtype=dtype, device=device)
     coef = np.empty((n, len(problem.alphas)))
-    for alpha in np.unique(problem.alphas):
+    distinct = np.unique(problem.alphas)
+    for i, alpha in enumerate(distinct):
         cols = np.flatnonzero(problem.alphas == alpha)
         rhs = xp.take(y, xp.asarray(cols, device=device), axis=1)
-        c, _ = solve_there(k + float(alpha) * eye, rhs, float(alpha), jitter_up_to=0.0)
+        system = k if i == len(distinct) - 1 else xp.asarray(k, copy=True)  # as on numpy
+        system = plus_diagonal(system, float(alpha))
+        c, _ = solve_there(system, rhs, float(alpha), jitter_up_to=0.0)
         if s is not None:  # c = S c' (least squares came back on the host)
             c = c * (np.asarray(to_host(s))[:, None] if isinstance(c, np.ndarray) else s[:, None])
         coef[:, cols] = np.asarray(to_host(c), dtype=np.float64)  # c crosses once
