@@ -499,7 +499,8 @@ def test_the_plans_split_device_from_host_memory():
     the two add up to what the budget check counts (unchanged on numpy)."""
     from npt_dask.engine.budget import in_flight_bytes
     from npt_dask.npt.planning import plan_fit
-    from npt_dask.ridge.planning import DEVICE_PARTS, plan_ridge
+    from npt_dask.ridge.planning import plan_ridge
+    from npt_dask.ridge.route import DEVICE_PARTS
 
     plan = plan_fit(n=4000, d=5, n_components=20, row_chunks=[500] * 8, itemsize=8,
                     solver="krylov", memory_budget=2**30, threads=2)  # fmt: skip
@@ -516,3 +517,31 @@ def test_the_plans_split_device_from_host_memory():
         assert ridge.host_bytes > 0
         assert ridge.device_bytes + ridge.host_bytes == sum(ridge.memory.values())
         assert ridge.to_dict()["device_bytes"] == ridge.device_bytes
+
+
+# --- the old public module paths -----------------------------------------------------------
+
+
+def test_old_module_paths_are_the_moved_modules_themselves():
+    """``npt_dask.datasets``, ``.plot``, ``.cluster``, ``.cli``, ``.pipeline`` (and a moved
+    package's submodules) import as the very module objects of their folders, keep those
+    modules' own specs, and ``python -m npt_dask.cli`` runs the command line (in a fresh
+    interpreter: the first import decides)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, npt_dask\n"
+        "import npt_dask.pipeline.config as a, npt_dask.interface.pipeline.config as b\n"
+        "from npt_dask.datasets import load_npz\n"
+        "import npt_dask.storage.datasets as d, npt_dask.cli as c, npt_dask.interface.cli as e\n"
+        "assert a is b and c is e and load_npz is d.load_npz\n"
+        "assert sys.modules['npt_dask.pipeline'] is sys.modules['npt_dask.interface.pipeline']\n"
+        "assert b.__spec__.name == 'npt_dask.interface.pipeline.config'\n"
+        "assert sys.modules['npt_dask.interface.pipeline'].__spec__.name == "
+        "'npt_dask.interface.pipeline'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "npt_dask.cli", "--help"], check=True,
+                         capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    assert out.startswith("usage: npt")

@@ -174,3 +174,24 @@ def test_project_out_over_its_data_store_is_refused(folder, capsys):
     assert main(command) == 2
     assert f"--out {store} is the input DATA" in capsys.readouterr().err
     assert xr.open_zarr(store, consolidated=False)["x"].shape == (80, 3)
+
+
+def test_a_saved_models_predictions_never_overwrite_its_test_rows(folder, capsys, monkeypatch):
+    """``npt ridge --model``: the test rows found through ``$NPT_DATA_DIR`` are an input like
+    any other, even with ``--overwrite``; the predictions' score is the fitted model's."""
+    assert main([*_ridge(folder), "--out", str(folder / "m.zarr")]) == 0
+    fitted = json.loads(capsys.readouterr().out)["test_score"]
+    data = folder / "data"
+    data.mkdir()
+    (folder / "t.npy").rename(data / "t.npy")
+    monkeypatch.setenv("NPT_DATA_DIR", str(data))
+    monkeypatch.chdir(folder)
+    before = (data / "t.npy").read_bytes()
+    code = main(["ridge", "--model", "m.zarr", "--test", "t.npy", "--test-labels", "ty.npy",
+                 "--predictions", str(data / "t.npy"), "--overwrite", "--quiet"])  # fmt: skip
+    assert code == 2
+    assert "is the input --test" in capsys.readouterr().err
+    assert (data / "t.npy").read_bytes() == before
+    assert main(["ridge", "--model", "m.zarr", "--test", "t.npy", "--test-labels", "ty.npy",
+                 "--predictions", "p.npy", "--quiet"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["test_score"] == fitted

@@ -519,7 +519,7 @@ def test_npt_ridge_model_needs_test_rows_and_something_to_do(files, saved, capsy
     code, err = _run(["ridge", "--model", str(saved[1]), "--test", "test.npy",
                       "--predictions", "test.npy"], capsys)  # fmt: skip
     assert code == 2
-    assert "overwrite an input" in err
+    assert "is the input --test" in err
     assert np.load("test.npy").shape == (37, 4)
     code, err = _run(["ridge", "--quiet"], capsys)
     assert code == 2

@@ -525,11 +525,9 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
-    from npt_dask.arrays.host import to_host
     from npt_dask.ridge.estimators import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
     from npt_dask.runtime.progress import progress_label
-    from npt_dask.runtime.scheduler import compute
 
     check_device(args.device)  # a GPU asked for and missing: refused before any work
     if args.model is not None:
@@ -575,8 +573,8 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
                    "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
         if test is not None:
             z, truth = test
-            pred = to_host(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
-            result["test_score"] = float(est.score(z, truth))
+            pred = _predicted(est, z)
+            result["test_score"] = _score_of(est, truth, pred)  # no second prediction
             if args.predictions:
                 _save_npy(Path(args.predictions), pred)
                 result["predictions"] = str(args.predictions)
@@ -631,7 +629,6 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.errors import InputError
-    from npt_dask.runtime.scheduler import compute
 
     ignored = _ignored_by_model(args)
     if ignored:
@@ -641,39 +638,56 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.test is None:
         raise InputError("--model needs --test FILE: the rows to predict.")
-    scored = args.test_labels is not None or _has_labels(args.test, args.labels_key)
+    scored = args.test_labels is not None or _has_labels(
+        str(_find_input(args.test, "--test")), args.labels_key
+    )
     if args.predictions is None and not scored:
         raise InputError(
             f"Nothing to do: {args.test} carries no labels to score; pass --predictions P.npy "
             "to write the predictions (or --test-labels to score them)."
         )
-    if args.predictions is not None:
-        target = Path(os.path.realpath(args.predictions))
-        given = [Path(os.path.realpath(p)) for p in (args.model, args.test, args.test_labels) if p]
-        if any(target == p or p in target.parents for p in given):
-            raise InputError(
-                f"--predictions {args.predictions} would overwrite an input (--model, --test "
-                "or --test-labels); choose another path."
-            )
-        if target.exists() and not args.overwrite:
-            raise InputError(
-                f"--predictions {args.predictions} already exists; pass --overwrite to "
-                "replace it, or choose another path."
-            )
+    files = {"--model": Path(args.model), "--test": _find_input(args.test, "--test")}
+    if args.test_labels:
+        files["--test-labels"] = _find_input(args.test_labels, "--test-labels")
+    _check_ridge_outputs(args, files)  # the fit's checks: never over an input, as found
     est = npt.load_ridge(args.model)
-    z = _ridge_rows(_find_input(args.test, "--test"), args, args.test_rows, "--test", note=True)
+    z = _ridge_rows(files["--test"], args, args.test_rows, "--test", note=True)
     result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__}
     with _client_from_args(args):
-        pred = np.asarray(compute(est.predict(z))[0] if hasattr(z, "dask") else est.predict(z))
+        pred = _predicted(est, z)
         result["rows"] = int(pred.shape[0])
         if scored:
-            labels = args.test_labels or args.test
-            truth = _open_labels(labels, args.labels_key, args.labels_var, args.test_rows)
-            result["test_score"] = float(est.score(z, np.asarray(truth)))
+            labels = files.get("--test-labels", files["--test"])
+            truth = _open_labels(str(labels), args.labels_key, args.labels_var, args.test_rows)
+            result["test_score"] = _score_of(est, np.asarray(truth), pred)
     if args.predictions is not None:
         _save_npy(Path(args.predictions), pred)
         result["predictions"] = str(args.predictions)
     return result
+
+
+def _predicted(est: Any, z: Any) -> Any:
+    """The estimator's predictions of ``z`` in host memory, computed once (a lazy result
+    under the command's BLAS-thread cap)."""
+    import numpy as np
+
+    from npt_dask.arrays.host import to_host
+    from npt_dask.runtime.inputs import is_lazy
+    from npt_dask.runtime.scheduler import compute
+
+    pred = est.predict(z)
+    return np.asarray(to_host(compute(pred)[0] if is_lazy(pred) else pred))
+
+
+def _score_of(est: Any, truth: Any, pred: Any) -> float:
+    """``est.score``'s value from predictions already made: accuracy for a classifier,
+    R^2 (uniform over the targets) for a regressor, as scikit-learn's mixins score."""
+    from sklearn.base import is_classifier
+    from sklearn.metrics import accuracy_score, r2_score
+
+    if is_classifier(est):
+        return float(accuracy_score(truth, pred))
+    return float(r2_score(truth, pred))
 
 
 def _has_labels(path: str, key: str) -> bool:

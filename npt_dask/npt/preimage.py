@@ -75,22 +75,15 @@ def register_inverse_map(fitter: InverseMapFitter) -> None:
 
 
 def fit_inverse_map(
-    y_train: np.ndarray,
-    x_train: da.Array,
-    kernel: KernelSpec,
-    alpha: float,
-    *,
-    tol: float = 1e-10,
-    max_passes: int = 500,
-    memory_budget: int | str | None = None,
+    y_train: np.ndarray, x_train: da.Array, kernel: KernelSpec, alpha: float, **options: Any
 ) -> PreimageMap:
     """Fit scikit-learn's pre-image map: kernel ridge from ``y_train`` to ``x_train``.
 
     The registered fitting function's (:func:`npt_dask.ridge.inverse_map.fit_inverse_map`,
-    which documents the parameters): ``y_train`` the training coordinates ``(n, r)``,
-    ``x_train`` the row-chunked training rows ``(n, d)``, ``kernel`` the model's,
-    ``alpha`` the ridge; ``tol`` and ``max_passes`` stop an iterative solve;
-    ``memory_budget`` bounds what the solve holds.
+    which documents the parameters and their defaults): ``y_train`` the training
+    coordinates ``(n, r)``, ``x_train`` the row-chunked training rows ``(n, d)``,
+    ``kernel`` the model's, ``alpha`` the ridge; ``options`` (``tol``, ``max_passes``,
+    ``memory_budget``) passed on as they are.
     """
     fitter = _FITTERS.get("inverse_map")
     if fitter is None:
@@ -98,10 +91,7 @@ def fit_inverse_map(
             "No pre-image map fitter is registered: npt_dask.ridge.inverse_map registers "
             "it when imported. Import npt_dask (or npt_dask.ridge.inverse_map) first."
         )
-    return fitter(
-        y_train, x_train, kernel, alpha, tol=tol, max_passes=max_passes,
-        memory_budget=memory_budget,
-    )  # fmt: skip
+    return fitter(y_train, x_train, kernel, alpha, **options)
 
 
 # --- the fixed-point pre-image (Mika et al. 1999) -----------------------------------------

@@ -38,27 +38,15 @@ from dataclasses import replace
 from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.route import (
-    BLOCK_BYTES,
-    CG_ITERATIONS,
-    DEVICE_PARTS,
-    RidgePlan,
-    RidgeSizes,
-    Route,
-    ridge_rows,
-)
+from npt_dask.ridge.route import RidgePlan, RidgeSizes, Route
 from npt_dask.ridge.routes import ROUTES, route_named
 from npt_dask.ridge.solvers import RidgeProblem, RidgeSolution
 from npt_dask.runtime.params import format_bytes
 
 __all__ = [
-    "BLOCK_BYTES",
-    "CG_ITERATIONS",
     "CG_MARGIN",
-    "DEVICE_PARTS",
     "RidgePlan",
     "plan_ridge",
-    "ridge_rows",
     "solve_ridge",
 ]
 
@@ -98,7 +86,8 @@ def plan_ridge(
     ``solver`` is a route's name (``"direct"``, ``"cg"``) or ``"auto"`` (see the module
     doc). ``positive_alpha=False`` (alpha = 0) leaves only the direct routes, as
     scikit-learn solves it. ``device_budget``: bytes of device memory when the rows live
-    on a device (each route's :data:`DEVICE_PARTS` held there, checked against it, the
+    on a device (each route's :data:`~npt_dask.ridge.route.DEVICE_PARTS` held there,
+    checked against it, the
     rest against ``memory_budget``: :func:`npt_dask.engine.budget.check_budgets`); None
     (numpy) counts both parts against ``memory_budget``. Raises
     :class:`~npt_dask.errors.InputError` when no route fits, naming the sizes and the fix.

@@ -249,14 +249,6 @@ class Route(ABC):
             held = plan.host_bytes <= sizes.budget and plan.device_bytes <= sizes.device_budget
         return held and (sizes.positive_alpha or not self.iterative)
 
-    def cost(self, sizes: RidgeSizes, base: RidgePlan) -> Mapping[str, float]:
-        """Counted flops by stage."""
-        return self.plan(sizes, base).flops
-
-    def memory(self, sizes: RidgeSizes, base: RidgePlan) -> Mapping[str, int]:
-        """Bytes by part (:data:`DEVICE_PARTS` on the device, the rest on the host)."""
-        return self.plan(sizes, base).memory
-
     @abstractmethod
     def solve(
         self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,

@@ -173,6 +173,12 @@ def choose(scores: np.ndarray) -> tuple[int, int]:
     >>> choose(np.array([[0.5, 0.9, 0.8]]))
     (0, 1)
     """
+    if not np.isfinite(scores).any():
+        raise InputError(
+            "No (gamma, alpha) pair of the search gave a finite held-out score: the kernel "
+            "or the targets give no usable subproblem. Check the data and the grids, or fit "
+            "KernelRidge with a given alpha and gamma."
+        )
     finite = np.where(np.isfinite(scores), scores, -np.inf)
     best = float(finite.max())
     gap = max(1.0 - best, 0.0)
@@ -197,22 +203,37 @@ def _gather(values: Any, idx: np.ndarray) -> np.ndarray | None:
     return np.asarray(values)[idx]
 
 
-def _normal_solve(
-    kfc: np.ndarray, kcc: np.ndarray | None, t: np.ndarray, w: np.ndarray | None, alpha: float
-) -> np.ndarray:
-    """The subproblem's dual coefficients: exact (``kcc`` None: ``kfc`` is the square
-    kernel of the fit rows) or Nyström (``(K^T W K + alpha K_cc) c = K^T W t``)."""
+def _normal_parts(
+    kfc: np.ndarray, kcc: np.ndarray | None, t: np.ndarray, w: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """What every alpha's solve of a gamma shares, formed once: exact (``kcc`` None:
+    ``kfc`` is the square kernel of the fit rows) ``(S K S, S t, S)``; Nyström
+    ``(K^T W K, K^T W t, None)``."""
     if kcc is None:
         s = np.ones(len(t)) if w is None else np.sqrt(w)
-        system = np.asfortranarray(kfc * s[:, None] * s[None, :])
-        system[np.diag_indices(len(system))] += alpha
-        return solve_symmetric(system, t * s[:, None], f"alpha={alpha:g}")[0] * s[:, None]
+        return kfc * s[:, None] * s[None, :], t * s[:, None], s
     weighted = kfc if w is None else kfc * np.sqrt(w)[:, None]
     gram = np.zeros((kfc.shape[1], kfc.shape[1]), order="F")
     syrk_update(gram, np.asfortranarray(weighted))
     gram = np.triu(gram) + np.triu(gram, 1).T
     rhs = weighted.T @ (t if w is None else t * np.sqrt(w)[:, None])
-    system = np.asfortranarray(gram + alpha * kcc)
+    return gram, rhs, None
+
+
+def _normal_solve(
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray | None], kcc: np.ndarray | None,
+    alpha: float,
+) -> np.ndarray:  # fmt: skip
+    """The subproblem's dual coefficients for one alpha from :func:`_normal_parts`: exact
+    ``(S K S + alpha I) c' = S t``, ``c = S c'``, or Nyström ``(K^T W K + alpha K_cc) c =
+    K^T W t``."""
+    matrix, rhs, s = parts
+    if kcc is None:
+        assert s is not None
+        system = np.array(matrix, order="F")  # a copy: the parts serve every alpha
+        system[np.diag_indices(len(system))] += alpha
+        return solve_symmetric(system, rhs, f"alpha={alpha:g}")[0] * s[:, None]
+    system = np.asfortranarray(matrix + alpha * kcc)
     return solve_symmetric(system, rhs, f"alpha={alpha:g}", jitter_up_to=RIDGE_JITTER)[0]
 
 
@@ -267,8 +288,9 @@ def search(
         kfc = block(fit_at, centres)
         ktc = block(test_at, centres)
         kcc = None if exact else block(centres, centres)
+        parts = _normal_parts(kfc, kcc, t[fit_at], wf)  # once per gamma, not per alpha
         for a, alpha in enumerate(alphas):
-            coef = _normal_solve(kfc, kcc, t[fit_at], wf, float(alpha) * scale)
+            coef = _normal_solve(parts, kcc, float(alpha) * scale)
             scores[g, a] = score(t[test_at], ktc @ coef)
     best_g, best_a = _chosen(scores, candidates, alphas)
     return SearchResult(
