@@ -728,3 +728,24 @@ def test_progress_from_python_is_labelled_by_the_estimator(capsys):
     err = capsys.readouterr().err
     assert "KernelRidgeClassifier: moments pass" in err
     assert "npt ridge" not in err
+
+
+def test_a_dataarrays_features_are_matched_by_name_not_position(tmp_path):
+    """Lazy labelled input: the feature coordinate is recorded at fit and matched at
+    predict (another order reordered, other names refused), also after save/load."""
+    import xarray as xr
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 3))
+    y = x[:, 0] - 2 * x[:, 2]
+    X = xr.DataArray(da.from_array(x, chunks=50), dims=("sample", "feature"),
+                     coords={"feature": ["a", "b", "c"]})  # fmt: skip
+    est = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y)
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
+    want = np.asarray(est.predict(X[:20]))
+    turned = X[:20].isel(feature=[2, 1, 0])
+    np.testing.assert_allclose(np.asarray(est.predict(turned)), want, rtol=0, atol=1e-12)
+    back = npt.load_ridge(est.save(tmp_path / "m.zarr"))
+    np.testing.assert_allclose(np.asarray(back.predict(turned)), want, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(X[:20].assign_coords(feature=["a", "b", "z"]))

@@ -72,8 +72,10 @@ from npt_dask.runtime.inputs import (
     as_row_chunked,
     check_known_chunks,
     data_variance,
+    feature_names,
     is_data_array,
     is_lazy,
+    match_features,
     wrap_rows,
 )
 from npt_dask.runtime.params import (
@@ -321,17 +323,25 @@ class _KernelRidgeBase(BaseEstimator):
         return isinstance(self.kernel, str) and self.kernel == PRECOMPUTED
 
     def _checked(self, X: Any, *, reset: bool) -> Any:
-        """scikit-learn's checks of X and its feature names (eager input), or its width
-        (lazy input, which is not read here)."""
+        """scikit-learn's checks of X and its feature names (eager input), or its width and
+        its feature coordinate's names (lazy input, which is not read here: a DataArray's
+        features in another order are matched by name, other names refused)."""
         if not is_lazy(X):
             return validate_data(
                 self, X, reset=reset, dtype=[np.float64, np.float32],
                 accept_sparse=False if self._precomputed else ("csr", "csc"),
             )  # fmt: skip
+        names = None if self._precomputed else feature_names(X)  # a DataArray's coordinate
         if reset:
             self.n_features_in_ = int(X.shape[1])
             self.__dict__.pop("feature_names_in_", None)
-        elif int(X.shape[1]) != self.n_features_in_:
+            if names is not None:
+                self.feature_names_in_ = np.asarray(names, dtype=object)
+            return X
+        fitted = getattr(self, "feature_names_in_", None)
+        if not self._precomputed and fitted is not None:  # matched by name, as NPT models do
+            X = match_features(X, tuple(fitted), n_features=self.n_features_in_, name="X")
+        if int(X.shape[1]) != self.n_features_in_:
             raise InputError(
                 f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
                 f"{self.n_features_in_} features as input."
