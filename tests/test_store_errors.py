@@ -230,3 +230,31 @@ def test_a_refused_save_names_the_command_of_its_model(tmp_path):
         grown.save(path)
     assert "pass overwrite=True to replace it (npt grow --overwrite)" in str(refused.value)
     assert "npt fit" not in str(refused.value)
+
+
+# --- two writers ------------------------------------------------------------------------------
+
+
+def test_a_store_another_writer_saves_meanwhile_is_kept_without_overwrite(
+    fitted, tmp_path, monkeypatch
+):
+    """``save(overwrite=False)`` checks the path before it writes; a writer that finishes
+    first meanwhile keeps its store, and this save is refused, not swapped over it."""
+    model, _, _, _ = fitted
+    path = tmp_path / "m.zarr"
+    other = npt.fit(np.random.default_rng(3).normal(size=(60, 4)), "rbf", gamma=0.3,
+                    n_components=2)  # fmt: skip
+    original = store.write_array
+    done: list[bool] = []
+
+    def meanwhile(group, name, *args, **kwargs):
+        original(group, name, *args, **kwargs)
+        if not done:
+            done.append(True)
+            other.save(path)  # the other writer, done first
+
+    monkeypatch.setattr(store, "write_array", meanwhile)
+    with pytest.raises(StoreInUseError, match="Another writer"):
+        model.save(path)
+    monkeypatch.undo()
+    assert npt.load(path).eigenvalues.shape == (2,)  # the other writer's model, whole

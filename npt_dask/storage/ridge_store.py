@@ -352,7 +352,9 @@ def save(state: RidgeState, path: str | os.PathLike, *, overwrite: bool = False)
     store.check_writable(path, overwrite=overwrite, command=None)
     arrays = _arrays(state)
     manifest = _manifest(state, arrays)
-    store.write_group(path, arrays, manifest.to_dict(), manifest.checksum, state.chunk_size)
+    store.write_group(
+        path, arrays, manifest.to_dict(), manifest.checksum, state.chunk_size, overwrite=overwrite
+    )
     return path
 
 

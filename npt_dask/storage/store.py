@@ -512,7 +512,14 @@ def save(
         )
     arrays = _arrays_of(model)
     manifest = _manifest(model, arrays)
-    write_group(path, arrays, manifest.to_dict(), manifest_checksum(manifest), model.chunk_size)
+    write_group(
+        path,
+        arrays,
+        manifest.to_dict(),
+        manifest_checksum(manifest),
+        model.chunk_size,
+        overwrite=overwrite,
+    )
     return path
 
 
@@ -535,12 +542,16 @@ def write_group(
     manifest: Mapping[str, Any],
     checksum: str,
     rows: int,
+    *,
+    overwrite: bool,
 ) -> None:
     """Write ``arrays`` (``name: (values, dimension names)``, a ``"sample"`` first
     dimension chunked by ``rows``) and then, last and in one write, the ``"npt"``
     manifest and its checksum (a store without them is no model) as a zarr v3 group at
     ``path``, atomically (:func:`npt_dask.runtime.atomic.write_into_place`): a killed write
-    leaves the previous store, or none, never a partial one that loads."""
+    leaves the previous store, or none, never a partial one that loads. Without
+    ``overwrite`` a store another writer put at ``path`` meanwhile is kept (this write is
+    refused): ``check_writable`` before the work cannot see a writer that finishes first."""
     import zarr
 
     recover(path)
@@ -551,7 +562,12 @@ def write_group(
             write_array(group, name, values, dims, rows)
         group.attrs.update({"npt": dict(manifest), CHECKSUM: checksum})
 
-    _atomic.write_into_place(path, write, replace=True, check=check_target)
+    if not _atomic.write_into_place(path, write, replace=overwrite, check=check_target):
+        raise StoreInUseError(
+            f"Another writer saved a model at {path} while this one was being written; it "
+            "is kept as it is and this one was not saved. Save to another path, or pass "
+            "overwrite=True to replace it."
+        )
 
 
 def check_target(path: Path) -> None:
