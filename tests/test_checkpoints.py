@@ -8,7 +8,9 @@ References are independent of the code under test: dense numpy normal equations 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import subprocess
@@ -44,13 +46,18 @@ def _stopped(path, kernel="rbf", max_iter=3, **params):
         )
 
 
-def _resumed(path, kernel="rbf", max_iter=60, **params):
+def _resumed(path, kernel="rbf", max_iter=60, *, at=None, **params):
+    """A fit on ``path``'s checkpoint; with ``at``, one that must say it resumed from
+    iteration ``at`` (a fresh start reaches the same ``n_iter_`` and coefficients)."""
     x, t = _data()
-    with warnings.catch_warnings():
+    said = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stderr(said):
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return KernelRidge(kernel=kernel, max_iter=max_iter, **{**_FIT, **params}).fit(
-            x, t, checkpoint=path
-        )
+        fitted = KernelRidge(kernel=kernel, max_iter=max_iter, progress=at is not None,
+                             **{**_FIT, **params}).fit(x, t, checkpoint=path)  # fmt: skip
+    if at is not None:
+        assert f"cg: resuming at iteration {at} from" in said.getvalue(), said.getvalue()
+    return fitted
 
 
 # --------------------------------------------------------------- the kernel, by its values
@@ -112,7 +119,7 @@ def test_a_changed_kernel_is_refused_whatever_callable_it_is(tmp_path, monkeypat
 def test_the_same_kernel_made_again_resumes_to_the_answer_of_an_unstopped_fit(tmp_path):
     path = tmp_path / "cg.npz"
     _stopped(path, _closure(GAMMA))
-    resumed = _resumed(path, _closure(GAMMA), max_iter=20)
+    resumed = _resumed(path, _closure(GAMMA), max_iter=20, at=3)
     x, t = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -267,7 +274,7 @@ def test_a_linked_checkpoint_is_written_where_the_link_points(tmp_path):
     _stopped(link)
     assert link.is_symlink()
     assert target.is_file()
-    assert _resumed(link, max_iter=6).n_iter_ == 6  # resumed from iteration 3 through the link
+    assert _resumed(link, max_iter=6, at=3).n_iter_ == 6  # through the link
     assert link.is_symlink()
 
 
@@ -295,7 +302,7 @@ def test_a_second_fit_on_a_checkpoint_in_use_is_refused(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    assert _resumed(path, max_iter=5).n_iter_ == 5  # the dead holder's lock is broken
+    assert _resumed(path, max_iter=5, at=3).n_iter_ == 5  # the dead holder's lock is broken
     assert not (tmp_path / ".cg.npz.lock").exists()  # and this fit's released
 
 
@@ -306,7 +313,7 @@ def test_a_seedless_rerun_resumes_on_the_saved_landmarks(tmp_path):
     path = tmp_path / "cg.npz"
     free = {**_FIT, "random_state": None}
     first = _stopped(path, **free)
-    again = _resumed(path, max_iter=20, **free)
+    again = _resumed(path, max_iter=20, at=3, **free)
     np.testing.assert_array_equal(again.landmarks_, first.landmarks_)
     x, t = _data()
     with warnings.catch_warnings():
@@ -324,17 +331,20 @@ def test_the_same_ridge_command_resumes_after_a_stop(tmp_path, capsys):
     args = ["ridge", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"),
             "--regression", "--kernel", "rbf", "--gamma", "0.3", "--alpha", "0.05",
             "--landmarks", "40", "--solver", "cg", "--tol", "1e-10",
-            "--checkpoint", str(tmp_path / "cg.npz"), "--quiet"]  # fmt: skip
+            "--checkpoint", str(tmp_path / "cg.npz")]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        assert main([*args, "--max-iter", "3"]) == 0
+        assert main([*args, "--max-iter", "3", "--quiet"]) == 0
+        capsys.readouterr()
         assert main([*args, "--max-iter", "8"]) == 0
-    text, decoder, runs = capsys.readouterr().out, json.JSONDecoder(), []
+    said = capsys.readouterr()
+    assert "cg: resuming at iteration 3 from" in said.err
+    text, decoder, runs = said.out, json.JSONDecoder(), []
     while text.strip():
         found, end = decoder.raw_decode(text.strip())
         runs.append(found["n_iter"])
         text = text.strip()[end:]
-    assert runs == [3, 8]  # the second run resumed at iteration 3 on the same landmarks
+    assert runs == [8]  # on from iteration 3, on the same landmarks
 
 
 def test_the_direct_route_leaves_no_checkpoint_and_no_lock(tmp_path):

@@ -242,6 +242,7 @@ def test_inverse_map_follows_the_fit_memory_budget():
     assert plan["exact"]
     assert plan["precision"] == "float64"
     assert plan["host_bytes"] + plan["device_bytes"] <= 4 * MIB
+    assert 0 < plan["kept_blocks"] < 10  # of the pass's 10 block pairs
     roomy = NonlinearProjection(
         n_components=8, gamma=0.5, chunk_size=200, eigen_solver="arpack",
         fit_inverse_transform=True, alpha=1.0,

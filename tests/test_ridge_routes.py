@@ -51,7 +51,8 @@ def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
     budget = 4 * 2**30
     plan = plan_ridge(memory_budget=budget, **MNIST)
     assert plan.route == "cg"
-    assert plan.preconditioner_rank in ranks_to_try(60_000)
+    assert plan.preconditioner_rank == 4096  # pinned: 60,000 MNIST rows at 4 GiB
+    assert plan_ridge(memory_budget=12 * 2**30, **MNIST).preconditioner_rank == 3072
     sizes = RidgeSizes(60_000, 60_000, 784, 10, 4, 1, 2, budget, 100, 1e-3, 4096, exact=True,
                        alpha=1e-3)  # fmt: skip
     base = RidgePlan("", True, 60_000, 60_000, 784, 10, "float32", 4096, 1, 2, budget, 100, 1e-3)
@@ -68,11 +69,18 @@ def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
     assert f"about {plan.iterations} iterations expected" in plan.reason
 
 
-def test_a_larger_budget_keeps_more_blocks_and_expects_no_more_iterations():
+def test_a_larger_budget_keeps_more_blocks_and_costs_less_in_all():
+    """More budget keeps more blocks: each iteration recomputes fewer, so the rule may take
+    a smaller factor and more iterations (80 at 4 GiB, 93 at 12 GiB) for less work."""
+    from npt_dask.ridge.route import RidgeSizes
+
     small = plan_ridge(memory_budget=4 * 2**30, **MNIST)
     large = plan_ridge(memory_budget=12 * 2**30, **MNIST)
     assert len(large.kept) > len(small.kept)
     assert large.flops["iteration_p"] < small.flops["iteration_p"]
+    sizes = RidgeSizes(60_000, 60_000, 784, 10, 4, 1, 2, 4 * 2**30, 100, 1e-3, 4096,
+                       exact=True, alpha=1e-3)  # fmt: skip
+    assert sizes.cost(large.flops, large.iterations) < sizes.cost(small.flops, small.iterations)
 
 
 def test_the_jitter_ladder_starts_at_the_floor_grows_tenfold_and_stops_at_most():
