@@ -195,3 +195,15 @@ def test_a_saved_models_predictions_never_overwrite_its_test_rows(folder, capsys
     assert main(["ridge", "--model", "m.zarr", "--test", "t.npy", "--test-labels", "ty.npy",
                  "--predictions", "p.npy", "--quiet"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["test_score"] == fitted
+
+
+def test_grow_out_inside_or_at_its_model_is_refused(folder, capsys):
+    assert main(["fit", str(folder / "x.npy"), "--out", str(folder / "m.zarr"),
+                 "--n-components", "2", "--quiet"]) == 0  # fmt: skip
+    before = _snapshot(folder / "m.zarr")
+    for out in (folder / "m.zarr", folder / "m.zarr" / "grown.zarr"):
+        code = main(["grow", str(folder / "m.zarr"), str(folder / "t.npy"), "--out", str(out),
+                     "--overwrite", "--quiet"])  # fmt: skip
+        assert code == 2
+        assert "is the input MODEL" in capsys.readouterr().err
+    assert _snapshot(folder / "m.zarr") == before

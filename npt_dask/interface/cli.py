@@ -400,8 +400,8 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
 
     options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
     check_table(GROW_PARAMS, options)  # before the model is read
-    if Path(args.out).resolve() == Path(args.model).resolve():
-        raise InputError("--out must differ from MODEL: the parent model is kept as it was.")
+    inputs = {"MODEL": Path(args.model)} | {f"DATA {p}": Path(p) for p in args.data}
+    _check_not_an_input("--out", args.out, inputs)  # the parent model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     check_target(Path(args.out))

@@ -164,16 +164,9 @@ class RidgeManifest:
             )
         own = {k: v for k, v in data.items() if k != "extra"}
         known = store.parse_fields(cls, own, f"{path}: the kernel ridge manifest")
-        names_given = known.get("feature_names")
-        if names_given is not None and not (
-            isinstance(names_given, list)
-            and len(names_given) == known["n_features"]
-            and all(isinstance(v, str) for v in names_given)
-        ):
-            raise StoreIntegrityError(
-                f"{path}: the manifest's feature_names is not a list of {known['n_features']} "
-                "strings; the store is damaged. Save the model again."
-            )
+        store.check_feature_names(
+            known.get("feature_names"), known["n_features"], f"{path}: the manifest's"
+        )
         return cls(**known, extra={k: data[k] for k in data if k not in names})
 
     def parameters(self) -> dict[str, Any]:

@@ -81,6 +81,7 @@ __all__ = [
     "StoredModel",
     "StoredTraining",
     "array_digest",
+    "check_feature_names",
     "check_identity",
     "check_target",
     "check_writable",
@@ -223,7 +224,7 @@ class ModelManifest:
             )
         own = {k: v for k, v in data.items() if k != "extra"}  # "extra" is ours, not a field
         known = parse_fields(cls, own, "the model manifest", note=note)
-        _check_feature_names(known.get("feature_names"), known["n_features"])
+        check_feature_names(known.get("feature_names"), known["n_features"])
         extra = {k: data[k] for k in data if k not in names}
         return cls(**known, extra=extra)
 
@@ -232,8 +233,9 @@ class ModelManifest:
         return None if self.feature_names is None else tuple(self.feature_names)
 
 
-def _check_feature_names(names: Any, n_features: int) -> None:
-    """The optional ``feature_names``: None, or one string per feature."""
+def check_feature_names(names: Any, n_features: int, where: str = "The model manifest's") -> None:
+    """The optional ``feature_names`` of a manifest (``where`` names it): None, or one
+    string per feature."""
     if names is None:
         return
     if not (
@@ -242,8 +244,8 @@ def _check_feature_names(names: Any, n_features: int) -> None:
         and all(isinstance(v, str) for v in names)
     ):
         raise StoreIntegrityError(
-            f"The model manifest's feature_names is not a list of {n_features} strings; the "
-            "store is damaged (or was edited by hand). Save the model again."
+            f"{where} feature_names is not a list of {n_features} strings; the store is "
+            "damaged (or was edited by hand). Save the model again."
         )
 
 
