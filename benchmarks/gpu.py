@@ -263,7 +263,7 @@ def npt_kpca(x: np.ndarray, r: int, chunk: int, precision: str) -> tuple[np.ndar
 
 
 def npt_pass(x: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
-    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.engine.operator import KernelOperator
     from npt_dask.kernels import make_kernel
 
     op = KernelOperator(_on_device(x, chunk), make_kernel("rbf", gamma=GAMMA), center=False,

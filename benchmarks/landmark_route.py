@@ -61,7 +61,7 @@ def dataset(name: str, n: int | None, precision: str) -> tuple[np.ndarray, ...]:
 def ridge_flops(r: int, n_alphas: int) -> float:
     """The r x r solve: a Cholesky factorisation and triangular inverse per alpha (GCV's
     trace), or one eigendecomposition for many alphas (``CHOLESKY_MAX_ALPHAS``)."""
-    from npt_dask.methods.ridge import CHOLESKY_MAX_ALPHAS
+    from npt_dask.methods.linear_ridge import CHOLESKY_MAX_ALPHAS
 
     if n_alphas <= CHOLESKY_MAX_ALPHAS:
         return n_alphas * 2.0 / 3.0 * r**3

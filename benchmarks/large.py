@@ -158,7 +158,7 @@ def _graph_stats(model_x, gamma: float) -> dict:
     """Task count and embedded numpy bytes of one operator pass graph."""
     from dask.base import collections_to_expr
 
-    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.engine.operator import KernelOperator
     from npt_dask.kernels import KernelSpec
 
     op = KernelOperator(model_x, KernelSpec("rbf", gamma=gamma), cache="recompute")

@@ -55,7 +55,7 @@ class _RssSampler(threading.Thread):
 
 def _instrument(record: dict) -> None:
     """Time every pass and every Rayleigh-Ritz ``eigh``, and the basis width at each pass."""
-    from npt_dask.engine import pair_pass as gram
+    from npt_dask.engine import operator as gram
     from npt_dask.npt import eigen
 
     passes = record.setdefault("passes", [])

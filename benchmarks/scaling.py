@@ -154,7 +154,7 @@ def validate(n: int, chunk: int, r: int, b: int, workers_list: list[int], passes
     from distributed import Client, LocalCluster
 
     from benchmarks._common import mnist_train
-    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.engine.operator import KernelOperator
     from npt_dask.kernels import make_kernel
 
     x, gamma = mnist_train(n)

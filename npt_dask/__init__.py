@@ -41,9 +41,9 @@ from npt_dask.npt import accessor as _accessor  # noqa: F401  (registers .npt on
 from npt_dask.npt.estimator import NonlinearProjection
 from npt_dask.npt.fitting import fit
 from npt_dask.npt.model import NPTModel, SolverDiagnostics, load
-from npt_dask.npt.project import project
+from npt_dask.npt.projection_store import project
 from npt_dask.ridge import inverse_map as _inverse_map  # noqa: F401  (registers the pre-image map)
-from npt_dask.ridge.estimators import (
+from npt_dask.ridge.base import (
     KernelRidge,
     KernelRidgeClassifier,
     KernelRidgeClassifierCV,

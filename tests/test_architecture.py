@@ -276,9 +276,10 @@ def test_block_engine_is_numpy_only():
 
 LAYERS: list[list[str]] = [
     ["npt_dask.errors", "npt_dask._version", "npt_dask._aliases"],
+    ["npt_dask.params"],
     ["npt_dask.arrays"],
-    ["npt_dask.runtime"],
     ["npt_dask.kernels"],
+    ["npt_dask.runtime"],
     ["npt_dask.linalg"],
     ["npt_dask.engine"],
     ["npt_dask.storage"],
@@ -500,7 +501,7 @@ def test_the_plans_split_device_from_host_memory():
     from npt_dask.engine.budget import in_flight_bytes
     from npt_dask.npt.planning import plan_fit
     from npt_dask.ridge.planning import plan_ridge
-    from npt_dask.ridge.route import DEVICE_PARTS
+    from npt_dask.ridge.problem import DEVICE_PARTS
 
     plan = plan_fit(n=4000, d=5, n_components=20, row_chunks=[500] * 8, itemsize=8,
                     solver="krylov", memory_budget=2**30, threads=2)  # fmt: skip

@@ -17,7 +17,7 @@ import xarray as xr
 import npt_dask as npt
 from npt_dask.errors import KernelScaleWarning, NPTWarning, StoreError
 from npt_dask.interface.cli import main
-from npt_dask.runtime.params import parse_bytes
+from npt_dask.params.constraints import parse_bytes
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +210,7 @@ def test_fit_docstring_lists_precomputed_and_callables() -> None:
 def test_resumed_bar_counts_on_from_the_chunks_done(files, capsys, tmp_path, monkeypatch) -> None:
     import dask
 
-    from npt_dask.npt import project as projection
+    from npt_dask.npt import projection_store as projection
 
     _, x = files
     model = npt.load(_fit_model(files, capsys))

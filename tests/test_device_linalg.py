@@ -16,8 +16,9 @@ import scipy.linalg
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from npt_dask.arrays.host import count_crossings
-from npt_dask.linalg import cg, dense
-from npt_dask.linalg.device_linalg import (
+from npt_dask.linalg import cg
+from npt_dask.linalg import symmetric as dense
+from npt_dask.linalg.cholesky import (
     cho_solve,
     cholesky,
     normal_matrix_dtype,

@@ -29,8 +29,8 @@ from npt_dask.engine.consumers import (
     RowBlock,
     add_into,
 )
-from npt_dask.engine.pair_pass import KernelOperator, kernel_diagonal, kernel_matrix
-from npt_dask.engine.row_pass import Centres, chunk_tasks, empty_like_rows, map_rows, row_pass
+from npt_dask.engine.operator import KernelOperator, kernel_diagonal, kernel_matrix
+from npt_dask.engine.passes import Centres, chunk_tasks, empty_like_rows, map_rows, row_pass
 from npt_dask.errors import InputError
 from npt_dask.kernels import make_kernel
 from npt_dask.linalg.tiles import TiledUpper

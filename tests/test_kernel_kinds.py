@@ -3,7 +3,7 @@ carry their parameter.
 
 Each kind of kernel is its own class; what differs by kind is said by the class
 (``evaluated``, ``storable``, ``feature_local`` and its methods), and the graph code
-dispatches on it once (:func:`npt_dask.engine.pair_pass.block_source`,
+dispatches on it once (:func:`npt_dask.engine.operator.block_source`,
 :func:`npt_dask.npt.projector.rows_kind`).
 """
 
@@ -16,7 +16,7 @@ import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 import npt_dask as npt
-from npt_dask.engine.pair_pass import KernelBlocks, KernelOperator, PrecomputedBlocks, block_source
+from npt_dask.engine.operator import KernelBlocks, KernelOperator, PrecomputedBlocks, block_source
 from npt_dask.errors import InputError, KernelParameterError
 from npt_dask.interface import cli
 from npt_dask.kernels import (
@@ -27,9 +27,9 @@ from npt_dask.kernels import (
     make_kernel,
 )
 from npt_dask.npt.eigen import block_krylov_eigh, dense_eigh
+from npt_dask.npt.params import check_param
 from npt_dask.npt.planning import plan_fit, takes_explicit_path
 from npt_dask.npt.projector import FeatureRows, KernelRows, rows_kind
-from npt_dask.runtime.fit_params import check_param
 
 
 def _block(a, b):

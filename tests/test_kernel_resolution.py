@@ -14,7 +14,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 from npt_dask import NonlinearProjection
 from npt_dask.interface.pipeline.runner import fit_or_reuse
 from npt_dask.methods import kernel_target_alignment
-from npt_dask.runtime.fit_params import FitParams
+from npt_dask.npt.params import FitParams
 
 
 @pytest.fixture

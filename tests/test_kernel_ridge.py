@@ -555,7 +555,7 @@ import sys, time
 import numpy as np
 from npt_dask.ridge.checkpoint import Checkpoint
 import npt_dask.ridge.checkpoint as checkpoint
-import npt_dask.ridge.solvers as solvers
+import npt_dask.ridge.normal_solve as solvers
 from npt_dask import KernelRidge
 
 checkpoint_path, out, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "slow"

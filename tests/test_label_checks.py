@@ -6,7 +6,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from npt_dask.methods.ridge import RidgeClassifier
+from npt_dask.methods.linear_ridge import RidgeClassifier
 
 RNG = np.random.default_rng(8)
 Y = RNG.normal(size=(40, 3))

@@ -20,8 +20,8 @@ from sklearn.linear_model import Ridge as SkRidge
 
 import npt_dask as npt
 from npt_dask.engine import consumers
+from npt_dask.engine.centres import rpcholesky_landmarks
 from npt_dask.methods import Ridge, RidgeClassifier
-from npt_dask.npt.landmarks import rpcholesky_landmarks
 from tests.conftest import align_signs
 
 GAMMA = 0.4
@@ -212,7 +212,7 @@ def test_rpcholesky_driver_memory_does_not_grow_with_n(tmp_path):
         import resource, sys
         import dask, dask.array as da, numpy as np
         import npt_dask as npt
-        from npt_dask.npt.landmarks import rpcholesky_landmarks
+        from npt_dask.engine.centres import rpcholesky_landmarks
         n = int(sys.argv[1])
         dask.config.set(scheduler="synchronous")
         x = da.random.RandomState(0).normal(size=(n, 20), chunks=(4000, -1))

@@ -10,7 +10,7 @@ import xarray as xr
 from sklearn.metrics.pairwise import rbf_kernel
 
 import npt_dask as npt
-from npt_dask.npt.landmarks import certificate, rpcholesky_landmarks, uniform_landmarks
+from npt_dask.engine.centres import certificate, rpcholesky_landmarks, uniform_landmarks
 from tests.conftest import align_signs
 
 

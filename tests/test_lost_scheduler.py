@@ -94,9 +94,7 @@ def test_a_connection_error_before_the_client_notices_is_a_lost_scheduler():
     """The race the probe saw in 2 of 6 kills: ``ConnectionResetError`` reaches ``npt
     project`` while the client still says "running"; it is the lost scheduler (one line,
     re-run to resume), not a task's error. A task's own error stays one."""
-    from npt_dask.npt.project import (
-        scheduler_lost,  # the rule itself, without a cluster
-    )
+    from npt_dask.npt.projection_store import scheduler_lost
 
     reset = ConnectionResetError(104, "Connection reset by peer")
     assert scheduler_lost(_Client(after=0.3), reset, wait=3.0)

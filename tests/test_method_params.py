@@ -1,6 +1,6 @@
 """Checks from the table everywhere: the methods on coordinates,
 the kernel ridge estimators, ``npt.project``, ``partial_fit`` and ``npt grow`` declare
-their parameters as data beside them (tables of :class:`npt_dask.runtime.params.Param`),
+their parameters as data beside them (tables of :class:`npt_dask.params.constraints.Param`),
 and refuse each bad value the table generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
@@ -30,13 +30,13 @@ from npt_dask.methods import (
 )
 from npt_dask.methods.kfd import FISHER_PARAMS
 from npt_dask.methods.ksvm import KERNEL_SVM_PARAMS, SVM_PARAMS, linear_svm
+from npt_dask.methods.linear_ridge import LINEAR_RIDGE_PARAMS
 from npt_dask.methods.pcal1 import PCAL1_PARAMS
-from npt_dask.methods.ridge import LINEAR_RIDGE_PARAMS
 from npt_dask.npt.growth import GROW_PARAMS
-from npt_dask.npt.project import PROJECT_PARAMS
-from npt_dask.ridge.estimators import RIDGE_CV_PARAMS, RIDGE_PARAMS
+from npt_dask.npt.projection_store import PROJECT_PARAMS
+from npt_dask.params.constraints import ArrayOf, Param, table_defaults
+from npt_dask.ridge.base import RIDGE_CV_PARAMS, RIDGE_PARAMS
 from npt_dask.ridge.search import SEARCH_PARAMS
-from npt_dask.runtime.params import ArrayOf, Param, table_defaults
 
 ESTIMATORS: dict[type, tuple[Param, ...]] = {
     Ridge: LINEAR_RIDGE_PARAMS,
@@ -244,9 +244,9 @@ def test_the_kernel_svm_table_holds_every_solver_the_pipeline_takes():
 
 
 def test_the_pair_pass_checks_its_cache_by_the_fit_table():
-    from npt_dask.engine.pair_pass import KernelOperator
+    from npt_dask.engine.operator import KernelOperator
     from npt_dask.kernels import make_kernel
-    from npt_dask.runtime.fit_params import fit_param
+    from npt_dask.npt.params import fit_param
 
     x = da.ones((10, 2), chunks=5)
     want = _expected(fit_param("cache"), "sometimes", "KernelOperator")

@@ -1,6 +1,6 @@
 """Each fixed choice and default is declared once.
 
-The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.runtime.fit_params`;
+The fixed choices of a fit are ``Literal`` types in :mod:`npt_dask.npt.params`;
 the table's constraints, ``FitParams``' annotations and ``npt.fit``'s signature
 all name the same type, so a new choice is added in one place.
 """
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import npt_dask as npt
-from npt_dask.runtime import fit_params as params
-from npt_dask.runtime.fit_params import PARAMS, FitParams
-from npt_dask.runtime.params import Options
+from npt_dask.npt import params
+from npt_dask.npt.params import PARAMS, FitParams
+from npt_dask.params.constraints import Options
 
 CHOICES = {
     "solver": (params.Solver, params.SolverAlias),
@@ -177,9 +177,8 @@ def test_solver_help_states_the_auto_rule_of_the_plan():
 def _owners() -> list[typing.Any]:
     """``(name, estimator class or function, its table)`` for every owner of a table."""
     from npt_dask import methods
-    from npt_dask.methods import kfd, ksvm, pcal1
-    from npt_dask.methods import ridge as linear_ridge
-    from npt_dask.ridge import estimators as kernel_ridge
+    from npt_dask.methods import kfd, ksvm, linear_ridge, pcal1
+    from npt_dask.ridge import base as kernel_ridge
 
     fit_only = {"block_size", "max_basis", "basis", "max_passes", "on_negative", "start"}
     fit_only.add("progress")  # npt.fit's; the estimator keeps their defaults
@@ -197,7 +196,7 @@ def _owners() -> list[typing.Any]:
         (methods.FisherDiscriminant, kfd.FISHER_PARAMS),
         (methods.PCAL1, pcal1.PCAL1_PARAMS),
         (methods.kernel_svm, ksvm.KERNEL_SVM_PARAMS),
-        (npt.project, npt.npt.project.PROJECT_PARAMS),
+        (npt.project, npt.npt.projection_store.PROJECT_PARAMS),
     ]
     return [pytest.param(o.__name__, o, table, id=o.__name__) for o, table in owners]  # type: ignore[attr-defined]
 

@@ -21,8 +21,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 import npt_dask as npt
-from npt_dask.engine import scale
 from npt_dask.errors import InputError, KernelScaleWarning
+from npt_dask.kernels import scale
 from npt_dask.methods import RidgeClassifier
 
 PACKAGE = Path(npt.__file__).resolve().parent

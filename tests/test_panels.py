@@ -20,7 +20,7 @@ import pytest
 import scipy.linalg
 
 import npt_dask as npt
-from npt_dask.engine.pair_pass import KernelOperator
+from npt_dask.engine.operator import KernelOperator
 from npt_dask.kernels import make_kernel
 from npt_dask.npt.eigen import DriverPanels, block_krylov_eigh
 from npt_dask.npt.panels import ChunkedPanels

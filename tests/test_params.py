@@ -19,7 +19,7 @@ import npt_dask as npt
 from npt_dask.errors import NPTError
 from npt_dask.interface import cli
 from npt_dask.interface.pipeline.config import MODEL_DEFAULTS, PipelineConfig
-from npt_dask.runtime.fit_params import ESTIMATOR_PARAMS, PARAMS, FitParams, fit_defaults
+from npt_dask.npt.params import ESTIMATOR_PARAMS, PARAMS, FitParams, fit_defaults
 
 X = np.random.default_rng(0).normal(size=(40, 3))
 ESTIMATOR = set(inspect.signature(npt.NonlinearProjection).parameters)

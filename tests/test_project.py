@@ -9,8 +9,8 @@ import xarray as xr
 import zarr
 
 import npt_dask as npt
-from npt_dask.npt import project as project_module
-from npt_dask.npt.project import ProjectionError, project
+from npt_dask.npt import projection_store as project_module
+from npt_dask.npt.projection_store import ProjectionError, project
 from tests._clusters import tree_digest
 
 
@@ -175,7 +175,7 @@ def test_stored_model_streams_training_blocks_bit_for_bit(fitted, tmp_path):
 def test_project_checks_chunk_size_by_the_fit_table(fitted, tmp_path):
     """Bug: npt.project refused chunk_size=np.int64(20), which npt.fit accepts: project
     checked its parameter by hand. Now both check it by the one parameter table."""
-    from npt_dask.runtime.fit_params import PARAMS
+    from npt_dask.npt.params import PARAMS
 
     model, z = fitted
     ds = project(model, z[:100], tmp_path / "p.zarr", chunk_size=np.int64(20), progress=False)

@@ -19,7 +19,7 @@ import zarr
 
 import npt_dask as npt
 from npt_dask.errors import InputError, ProjectionError, ResidualWarning, StoreError
-from npt_dask.npt import project as projection
+from npt_dask.npt import projection_store as projection
 from npt_dask.runtime.owners import owner_tag
 
 

@@ -27,8 +27,8 @@ from dask import delayed
 from distributed import KilledWorker
 
 import npt_dask as npt
-from npt_dask.engine import pair_pass as gram
-from npt_dask.npt import project as projection
+from npt_dask.engine import operator as gram
+from npt_dask.npt import projection_store as projection
 from tests._clusters import LOOPBACK, listening, recipe, tree_digest
 from tests.conftest import align_signs
 

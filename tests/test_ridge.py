@@ -22,8 +22,8 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import npt_dask as npt
-import npt_dask.engine.graph as graph_module
-import npt_dask.methods.ridge as ridge_module
+import npt_dask.engine.sums as graph_module
+import npt_dask.methods.linear_ridge as ridge_module
 import npt_dask.npt.training as training_module
 from npt_dask.engine.blocks import LinearMoments
 from npt_dask.errors import InputError, InputTypeError

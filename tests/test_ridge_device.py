@@ -20,11 +20,11 @@ from npt_dask import KernelRidge
 from npt_dask.arrays.host import count_crossings
 from npt_dask.errors import InputError, MemoryBudgetWarning
 from npt_dask.linalg import cg
-from npt_dask.linalg.device_linalg import preconditioner_like
+from npt_dask.linalg.cholesky import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.iterations import Iterations, finish
-from npt_dask.ridge.solvers import Clock, solve_moments, solve_moments_like, solve_there
+from npt_dask.ridge.normal_solve import Clock, solve_moments, solve_moments_like, solve_there
 
 K = 2
 

@@ -10,7 +10,7 @@ from npt_dask.errors import InputError
 from npt_dask.linalg.jitter import dense_attempt, jitter_ladder, jittered_cholesky
 from npt_dask.linalg.preconditioners import factor_with_jitter
 from npt_dask.ridge.planning import plan_ridge
-from npt_dask.ridge.route import Route
+from npt_dask.ridge.problem import Route
 from npt_dask.ridge.routes import ROUTES
 from npt_dask.ridge.routes.cg import SPECTRUM, ExactCG, expected_iterations, ranks_to_try
 
@@ -46,7 +46,7 @@ def test_the_iteration_estimate_matches_the_measured_mnist_counts():
 
 
 def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
-    from npt_dask.ridge.route import RidgePlan, RidgeSizes
+    from npt_dask.ridge.problem import RidgePlan, RidgeSizes
 
     budget = 4 * 2**30
     plan = plan_ridge(memory_budget=budget, **MNIST)
@@ -72,7 +72,7 @@ def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
 def test_a_larger_budget_keeps_more_blocks_and_costs_less_in_all():
     """More budget keeps more blocks: each iteration recomputes fewer, so the rule may take
     a smaller factor and more iterations (80 at 4 GiB, 93 at 12 GiB) for less work."""
-    from npt_dask.ridge.route import RidgeSizes
+    from npt_dask.ridge.problem import RidgeSizes
 
     small = plan_ridge(memory_budget=4 * 2**30, **MNIST)
     large = plan_ridge(memory_budget=12 * 2**30, **MNIST)

@@ -23,7 +23,7 @@ import zarr
 
 import npt_dask as npt
 from npt_dask.errors import InputError, InputTypeError
-from npt_dask.npt import project as projection
+from npt_dask.npt import projection_store as projection
 from npt_dask.npt.eigen import NEGATIVE_RATIO
 from npt_dask.runtime import progress
 from npt_dask.storage.datasets import DATA_DIR_ENV, load_npz

@@ -11,8 +11,8 @@ products written with ``out=`` -- and every other namespace gets new arrays. The
 the moments and the Krylov panels below work on the driver's (host) numpy arrays.
 
 Layer rule: arrays in, arrays out. Nothing here knows dask, xarray or zarr;
-the graph code (:mod:`npt_dask.engine.pair_pass` for the fit's passes, the consumers of
-:mod:`npt_dask.engine.row_pass`'s passes, :mod:`npt_dask.methods.alignment` for the
+the graph code (:mod:`npt_dask.engine.operator` for the fit's passes, the consumers of
+:mod:`npt_dask.engine.passes`'s passes, :mod:`npt_dask.methods.alignment` for the
 alignment pass) calls these functions as task bodies. One formula each:
 
 * kernel blocks: :func:`scratch_block` (reused per thread), :func:`kept_block`
@@ -23,7 +23,7 @@ alignment pass) calls these functions as task bodies. One formula each:
   :func:`finish_parts` (centring and the Lemma 5 residual); the task that streams
   them over the training blocks is :class:`npt_dask.engine.consumers.Projection`;
 * sums: :func:`sum_parts`, :func:`add_tuples` (the nodes of the
-  fan-in :data:`FAN_IN` trees that :func:`npt_dask.engine.graph.tree_reduce` builds);
+  fan-in :data:`FAN_IN` trees that :func:`npt_dask.engine.sums.tree_reduce` builds);
 * the Krylov solver's row-chunked panels (:mod:`npt_dask.npt.panels`): seeded
   Gaussian rows (:func:`chunk_seeds`, :func:`gaussian_block`,
   :func:`gaussian_rows`), the two halves of a tall-skinny QR

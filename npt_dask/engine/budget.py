@@ -2,7 +2,7 @@
 
 Pure arithmetic on sizes, the one rule shared by the NPT fit plan
 (:mod:`npt_dask.npt.planning`), the kernel ridge plan (:mod:`npt_dask.ridge.planning`),
-pre-images and the pair pass (:mod:`npt_dask.engine.pair_pass`) that keeps the blocks.
+pre-images and the pair pass (:mod:`npt_dask.engine.operator`) that keeps the blocks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from npt_dask.arrays.device import device_memory_budget
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.errors import InputError, MemoryBudgetWarning, warn
-from npt_dask.runtime.params import budget_bytes, format_bytes
+from npt_dask.params.constraints import budget_bytes, format_bytes
 
 __all__ = [
     "BLOCKS_PER_TASK",

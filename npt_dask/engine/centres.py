@@ -35,7 +35,7 @@ from dask import delayed
 from scipy.linalg import lapack
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.pair_pass import kernel_diagonal
+from npt_dask.engine.operator import kernel_diagonal
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.scheduler import compute

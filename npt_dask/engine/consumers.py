@@ -1,4 +1,4 @@
-"""What a pass does with a kernel block: the consumers of :mod:`npt_dask.engine.row_pass`.
+"""What a pass does with a kernel block: the consumers of :mod:`npt_dask.engine.passes`.
 
 A task of a pass holds one row chunk ``Z`` of the data and the kernel between
 it and the operator's centres, ``B = kappa(Z, C)``; :class:`RowBlock`
@@ -33,9 +33,9 @@ Everything a consumer computes stays in the namespace of the rows (on their devi
 the running sums too. :meth:`Consumer.finish` is where a result crosses to host, through
 the one boundary :func:`npt_dask.arrays.host.to_host`: a ``sum`` consumer's total once per
 pass (after the chains are added), a ``rows`` consumer's output once per chunk when the
-driver needs it (:func:`npt_dask.engine.row_pass.row_pass`: a zarr write, a digest, the
+driver needs it (:func:`npt_dask.engine.passes.row_pass`: a zarr write, a digest, the
 centres' own rows; only chunks that hold centres cross for :class:`CentreRows`), never
-for a lazy per-row result (:func:`npt_dask.engine.row_pass.map_rows` keeps it there).
+for a lazy per-row result (:func:`npt_dask.engine.passes.map_rows` keeps it there).
 
 The array namespace is chosen here, once: :class:`RowBlock` takes the namespace of the
 rows it is handed (numpy's, or CuPy's, torch's, ``array_api_strict``'s:
@@ -43,7 +43,7 @@ rows it is handed (numpy's, or CuPy's, torch's, ``array_api_strict``'s:
 there (:meth:`RowBlock.local`) and evaluates every block and product in it. On numpy nothing moves.
 
 Layer rule: task bodies, arrays only (numpy or another array API namespace); the graph
-is built by :mod:`npt_dask.engine.row_pass`.
+is built by :mod:`npt_dask.engine.passes`.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class RowBlock:
 
     def weighted64(self) -> Any:
         """``sqrt(w) B`` in float64; on numpy in Fortran order (a thread's scratch; its
-        column panels contiguous for :func:`npt_dask.linalg.dense.syrk_update`)."""
+        column panels contiguous for :func:`npt_dask.linalg.symmetric.syrk_update`)."""
         if "weighted64" not in self._memo:
             b, xp = self.block(), self.xp
             if self.numpy:

@@ -56,10 +56,10 @@ from npt_dask.engine.blocks import (
     sym_gram_block,
 )
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
-from npt_dask.engine.row_pass import empty_like_rows
+from npt_dask.engine.passes import empty_like_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.runtime.fit_params import Cache, fit_param
+from npt_dask.npt.params import Cache, fit_param
 from npt_dask.runtime.inputs import is_sparse_rows
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,

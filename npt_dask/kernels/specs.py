@@ -3,13 +3,13 @@
 Three kinds of kernel, as scikit-learn's ``KernelPCA`` takes them, each its own class
 (:class:`KernelSpec` is their base):
 
-* :class:`NamedKernel`, a kernel of :data:`npt_dask.runtime.fit_params.KERNEL_TABLE` and its
+* :class:`NamedKernel`, a kernel of :data:`npt_dask.npt.params.KERNEL_TABLE` and its
   hyperparameters, stored by name as data (``spec.values``; ``spec.gamma`` reads one): the
   table says which a kernel takes, their defaults and constraints, and
   :mod:`npt_dask.kernels.numerics` evaluates them.
 * :class:`~npt_dask.kernels.callables.CallableKernel`, a Python function (its own module).
 * :class:`PrecomputedKernel`, ``"precomputed"``: the caller gives the kernel matrix
-  itself; its blocks are read, never evaluated (:mod:`npt_dask.engine.pair_pass`), so the spec has
+  itself; its blocks are read, never evaluated (:mod:`npt_dask.engine.operator`), so the spec has
   no function.
 
 Every spec is built by one function, :func:`spec_of`: ``KernelSpec(name, ...)``,
@@ -49,7 +49,7 @@ from npt_dask.kernels.numerics import (
     max_abs,
     source_of,
 )
-from npt_dask.runtime.fit_params import (
+from npt_dask.npt.params import (
     KERNEL_ALIASES,
     KERNEL_FIT_ARGUMENTS,
     KERNEL_HYPERPARAMETERS,
@@ -86,7 +86,7 @@ _HYPERPARAMETERS = {p.name: p for p in KERNEL_HYPERPARAMETERS}
 @dataclass(frozen=True)
 class KernelDef:
     """A named kernel: the hyperparameters it takes with their defaults
-    (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`) and its functions
+    (:data:`npt_dask.npt.params.KERNEL_TABLE`) and its functions
     (:data:`npt_dask.kernels.numerics.MATH`)."""
 
     defaults: Mapping[str, Any]
@@ -325,8 +325,8 @@ class NamedKernel(KernelSpec):
     """A kernel of the registry (:data:`KERNELS`) and its hyperparameters.
 
     ``values`` holds the hyperparameters the kernel takes
-    (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`), in the table's order, checked
-    against their constraints (:data:`npt_dask.runtime.fit_params.KERNEL_HYPERPARAMETERS`);
+    (:data:`npt_dask.npt.params.KERNEL_TABLE`), in the table's order, checked
+    against their constraints (:data:`npt_dask.npt.params.KERNEL_HYPERPARAMETERS`);
     ``spec.gamma`` reads one
     (None for one the kernel does not take). A hyperparameter the kernel does not take
     must be None: use :func:`make_kernel` to build a spec from scikit-learn style
@@ -486,7 +486,7 @@ def _checked_values(name: str, given: Mapping[str, Any]) -> tuple[tuple[str, Any
 @dataclass(frozen=True)
 class PrecomputedKernel(KernelSpec):
     """``kernel="precomputed"``: X is the kernel matrix (train x train; test x train to
-    project). Its blocks are read (:mod:`npt_dask.engine.pair_pass`), never evaluated: the spec has
+    project). Its blocks are read (:mod:`npt_dask.engine.operator`), never evaluated: the spec has
     no function, and a model keeps the training matrix's diagonal instead of rows.
 
     >>> PrecomputedKernel().describe()
@@ -504,7 +504,7 @@ class PrecomputedKernel(KernelSpec):
     def _check_ready(self, *blocks: Any) -> None:
         raise KernelParameterError(
             "A precomputed kernel has no function to evaluate: its blocks are read from "
-            "the kernel matrix given as X (npt_dask.engine.pair_pass reads them)."
+            "the kernel matrix given as X (npt_dask.engine.operator reads them)."
         )
 
 
@@ -559,7 +559,7 @@ def make_kernel(
     ``kernel`` may also be ``"precomputed"`` (X is the kernel matrix) or a
     function ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
     block. For a named kernel, ``kernel_params`` may give any hyperparameter it
-    takes (:data:`npt_dask.runtime.fit_params.KERNEL_TABLE`; an argument given both ways
+    takes (:data:`npt_dask.npt.params.KERNEL_TABLE`; an argument given both ways
     must agree).
 
     >>> make_kernel("precomputed").kind
@@ -619,12 +619,12 @@ def resolve_kernel(params: Any, n_features: int, variance: Callable[[], float]) 
     """The kernel that fit parameters ask for, resolved for data of ``n_features`` columns.
 
     The one place where ``kernel``, ``gamma``, ``degree``, ``coef0`` and ``kernel_params``
-    (the fields of a :class:`~npt_dask.runtime.fit_params.FitParams`, ``params``) become the spec a
+    (the fields of a :class:`~npt_dask.npt.params.FitParams`, ``params``) become the spec a
     fit, an alignment score or a pipeline's "same model?" check uses. ``variance`` gives
     the variance of all entries of X (:func:`npt_dask.runtime.inputs.data_variance`) and is
     called only for ``gamma="scale"``.
 
-    >>> from npt_dask.runtime.fit_params import FitParams
+    >>> from npt_dask.npt.params import FitParams
     >>> resolve_kernel(FitParams(gamma="scale"), 4, lambda: 0.5).gamma
     0.5
     """

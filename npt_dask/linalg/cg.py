@@ -1,7 +1,7 @@
 """Preconditioned conjugate gradient for several right-hand sides, one step at a time.
 
 The caller owns the loop: it applies the operator (one pass over the kernel
-blocks: :mod:`npt_dask.ridge.solvers`) and hands the product to :func:`step`,
+blocks: :mod:`npt_dask.ridge.normal_solve`) and hands the product to :func:`step`,
 so every iteration can be reported and checkpointed between passes, and a
 killed job resumes from a saved :class:`CGState` to the same iterates. Each
 column (target) is its own CG; a column stops once its relative residual

@@ -2,7 +2,7 @@
 the ridge preconditioners' solves, on a GPU when the arrays are CuPy's.
 
 * :func:`cholesky` -- ``xp.linalg.cholesky``; on numpy the blocked
-  :func:`~npt_dask.linalg.dense.cholesky_upper` (OpenBLAS's threaded ``potrf`` crashes
+  :func:`~npt_dask.linalg.symmetric.cholesky_upper` (OpenBLAS's threaded ``potrf`` crashes
   from about 16,000 rows). A matrix that is not positive definite gives None on every
   namespace (CuPy writes NaNs where numpy raises: the diagonal is checked, one crossing
   of one flag).
@@ -33,8 +33,8 @@ import numpy as np
 
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, on_device
-from npt_dask.linalg.dense import cholesky_upper
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank
+from npt_dask.linalg.symmetric import cholesky_upper
 
 __all__ = [
     "cho_solve",
@@ -94,7 +94,7 @@ def cholesky(a: Any, *, upper: bool = False) -> Any | None:
     ``a = L L^T``, or with ``upper`` ``U = L^T``), in ``a``'s namespace; None when ``a``
     is not positive definite (to rounding). ``a`` itself is not changed.
 
-    On numpy the factorisation is blocked (:func:`~npt_dask.linalg.dense.cholesky_upper`:
+    On numpy the factorisation is blocked (:func:`~npt_dask.linalg.symmetric.cholesky_upper`:
     LAPACK on diagonal tiles only, clear of OpenBLAS's crash from about 16,000 rows);
     elsewhere ``xp.linalg.cholesky``.
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from npt_dask.linalg.dense import cholesky_upper, upper_from_lower
+from npt_dask.linalg.symmetric import cholesky_upper, upper_from_lower
 
 __all__ = ["JITTER_MOST", "dense_attempt", "jitter_ladder", "jittered_cholesky"]
 

@@ -26,7 +26,8 @@ import numpy as np
 import scipy.linalg
 
 from npt_dask.errors import InputError
-from npt_dask.linalg.dense import (
+from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
+from npt_dask.linalg.symmetric import (
     cholesky_upper,
     routine,
     same_buffer,
@@ -34,7 +35,6 @@ from npt_dask.linalg.dense import (
     syrk_update,
     upper_from_lower,
 )
-from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
 
 __all__ = [
     "FALKON_JITTER",

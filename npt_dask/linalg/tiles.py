@@ -17,7 +17,7 @@ array of its own in Fortran order, so every call works in place:
 
 The tiles hold half the matrix (plus the diagonal tiles' lower halves): ``~4 m^2``
 bytes in float64. No tile is larger than OpenBLAS's threaded ``syrk`` takes
-without crashing (:data:`npt_dask.linalg.dense.SYRK_TILE`).
+without crashing (:data:`npt_dask.linalg.symmetric.SYRK_TILE`).
 
 Layer rule: numpy arrays in, numpy arrays out (scipy's BLAS and LAPACK wrappers).
 """
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from npt_dask.arrays.buffers import populated_empty
-from npt_dask.linalg.dense import routine, same_buffer
+from npt_dask.linalg.symmetric import routine, same_buffer
 
 __all__ = ["TILE", "TiledUpper", "tiled_bytes"]
 

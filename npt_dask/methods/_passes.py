@@ -12,10 +12,10 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from npt_dask.engine.graph import chunk_sums
+from npt_dask.engine.sums import chunk_sums
 from npt_dask.errors import InputError
+from npt_dask.params.constraints import FLAG, INT, NONE, Interval, Param
 from npt_dask.runtime.inputs import InputInfo, as_row_chunked, check_known_chunks, is_data_array
-from npt_dask.runtime.params import FLAG, INT, NONE, Interval, Param
 
 __all__ = [
     "COORDINATE_CHUNK",

@@ -29,12 +29,12 @@ from dask import delayed
 
 from npt_dask.engine.blocks import FAN_IN, add_tuples, as_float64_block, scratch_block
 from npt_dask.engine.budget import upper_pairs
-from npt_dask.engine.graph import tree_reduce
+from npt_dask.engine.sums import tree_reduce
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.methods._passes import as_labels
+from npt_dask.npt.params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.npt.training import class_labels
-from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.runtime.inputs import as_row_chunked, data_variance
 from npt_dask.runtime.scheduler import compute
 

@@ -31,8 +31,7 @@ from npt_dask.methods._passes import (
     chunk_sums,
 )
 from npt_dask.npt.training import class_labels
-from npt_dask.runtime.inputs import align_rows, wrap_rows
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     INT,
     NONE,
     REAL,
@@ -41,6 +40,7 @@ from npt_dask.runtime.params import (
     check_estimator,
     table_defaults,
 )
+from npt_dask.runtime.inputs import align_rows, wrap_rows
 
 __all__ = [
     "FISHER_PARAMS",

@@ -35,8 +35,7 @@ from npt_dask.methods._passes import (
     maybe_persist,
 )
 from npt_dask.npt.training import class_labels
-from npt_dask.runtime.inputs import align_rows, wrap_rows
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     FLAG,
     INT,
     NONE,
@@ -49,6 +48,7 @@ from npt_dask.runtime.params import (
     check_table,
     table_defaults,
 )
+from npt_dask.runtime.inputs import align_rows, wrap_rows
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [

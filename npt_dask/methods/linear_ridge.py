@@ -39,15 +39,7 @@ from npt_dask.methods._passes import (
     chunk_sums,
 )
 from npt_dask.npt.training import class_labels
-from npt_dask.runtime.inputs import (
-    align_rows,
-    check_finite_block,
-    check_known_chunks,
-    is_data_array,
-    is_lazy,
-    wrap_rows,
-)
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     ARRAY_TYPES,
     FLAG,
     REAL,
@@ -57,6 +49,14 @@ from npt_dask.runtime.params import (
     Param,
     check_estimator,
     table_defaults,
+)
+from npt_dask.runtime.inputs import (
+    align_rows,
+    check_finite_block,
+    check_known_chunks,
+    is_data_array,
+    is_lazy,
+    wrap_rows,
 )
 
 __all__ = [

@@ -26,8 +26,7 @@ from npt_dask.methods._passes import (
     chunk_sums,
     maybe_persist,
 )
-from npt_dask.runtime.inputs import wrap_rows
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     FLAG,
     INT,
     NONE,
@@ -38,6 +37,7 @@ from npt_dask.runtime.params import (
     check_estimator,
     table_defaults,
 )
+from npt_dask.runtime.inputs import wrap_rows
 
 __all__ = [
     "PCAL1",

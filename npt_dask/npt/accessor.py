@@ -36,7 +36,7 @@ class NPTDataArrayAccessor:
 
     def project(self, model: Any, out: Any, **kwargs: Any) -> xr.Dataset:
         """Chunked projection into ``out`` (see :func:`npt_dask.project`)."""
-        from npt_dask.npt.project import project
+        from npt_dask.npt.projection_store import project
 
         return project(model, self._obj, out, **kwargs)
 
@@ -50,6 +50,6 @@ class NPTDatasetAccessor:
 
     def project(self, model: Any, out: Any, *, var: str, **kwargs: Any) -> xr.Dataset:
         """Chunked projection of variable ``var`` into ``out`` (see :func:`npt_dask.project`)."""
-        from npt_dask.npt.project import project
+        from npt_dask.npt.projection_store import project
 
         return project(model, self._obj[var], out, **kwargs)

@@ -2,7 +2,7 @@
 
 Layer rule: numeric code over numpy arrays and a ``matmat`` callable. The
 solvers know nothing of dask, kernels, xarray or zarr; the operator that
-streams kernel blocks is :class:`npt_dask.engine.pair_pass.KernelOperator`.
+streams kernel blocks is :class:`npt_dask.engine.operator.KernelOperator`.
 
 The pieces, each small and pure:
 
@@ -40,6 +40,7 @@ from npt_dask.errors import (
     RankWarning,
     warn,
 )
+from npt_dask.npt.params import DEFAULT_RTOL, OnNegative
 from npt_dask.npt.planning import (
     DENSE_FRACTION,
     krylov_cap,
@@ -47,8 +48,7 @@ from npt_dask.npt.planning import (
     min_basis,
     takes_explicit_path,
 )
-from npt_dask.runtime.fit_params import DEFAULT_RTOL, OnNegative
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     ARRAY_TYPES,
     INT,
     NONE,
@@ -539,7 +539,7 @@ def block_krylov_eigh(
     explicit : callable, optional
         ``() -> K`` as an ``(n, n)`` float64 array, for the identity-block path:
         one blockwise evaluation of the matrix instead of ``ceil(n / b)`` products
-        with identity blocks (:meth:`npt_dask.engine.pair_pass.KernelOperator.explicit`).
+        with identity blocks (:meth:`npt_dask.engine.operator.KernelOperator.explicit`).
     explicit_path : bool, optional
         Whether to take the identity-block path, as a fit plan decided it
         (:attr:`npt_dask.npt.planning.FitPlan.explicit`); the solver obeys it. Default:

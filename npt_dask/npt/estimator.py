@@ -40,15 +40,10 @@ from npt_dask.kernels import PRECOMPUTED
 from npt_dask.npt.fitting import fit_params
 from npt_dask.npt.growth import GROW_PARAMS, GrowingModel, is_full_rank
 from npt_dask.npt.model import NPTModel
+from npt_dask.npt.params import ESTIMATOR_PARAMS, FitParams, check_param, estimator_defaults, names
 from npt_dask.npt.planning import max_rank
 from npt_dask.npt.preimage import PreimageMap, fit_inverse_map
-from npt_dask.runtime.fit_params import (
-    ESTIMATOR_PARAMS,
-    FitParams,
-    check_param,
-    estimator_defaults,
-    names,
-)
+from npt_dask.params.constraints import check_table
 from npt_dask.runtime.inputs import (
     align_rows,
     is_data_array,
@@ -59,7 +54,6 @@ from npt_dask.runtime.inputs import (
     sample_dim_of,
     zeros_like_rows,
 )
-from npt_dask.runtime.params import check_table
 
 __all__ = ["NonlinearProjection"]
 
@@ -308,13 +302,13 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
 
     def _fit_params(self) -> FitParams:
         """The parameters, validated by the fit's table (as npt.fit):
-        :mod:`npt_dask.runtime.fit_params`.
+        :mod:`npt_dask.npt.params`.
 
         The solver's finer options (``block_size``, ``max_basis``, ``basis``,
         ``max_passes``, ``on_negative``), ``start`` and ``progress`` keep the table's
         defaults here; :func:`npt_dask.fit` takes them.
         ``alpha``, ``fit_inverse_transform`` and ``remove_zero_eig`` are checked
-        by the same table (:data:`npt_dask.runtime.fit_params.ESTIMATOR_PARAMS`).
+        by the same table (:data:`npt_dask.npt.params.ESTIMATOR_PARAMS`).
         """
         given = self.get_params(deep=False)
         for name in _EXTRA.keys() & given.keys():

@@ -24,8 +24,8 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.engine.blocks import LinearMoments, ProjectionTerms, projection_terms
-from npt_dask.engine.scale import sample_rows, warn_kernel_scale
 from npt_dask.kernels import KernelSpec, NamedKernel
+from npt_dask.kernels.scale import sample_rows, warn_kernel_scale
 from npt_dask.runtime.inputs import InputInfo
 from npt_dask.storage import store
 
@@ -123,7 +123,7 @@ class FittedModel:
     @functools.cached_property
     def scale_sample(self) -> np.ndarray | None:
         """The training rows the kernel-scale rule compares rows with (the first
-        :data:`npt_dask.engine.scale.SCALE_SAMPLE`, float64; read once); None when the rule
+        :data:`npt_dask.kernels.scale.SCALE_SAMPLE`, float64; read once); None when the rule
         does not apply (a precomputed or callable kernel)."""
         if not isinstance(self.kernel, NamedKernel):
             return None
@@ -131,7 +131,7 @@ class FittedModel:
 
     def warn_scale(self, rows: Any) -> None:
         """Warn when ``rows`` are on another scale than the training rows (the one rule,
-        :func:`~npt_dask.engine.scale.warn_kernel_scale`, as the fit and ``npt project`` apply
+        :func:`~npt_dask.kernels.scale.warn_kernel_scale`, as the fit and ``npt project`` apply
         it)."""
         warn_kernel_scale(rows, self.scale_sample, self.kernel, fitting=False)
 

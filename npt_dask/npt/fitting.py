@@ -18,8 +18,8 @@ from dask.array.core import normalize_chunks
 
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
-from npt_dask.engine.pair_pass import KernelOperator, drop_zero_features
-from npt_dask.engine.scale import warn_kernel_scale
+from npt_dask.engine.centres import certificate, check_landmarks, select_landmarks
+from npt_dask.engine.operator import KernelOperator, drop_zero_features
 from npt_dask.errors import (
     ConvergenceWarning,
     InputError,
@@ -28,6 +28,7 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
+from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.npt.eigen import (
     DriverPanels,
     EigenResult,
@@ -35,14 +36,10 @@ from npt_dask.npt.eigen import (
     dense_eigh,
     select_eigenpairs,
 )
-from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
+from npt_dask.npt.fitted import SolverDiagnostics
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.panels import ChunkedPanels, scratch_root
-from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
-from npt_dask.npt.projector import balanced_rows
-from npt_dask.npt.record import SolverDiagnostics
-from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass
-from npt_dask.runtime.fit_params import (
+from npt_dask.npt.params import (
     DEFAULT_RTOL,
     DEFAULT_TOL,
     Basis,
@@ -56,6 +53,9 @@ from npt_dask.runtime.fit_params import (
     fit_defaults,
     kernel_named,
 )
+from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
+from npt_dask.npt.projector import balanced_rows
+from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -417,7 +417,7 @@ def fit(
         Tropp & Webber 2022): rows drawn with probability proportional to what
         the landmarks so far miss of them, in about ten rounds over a uniform
         pool of ``10 m`` candidate rows; no n x m factor is held (see
-        :func:`npt_dask.npt.landmarks.rpcholesky_landmarks`).
+        :func:`npt_dask.engine.centres.rpcholesky_landmarks`).
     start : NPTModel, optional
         Warm start: the Krylov solver starts from this model's coordinates of
         X (e.g. a landmark model), so it needs far fewer passes. Its kernel
@@ -489,7 +489,7 @@ def fit(
 
 def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
     """:func:`fit` with its parameters as one validated
-    :class:`~npt_dask.runtime.fit_params.FitParams` (``labels``/``targets`` as in :func:`fit`)."""
+    :class:`~npt_dask.npt.params.FitParams` (``labels``/``targets`` as in :func:`fit`)."""
     params = with_start_kernel(params)
     spec = _start_kernel(params) or make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,

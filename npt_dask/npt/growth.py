@@ -41,7 +41,7 @@ could be exact (refit with ``n_components=None``, or fit afresh with
 Layer rule: numpy maths on the driver (kernel blocks of the batch against the
 basis, triangular solves, one LAPACK call per batch); the only graph is the
 rotation's kernel matrix. Below :mod:`npt_dask.npt.model` (whose ``partial_fit``
-calls :func:`grow`): a model is read as its record (:class:`~npt_dask.npt.record.FittedModel`:
+calls :func:`grow`): a model is read as its record (:class:`~npt_dask.npt.fitted.FittedModel`:
 the batch's rows by the projector's rule, :func:`npt_dask.npt.projector.rows_rule`), and
 grown models are built from the parent with ``dataclasses.replace``; nothing calls
 back into the model. Saving is the store's (:func:`npt_dask.storage.store.save`).
@@ -58,16 +58,16 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
-from npt_dask.engine.pair_pass import KernelOperator
+from npt_dask.engine.centres import certificate, extended_factor, pivoted_cholesky
+from npt_dask.engine.operator import KernelOperator
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.eigen import dense_eigh, select_eigenpairs
-from npt_dask.npt.landmarks import certificate, extended_factor, pivoted_cholesky
+from npt_dask.npt.fitted import FittedModel
 from npt_dask.npt.planning import max_rank
 from npt_dask.npt.projector import rows_rule
-from npt_dask.npt.record import FittedModel
+from npt_dask.params.constraints import INT, NONE, REAL, Interval, Param, check_table, number_or
 from npt_dask.runtime.inputs import InputInfo
-from npt_dask.runtime.params import INT, NONE, REAL, Interval, Param, check_table, number_or
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage import store
 

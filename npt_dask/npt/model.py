@@ -31,12 +31,12 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.engine.blocks import finish_parts
-from npt_dask.engine.pair_pass import kernel_diagonal
+from npt_dask.engine.operator import kernel_diagonal
 from npt_dask.errors import InputError, ResidualWarning, StoreIntegrityError, warn
 from npt_dask.kernels import KernelSpec
+from npt_dask.npt.fitted import FittedModel, SolverDiagnostics
 from npt_dask.npt.growth import GrowingModel, grow
 from npt_dask.npt.projector import Projector, build_projector, client_key, rows_rule
-from npt_dask.npt.record import FittedModel, SolverDiagnostics
 from npt_dask.runtime.inputs import InputInfo, is_data_array, pad_columns, wrap_rows
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage import store

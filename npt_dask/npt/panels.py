@@ -252,7 +252,7 @@ class ChunkedPanels:
     ----------
     apply : callable
         ``apply(V, keep) -> K V`` for a row-chunked ``V``: one pass, its
-        result held by ``keep`` (:meth:`npt_dask.engine.pair_pass.KernelOperator.chunked_matmat`).
+        result held by ``keep`` (:meth:`npt_dask.engine.operator.KernelOperator.chunked_matmat`).
     row_chunks : sequence of int
         The training rows' chunks; every panel is chunked like them.
     block_size : int

@@ -10,9 +10,9 @@ one wording, and takes its defaults from here::
 The fit is :mod:`npt_dask.npt`'s, but this table lives in ``runtime``, below the
 layers that read it: the kernels build their specs from :data:`KERNEL_TABLE`
 (:mod:`npt_dask.kernels.specs`), kernel ridge takes its kernel, landmark and
-budget entries from :data:`PARAMS` (:mod:`npt_dask.ridge.estimators`), and the
+budget entries from :data:`PARAMS` (:mod:`npt_dask.ridge.base`), and the
 methods on coordinates take :data:`DEFAULT_CHUNK_SIZE` and :class:`FitParams`.
-The constraint classes are :mod:`npt_dask.runtime.params`'s.
+The constraint classes are :mod:`npt_dask.params.constraints`'s.
 
 Nothing here touches data: :class:`FitParams` is the validated, frozen record
 of what the caller asked for; what is derived from the data and the machine
@@ -32,7 +32,7 @@ import numpy as np
 
 from npt_dask.arrays.device import DEVICES, GPU_INSTALL
 from npt_dask.errors import InputError, InputTypeError, KernelParameterError
-from npt_dask.runtime.params import (
+from npt_dask.params.constraints import (
     INT,
     NONE,
     REAL,
@@ -456,7 +456,7 @@ class FitParams:
 
     Examples
     --------
-    >>> from npt_dask.runtime.fit_params import FitParams
+    >>> from npt_dask.npt.params import FitParams
     >>> FitParams.from_kwargs(n_components=5, gamma="scale").gamma
     'scale'
     >>> FitParams.from_kwargs(tol=2.0)  # doctest: +ELLIPSIS

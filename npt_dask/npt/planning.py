@@ -3,7 +3,7 @@
 Pure arithmetic on sizes; no data, no dask. :func:`plan_fit` is the one place
 that decides how a fit uses memory, and the one place that checks it:
 :mod:`npt_dask.npt.fitting` follows the :class:`FitPlan` it returns
-(:class:`~npt_dask.engine.pair_pass.KernelOperator` receives the kept block pairs,
+(:class:`~npt_dask.engine.operator.KernelOperator` receives the kept block pairs,
 :func:`~npt_dask.npt.eigen.block_krylov_eigh` the width and the cap), and the
 plan is recorded in the model's diagnostics, its manifest and ``npt info``.
 
@@ -55,7 +55,7 @@ from npt_dask.engine.budget import (
     kept_for,
 )
 from npt_dask.errors import InputError
-from npt_dask.runtime.params import format_bytes
+from npt_dask.params.constraints import format_bytes
 
 __all__ = [
     "AUTO_DENSE_FRACTION",

@@ -71,18 +71,8 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.npt.model import NPTModel
-from npt_dask.runtime.atomic import (
-    discard,
-    promote,
-    release_lock,
-    sweep,
-    take_lock,
-    write_into_place,
-)
-from npt_dask.runtime.fit_params import fit_param
-from npt_dask.runtime.inputs import InputInfo, check_finite_eagerly
-from npt_dask.runtime.owners import describe
-from npt_dask.runtime.params import (
+from npt_dask.npt.params import fit_param
+from npt_dask.params.constraints import (
     FLAG,
     NONE,
     HasMethod,
@@ -91,6 +81,16 @@ from npt_dask.runtime.params import (
     check_table,
     table_defaults,
 )
+from npt_dask.runtime.atomic import (
+    discard,
+    promote,
+    release_lock,
+    sweep,
+    take_lock,
+    write_into_place,
+)
+from npt_dask.runtime.inputs import InputInfo, check_finite_eagerly
+from npt_dask.runtime.owners import describe
 from npt_dask.runtime.progress import ProgressBar
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
@@ -705,7 +705,7 @@ def project(
     )
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
-    model.warn_scale(x)  # the one kernel-scale rule (npt_dask.engine.scale), as fit and transform
+    model.warn_scale(x)  # the one kernel-scale rule (npt_dask.kernels.scale), as fit and transform
     if model.kernel.precomputed:
         warn(
             "This model's kernel is precomputed: the rows to project are test x train kernel "

@@ -5,14 +5,14 @@ Every projection goes through :class:`Projector`: :meth:`NPTModel.transform`
 :func:`npt_dask.project` (resumable zarr) and the training pass
 (:mod:`npt_dask.npt.training`: coordinates, certificate and linear-method moments
 in one read of the training rows). It is the kernel operator of
-:mod:`npt_dask.engine.row_pass` with the model's training rows as centres, each
+:mod:`npt_dask.engine.passes` with the model's training rows as centres, each
 carrying its weights ``[A_j, 1/n]``: a task takes one row chunk of the data,
 streams over the training blocks -- kernel block ``kappa(z, x_j)`` times
 ``[A_j, 1/n]``, accumulated in float64 -- and finishes ``[y | residual]``
 (:class:`npt_dask.engine.consumers.Projection`).
 
 * **Built from arrays** (:func:`build_projector`): the projector reads the fields of
-  the model's record (:class:`npt_dask.npt.record.FittedModel`) and never calls back
+  the model's record (:class:`npt_dask.npt.fitted.FittedModel`) and never calls back
   into the model; the model keeps one per scheduler
   (:meth:`npt_dask.npt.model.NPTModel.projector`).
 * **One chunking rule** (:func:`projection_rows`, :class:`ProjectionRows`): numpy input is cut into
@@ -44,10 +44,10 @@ import numpy as np
 
 from npt_dask.engine.blocks import ProjectionTerms, projection_weights
 from npt_dask.engine.consumers import Projection
-from npt_dask.engine.row_pass import Centres, chunk_inputs, chunk_tasks, map_rows
+from npt_dask.engine.passes import Centres, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.npt.record import FittedModel
+from npt_dask.npt.fitted import FittedModel
 from npt_dask.runtime.inputs import InputInfo, as_kernel_matrix, as_row_chunked, match_features
 from npt_dask.runtime.progress import count
 from npt_dask.runtime.scheduler import current_client, keep_blocks, persist_blocks, task_threads

@@ -4,7 +4,7 @@ A landmark model is fitted on m rows, but its users need two things of
 *every* training row: the Lemma 5 residual (the model's certificate) and the
 sufficient statistics of a linear method on the coordinates (ridge: ``Y^T Y``,
 ``Y^T T``, column sums, counts). Each is a function of the same kernel block
-``kappa(X_i, L)``, so the pass is one :func:`npt_dask.engine.row_pass.row_pass` with
+``kappa(X_i, L)``, so the pass is one :func:`npt_dask.engine.passes.row_pass` with
 the model's training rows as centres (:mod:`npt_dask.npt.projector`) and two
 consumers of each chunk's block (:mod:`npt_dask.engine.consumers`):
 
@@ -49,8 +49,8 @@ from sklearn.utils.multiclass import type_of_target
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import LinearMoments, chunk_moments, one_hot
 from npt_dask.engine.consumers import Certificate, Consumer, Moments
-from npt_dask.engine.graph import chunk_sums
-from npt_dask.engine.row_pass import row_pass
+from npt_dask.engine.passes import row_pass
+from npt_dask.engine.sums import chunk_sums
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.runtime.inputs import check_known_chunks, is_data_array
 from npt_dask.runtime.progress import ProgressBar
@@ -197,7 +197,7 @@ def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> 
 def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> LinearMoments:
     """:class:`~npt_dask.engine.blocks.LinearMoments` of given row-chunked coordinates ``y``
     with class ``labels`` or numeric ``targets``, one pass over the chunks
-    (:func:`npt_dask.engine.graph.chunk_sums`)."""
+    (:func:`npt_dask.engine.sums.chunk_sums`)."""
     if (labels is None) == (targets is None):
         raise InputError("pass labels= (classification) or targets= (regression), one of them.")
     what = "labels" if labels is not None else "targets"

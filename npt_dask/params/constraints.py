@@ -8,10 +8,10 @@ help and command-line spelling -- and checked by it with one wording
 
 The tables live beside what they check, as scikit-learn keeps
 ``_parameter_constraints`` beside each estimator: the fit's and the kernels' in
-:mod:`npt_dask.runtime.fit_params`, kernel ridge's in
-:mod:`npt_dask.ridge.estimators` and :mod:`npt_dask.ridge.search`, each method's in
+:mod:`npt_dask.npt.params`, kernel ridge's in
+:mod:`npt_dask.ridge.base` and :mod:`npt_dask.ridge.search`, each method's in
 its module of :mod:`npt_dask.methods`, :func:`npt_dask.project`'s and growth's in
-:mod:`npt_dask.npt.project` and :mod:`npt_dask.npt.growth`. An estimator checks its
+:mod:`npt_dask.npt.projection_store` and :mod:`npt_dask.npt.growth`. An estimator checks its
 parameters by its table when it fits (:func:`check_estimator`), a function its
 arguments (:func:`check_table`); the signature takes its defaults from the table
 (:func:`table_defaults`), and ``tests/test_params.py`` holds the signatures and the

@@ -13,7 +13,7 @@ which is ridge with the same alpha on the full-rank landmark NPT coordinates
 The fit plan (:func:`npt_dask.ridge.planning.plan_ridge`, in ``plan_``) takes
 the direct route (one pass for the moments, a Cholesky factorisation) or
 preconditioned conjugate gradient (one pass per iteration), from counted flops
-and memory, and says why; the routes are :mod:`npt_dask.ridge.solvers`.
+and memory, and says why; the routes are :mod:`npt_dask.ridge.normal_solve`.
 
 Input is numpy, scipy.sparse, dask or xarray (a DataArray's ``sample`` dim,
 else its first); ``kernel="precomputed"`` takes the kernel matrix (n x n to
@@ -39,9 +39,9 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
+from npt_dask.engine.centres import certificate, check_landmarks, select_landmarks
 from npt_dask.engine.consumers import Apply
-from npt_dask.engine.row_pass import Centres, map_rows
-from npt_dask.engine.scale import warn_kernel_scale
+from npt_dask.engine.passes import Centres, map_rows
 from npt_dask.errors import (
     InputError,
     InputTypeError,
@@ -51,10 +51,25 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
+from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
-from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
+from npt_dask.npt.params import DEFAULT_CHUNK_SIZE, fit_param
 from npt_dask.npt.training import class_labels
+from npt_dask.params.constraints import (
+    INT,
+    NONE,
+    REAL,
+    ArrayOf,
+    InstanceOf,
+    Interval,
+    Options,
+    Param,
+    check_estimator,
+    number_or,
+    table_defaults,
+)
 from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.normal_solve import RidgeProblem, centre_kernel, centre_rows
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.search import (
     GAMMA_FACTORS,
@@ -63,8 +78,6 @@ from npt_dask.ridge.search import (
     search,
     target_score,
 )
-from npt_dask.ridge.solvers import RidgeProblem, centre_kernel, centre_rows
-from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE, fit_param
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -77,19 +90,6 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     match_features,
     wrap_rows,
-)
-from npt_dask.runtime.params import (
-    INT,
-    NONE,
-    REAL,
-    ArrayOf,
-    InstanceOf,
-    Interval,
-    Options,
-    Param,
-    check_estimator,
-    number_or,
-    table_defaults,
 )
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
@@ -537,7 +537,7 @@ class _KernelRidgeBase(BaseEstimator):
 
         The residual of a row is ``sqrt(kappa(x, x) - k^T K_mm^-1 k)`` (``k = kappa(L, x)``):
         0 for a row the centres span, ``sqrt(kappa(x, x))`` for one orthogonal to them. The
-        summary is :func:`npt_dask.npt.landmarks.certificate`'s (mean, max, quantiles,
+        summary is :func:`npt_dask.engine.centres.certificate`'s (mean, max, quantiles,
         ``relative`` = residual^2 / kappa(x, x), a histogram) plus the rows sampled and the
         jitter ``K_mm``'s factorisation took. Computed only when asked: ``K_mm`` and its
         Cholesky factorisation (``m^3 / 3`` flops, ``8 m^2`` bytes), the sample's kernel

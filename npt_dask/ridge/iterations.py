@@ -27,12 +27,12 @@ import numpy as np
 
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.consumers import Digest
-from npt_dask.engine.row_pass import Centres, row_pass
+from npt_dask.engine.passes import Centres, row_pass
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.linalg import cg
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
-from npt_dask.ridge.route import RidgePlan
-from npt_dask.ridge.solvers import Clock, RidgeProblem, RidgeSolution
+from npt_dask.ridge.normal_solve import Clock, RidgeProblem, RidgeSolution
+from npt_dask.ridge.problem import RidgePlan
 from npt_dask.runtime.progress import FitProgress, label_in_force
 from npt_dask.runtime.scheduler import compute
 

@@ -16,7 +16,7 @@ that picks one is :mod:`npt_dask.ridge.planning`; the loop of the iterative ones
   pass evaluates them anyway), assembled by :func:`assemble`.
 
 Layer rule: graph code; numbers from :mod:`npt_dask.engine.blocks`,
-:mod:`npt_dask.engine.consumers` and :mod:`npt_dask.linalg.dense`.
+:mod:`npt_dask.engine.consumers` and :mod:`npt_dask.linalg.symmetric`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import scipy.linalg
 
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
-from npt_dask.engine.row_pass import Centres
+from npt_dask.engine.passes import Centres
 from npt_dask.errors import RidgeWarning, warn
 from npt_dask.kernels import KernelSpec
-from npt_dask.linalg.device_linalg import cho_solve, cholesky, normal_matrix_dtype, plus_diagonal
+from npt_dask.linalg.cholesky import cho_solve, cholesky, normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
 from npt_dask.linalg.tiles import TiledUpper
-from npt_dask.ridge.route import RidgeProblem, RidgeSolution
+from npt_dask.ridge.problem import RidgeProblem, RidgeSolution
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [
@@ -112,7 +112,7 @@ def assemble(
 
 def assemble_like(parts: list[tuple[np.ndarray, Any]], m: int) -> Any:
     """The ``m`` centre rows (float64) in the namespace of the pass's outputs
-    (:func:`npt_dask.engine.row_pass.row_pass` with ``on_device``): :func:`assemble` on
+    (:func:`npt_dask.engine.passes.row_pass` with ``on_device``): :func:`assemble` on
     numpy; elsewhere the chunks' rows joined there and put in slot order by one gather
     (the slots are host integers; nothing crosses)."""
     xp = namespace_of(*(v for _, v in parts))
@@ -235,8 +235,8 @@ def solve_there(
     system: Any, rhs: Any, alpha: float, *, jitter_up_to: float = RIDGE_JITTER
 ) -> tuple[Any, float]:
     """``system c = rhs`` in their namespace: the one jittered Cholesky up to
-    ``jitter_up_to`` of the mean diagonal (:func:`npt_dask.linalg.device_linalg.cholesky`,
-    None when not positive definite), :func:`~npt_dask.linalg.device_linalg.cho_solve`;
+    ``jitter_up_to`` of the mean diagonal (:func:`npt_dask.linalg.cholesky.cholesky`,
+    None when not positive definite), :func:`~npt_dask.linalg.cholesky.cho_solve`;
     least squares on the host (the system crosses once, with scikit-learn's warning)
     when the ladder ends. Returns ``c`` (the system's namespace, or host numpy) and the jitter."""
     xp = namespace_of(system)
@@ -266,7 +266,7 @@ def solve_moments_like(
 ) -> tuple[np.ndarray, float]:
     """:func:`solve_moments` where the pass's sums live (a device): ``G`` (the whole
     ``m x m`` sum), ``K_mm`` and ``B`` in their namespace; ``G + alpha K_mm`` in
-    :func:`~npt_dask.linalg.device_linalg.normal_matrix_dtype` (float64) factored there,
+    :func:`~npt_dask.linalg.cholesky.normal_matrix_dtype` (float64) factored there,
     one per distinct alpha. ``c`` (host numpy, ``m x k``) crosses once."""
     xp, device = namespace_of(gram), device_of(gram)
     dtype = normal_matrix_dtype(xp)

@@ -3,7 +3,7 @@
 Pure arithmetic on sizes; no data, no dask. :func:`plan_ridge` is the one place that
 decides how a kernel ridge fit runs and what it holds, and says why; it chooses over
 the registry :data:`npt_dask.ridge.routes.ROUTES` (each route's flops by stage and
-memory by part: :mod:`npt_dask.ridge.route`), and :func:`solve_ridge` runs the route the
+memory by part: :mod:`npt_dask.ridge.problem`), and :func:`solve_ridge` runs the route the
 :class:`RidgePlan` names. The plan is recorded in the estimator's ``plan_``.
 
 Two problems (n rows, m centres, d features, k targets, sample weights W):
@@ -37,11 +37,11 @@ from dataclasses import replace
 
 from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
+from npt_dask.params.constraints import format_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.route import RidgePlan, RidgeSizes, Route
+from npt_dask.ridge.normal_solve import RidgeProblem, RidgeSolution
+from npt_dask.ridge.problem import RidgePlan, RidgeSizes, Route
 from npt_dask.ridge.routes import ROUTES, route_named
-from npt_dask.ridge.solvers import RidgeProblem, RidgeSolution
-from npt_dask.runtime.params import format_bytes
 
 __all__ = [
     "CG_MARGIN",
@@ -86,7 +86,7 @@ def plan_ridge(
     ``solver`` is a route's name (``"direct"``, ``"cg"``) or ``"auto"`` (see the module
     doc). ``positive_alpha=False`` (alpha = 0) leaves only the direct routes, as
     scikit-learn solves it. ``device_budget``: bytes of device memory when the rows live
-    on a device (each route's :data:`~npt_dask.ridge.route.DEVICE_PARTS` held there,
+    on a device (each route's :data:`~npt_dask.ridge.problem.DEVICE_PARTS` held there,
     checked against it, the
     rest against ``memory_budget``: :func:`npt_dask.engine.budget.check_budgets`); None
     (numpy) counts both parts against ``memory_budget``. Raises

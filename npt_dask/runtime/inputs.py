@@ -32,7 +32,7 @@ from npt_dask.errors import (
     NegativeDefiniteKernelError,
     warn,
 )
-from npt_dask.runtime.fit_params import DEFAULT_CHUNK_SIZE
+from npt_dask.npt.params import DEFAULT_CHUNK_SIZE
 from npt_dask.runtime.scheduler import compute, numpy_rows
 
 __all__ = [

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from npt_dask.errors import InputError, InputTypeError
+from npt_dask.params.constraints import INT, REAL, Interval, Param, check_table, table_defaults
 from npt_dask.runtime import atomic as _atomic
-from npt_dask.runtime.params import INT, REAL, Interval, Param, check_table, table_defaults
 
 __all__ = [
     "DATA_DIR_ENV",

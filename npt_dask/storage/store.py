@@ -123,7 +123,7 @@ class _Diagnostics(Protocol):
 
 class SavedModel(Protocol):
     """What :func:`save` and :func:`model_identity` read of a model: the record's fields
-    (:class:`npt_dask.npt.record.FittedModel` is one). The store names no model class:
+    (:class:`npt_dask.npt.fitted.FittedModel` is one). The store names no model class:
     the model modules are above it, and it reads a model as data."""
 
     @property
@@ -306,7 +306,7 @@ def manifest_checksum(manifest: ModelManifest) -> str:
 
     Everything but when and by which version it was written: kernel, shapes,
     centring, diagnostics and every array's SHA-256. A model saved and loaded
-    keeps its identity; projection stores record it (:mod:`npt_dask.npt.project`).
+    keeps its identity; projection stores record it (:mod:`npt_dask.npt.projection_store`).
     """
     return checksum_of(manifest.to_dict())
 

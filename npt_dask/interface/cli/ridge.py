@@ -205,7 +205,7 @@ _CLI_OWN = {"progress", "start"}  # the command line's --quiet; --start takes a 
 
 def _fit_options(parser: argparse.ArgumentParser) -> None:
     """One option per fit parameter, from the parameter table (names, defaults, help)."""
-    from npt_dask.runtime.fit_params import PARAMS
+    from npt_dask.npt.params import PARAMS
 
     for param in PARAMS:
         if param.name in _CLI_OWN:
@@ -233,7 +233,7 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
 
 def _ridge_options(parser: argparse.ArgumentParser) -> None:
     """One option per kernel ridge parameter and search parameter, from their tables."""
-    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.base import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
 
     for param in (*RIDGE_PARAMS, *SEARCH_PARAMS):
@@ -294,7 +294,7 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
 def _device_option(parser: argparse.ArgumentParser) -> None:
     """``--device gpu``: the rows' chunks on the CUDA device (CuPy), from the device table."""
     from npt_dask.arrays.device import DEVICES
-    from npt_dask.runtime.fit_params import DEVICE_PARAM
+    from npt_dask.npt.params import DEVICE_PARAM
 
     parser.add_argument(
         DEVICE_PARAM.flag, choices=DEVICES, default=None, help=f"{DEVICE_PARAM.help} (default cpu)"
@@ -356,7 +356,7 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
     from npt_dask.errors import InputError
-    from npt_dask.npt.project import open_data
+    from npt_dask.npt.projection_store import open_data
     from npt_dask.storage.store import check_target
 
     check_device(args.device)  # a GPU asked for and missing: refused before any work
@@ -383,7 +383,7 @@ def _fit(args: argparse.Namespace) -> dict[str, Any]:
 
 def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
     from npt_dask.npt.fitting import fit_params
-    from npt_dask.runtime.fit_params import PARAMS, FitParams
+    from npt_dask.npt.params import PARAMS, FitParams
 
     values = {p.name: getattr(args, p.name, p.default) for p in PARAMS if p.name not in _CLI_OWN}
     start = npt.load(args.start) if args.start else None
@@ -394,8 +394,8 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.errors import InputError
     from npt_dask.npt.growth import GROW_PARAMS
-    from npt_dask.npt.project import open_data
-    from npt_dask.runtime.params import check_table
+    from npt_dask.npt.projection_store import open_data
+    from npt_dask.params.constraints import check_table
     from npt_dask.storage.store import check_target
 
     options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
@@ -428,7 +428,7 @@ def _grow(args: argparse.Namespace) -> dict[str, Any]:
 def _project(args: argparse.Namespace) -> dict[str, Any]:
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
-    from npt_dask.npt.project import open_data
+    from npt_dask.npt.projection_store import open_data
 
     if check_device(args.device) == "gpu":  # missing: refused before the store is touched
         data = _select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
@@ -525,7 +525,7 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
-    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.base import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
     from npt_dask.runtime.progress import progress_label
 
@@ -612,7 +612,7 @@ _FIT_ONLY = {"data": "DATA", "labels": "--labels", "rows": "--rows", "out": "--o
 
 def _ignored_by_model(args: argparse.Namespace) -> list[str]:
     """The fitting options given beside ``--model`` (each would be ignored)."""
-    from npt_dask.ridge.estimators import RIDGE_PARAMS
+    from npt_dask.ridge.base import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
 
     flags = dict(_FIT_ONLY)
@@ -737,7 +737,7 @@ def _ridge_rows(
 ) -> Any:
     """The rows of ``path`` (``--key``/``--var``) as 2-D rows: images flattened (with a
     ``note`` saying so), divided by ``--scale``, then the ``rows`` selected."""
-    from npt_dask.npt.project import open_data
+    from npt_dask.npt.projection_store import open_data
 
     if path.suffix == ".npz":  # read whole, as open_data does; images flattened below
         data: Any = _read_array(path, args.key or "x")
@@ -875,7 +875,7 @@ def _lost_scheduler(client: Any, hint: str) -> Iterator[None]:
     :class:`~npt_dask.errors.ClusterError` saying so and how to go on (``hint``); a
     task's own error as it is."""
     from npt_dask.errors import ClusterError
-    from npt_dask.npt.project import scheduler_lost
+    from npt_dask.npt.projection_store import scheduler_lost
 
     try:
         yield
@@ -942,7 +942,7 @@ def for_the_command_line(exc: BaseException) -> str:
     ...     "resume=False.", param="chunk_size", spellings={"resume=False": "--overwrite"}))
     'The --chunk-size option must be ...; pass --overwrite.'
     """
-    from npt_dask.runtime.params import flag_of, subject
+    from npt_dask.params.constraints import flag_of, subject
 
     text = str(exc)
     param = getattr(exc, "param", None)

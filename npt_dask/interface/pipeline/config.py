@@ -41,7 +41,7 @@ from typing import Any
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.grow import GrowConfig
 from npt_dask.interface.pipeline.outputs import check_free
-from npt_dask.runtime.fit_params import DEVICE_PARAM, FitParams, names
+from npt_dask.npt.params import DEVICE_PARAM, FitParams, names
 
 __all__ = [
     "ClusterConfig",
@@ -219,7 +219,7 @@ class DataConfig:
 
 ModelConfig = FitParams
 """The ``[model]`` table: the arguments of :func:`npt_dask.fit`, validated by its
-one parameter table (:mod:`npt_dask.runtime.fit_params`); every fit option can be set here."""
+one parameter table (:mod:`npt_dask.npt.params`); every fit option can be set here."""
 
 MODEL_DEFAULTS: Mapping[str, Any] = {"n_components": 100, "random_state": 0}
 """Where a pipeline's ``[model]`` departs from ``npt.fit``'s defaults: a bounded
@@ -227,7 +227,7 @@ rank (a pipeline is for large n) and a fixed seed (re-runs reuse the model)."""
 
 
 def model_config(values: Mapping[str, Any]) -> FitParams:
-    """The ``[model]`` table as :class:`~npt_dask.runtime.fit_params.FitParams`."""
+    """The ``[model]`` table as :class:`~npt_dask.npt.params.FitParams`."""
     if not isinstance(values, Mapping):
         raise InputError(f"[model] must be a table; got {type(values).__name__}.")
     check_keys(values, names(), "in [model]")

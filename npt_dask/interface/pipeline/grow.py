@@ -24,7 +24,7 @@ from typing import Any
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.outputs import check_free
 from npt_dask.npt.model import load
-from npt_dask.npt.project import open_data
+from npt_dask.npt.projection_store import open_data
 from npt_dask.storage.datasets import data_path
 from npt_dask.storage.store import check_target
 

@@ -141,7 +141,7 @@ def _kernel_ridge(
     exact or Nyström, direct or CG, as its plan chooses), the model's kernel unless the
     stage names one; ``alphas``/``gammas`` search them (``KernelRidgeClassifierCV``).
     ``checkpoint`` (a path, set by the runner in the output folder) makes CG resumable."""
-    from npt_dask.ridge.estimators import KernelRidgeClassifier, KernelRidgeClassifierCV
+    from npt_dask.ridge.base import KernelRidgeClassifier, KernelRidgeClassifierCV
 
     kernel = {} if model is None else _kernel_args(model)
     kernel.update({k: params.pop(k) for k in _RIDGE_KERNEL if k in params})
@@ -359,7 +359,7 @@ def check_params(name: str, params: Mapping[str, Any]) -> None:
         )
     if name == "ksvm":  # the kernel SVM's table: its solvers and C, before any work
         from npt_dask.methods.ksvm import KERNEL_SVM_PARAMS
-        from npt_dask.runtime.params import check_table
+        from npt_dask.params.constraints import check_table
 
         given = {k: params[k] for k in ("solver", "C") if k in params}
         check_table(KERNEL_SVM_PARAMS, given, owner="[[methods]] ksvm")

@@ -45,8 +45,8 @@ from npt_dask.kernels import resolve_kernel
 from npt_dask.npt.display import landmark_summary
 from npt_dask.npt.fitting import fit_params
 from npt_dask.npt.model import NPTModel, load
-from npt_dask.npt.project import project
-from npt_dask.runtime.fit_params import DEFAULT_TOL, FitParams
+from npt_dask.npt.params import DEFAULT_TOL, FitParams
+from npt_dask.npt.projection_store import project
 from npt_dask.runtime.inputs import data_variance, float_dtype
 from npt_dask.runtime.scheduler import compute
 

@@ -4,15 +4,15 @@ checkpoints, the true-residual check).
 
 * **Nyström** (:class:`NystromCG`): ``(K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y``,
   Falkon's preconditioner (two Cholesky factors sharing one ``m x m`` array in the kernel
-  precision, built from :func:`npt_dask.ridge.solvers.problem_centre_kernel`: ``m^3``
+  precision, built from :func:`npt_dask.ridge.normal_solve.problem_centre_kernel`: ``m^3``
   flops); per iteration the fused ``K_nm^T W (K_nm p)`` and ``K_mm p`` from the same
   blocks, ``2nmd + 4nmk`` (p) ``+ 4 m^2 k``. The plan expects
-  :data:`~npt_dask.ridge.route.CG_ITERATIONS` iterations.
+  :data:`~npt_dask.ridge.problem.CG_ITERATIONS` iterations.
 * **Exact** (:class:`ExactCG`): ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the
   randomized Nyström preconditioner of a landmark NPT model of rank l
   (:class:`~npt_dask.linalg.preconditioners.LowRank`, its ``n x l`` factor in the kernel
   precision); per iteration the symmetric operator of
-  :mod:`npt_dask.engine.pair_pass`, ``n^2 d`` (upper triangle) on the blocks not kept
+  :mod:`npt_dask.engine.operator`, ``n^2 d`` (upper triangle) on the blocks not kept
   between passes, ``+ 4 n^2 k`` (p).
 
 **The exact route's rank** is the plan's (:func:`expected_iterations`,
@@ -39,22 +39,12 @@ from npt_dask.arrays.namespace import device_of, namespace_of, on_device
 from npt_dask.engine.blocks import PREPARED_BYTES
 from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
 from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
-from npt_dask.engine.row_pass import Centres, map_rows, row_pass
-from npt_dask.linalg.device_linalg import preconditioner_like
+from npt_dask.engine.passes import Centres, map_rows, row_pass
+from npt_dask.linalg.cholesky import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.iterations import Iterations, data_digests, finish
-from npt_dask.ridge.route import (
-    CG_ITERATIONS,
-    RidgePlan,
-    RidgeSizes,
-    Route,
-    centre_bytes,
-    ridge_rows,
-    row_chunks,
-    task_bytes,
-)
-from npt_dask.ridge.solvers import (
+from npt_dask.ridge.normal_solve import (
     Clock,
     RidgeProblem,
     RidgeSolution,
@@ -65,6 +55,16 @@ from npt_dask.ridge.solvers import (
     problem_centre_kernel,
     slot_array,
     total_weight,
+)
+from npt_dask.ridge.problem import (
+    CG_ITERATIONS,
+    RidgePlan,
+    RidgeSizes,
+    Route,
+    centre_bytes,
+    ridge_rows,
+    row_chunks,
+    task_bytes,
 )
 from npt_dask.runtime.scheduler import compute, task_threads
 
@@ -230,7 +230,7 @@ class ExactCG(Route):
     ) -> RidgeSolution:  # fmt: skip
         """The landmark preconditioner, then one pass of the symmetric operator per
         iteration; the plan refined with the iterations the preconditioner predicts."""
-        from npt_dask.engine.pair_pass import KernelOperator
+        from npt_dask.engine.operator import KernelOperator
 
         plan, clock = problem.plan, Clock()
         rows = problem.rows.rechunk({0: plan.row_chunk})
@@ -291,9 +291,9 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
     rank) on ``plan.preconditioner_rank`` rows: its coordinates of every row,
     ``Y = kappa(X, L) A`` with ``A = U Lambda^-1/2`` (one pass, :class:`~npt_dask.engine.consumers.
     Apply`), give ``K ~ Y Y^T``."""
+    from npt_dask.engine.centres import select_landmarks
     from npt_dask.npt.fitting import fit_params
-    from npt_dask.npt.landmarks import select_landmarks
-    from npt_dask.runtime.fit_params import DEFAULT_RTOL, FitParams, Precision
+    from npt_dask.npt.params import DEFAULT_RTOL, FitParams, Precision
 
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)

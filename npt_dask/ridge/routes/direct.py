@@ -14,7 +14,7 @@
   (``S`` the square roots of the weights) on the n x n matrix: kernel ``2 n^2 d`` (p),
   factor ``n^3/3``; memory the n x n matrix and, at its peak, a second one.
 
-Layer rule: graph code over :mod:`npt_dask.ridge.solvers`.
+Layer rule: graph code over :mod:`npt_dask.ridge.normal_solve`.
 """
 
 from __future__ import annotations
@@ -27,19 +27,11 @@ import numpy as np
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
-from npt_dask.engine.row_pass import row_pass
-from npt_dask.linalg.device_linalg import normal_matrix_dtype, plus_diagonal
+from npt_dask.engine.passes import row_pass
+from npt_dask.linalg.cholesky import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.route import (
-    RidgePlan,
-    RidgeSizes,
-    Route,
-    centre_bytes,
-    ridge_rows,
-    task_bytes,
-)
-from npt_dask.ridge.solvers import (
+from npt_dask.ridge.normal_solve import (
     Clock,
     RidgeProblem,
     RidgeSolution,
@@ -52,6 +44,14 @@ from npt_dask.ridge.solvers import (
     solve_moments_like,
     solve_symmetric,
     solve_there,
+)
+from npt_dask.ridge.problem import (
+    RidgePlan,
+    RidgeSizes,
+    Route,
+    centre_bytes,
+    ridge_rows,
+    task_bytes,
 )
 from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute
@@ -176,7 +176,7 @@ class ExactDirect(Route):
     ) -> RidgeSolution:  # fmt: skip
         """scikit-learn's ``_solve_cholesky_kernel``: ``(S K S + alpha I) c' = S Y``,
         ``c = S c'``."""
-        from npt_dask.engine.pair_pass import kernel_matrix
+        from npt_dask.engine.operator import kernel_matrix
 
         clock = Clock()
         rows = problem.rows
@@ -214,11 +214,11 @@ class ExactDirect(Route):
 def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
     """:meth:`ExactDirect.solve` where the rows live (a device, whose budget the plan
     counted the ``n x n`` matrix and its factor against): ``K`` built there
-    (:func:`npt_dask.engine.pair_pass.kernel_matrix` keeps the rows' array type), in
-    :func:`~npt_dask.linalg.device_linalg.normal_matrix_dtype` (float64), weighted and
+    (:func:`npt_dask.engine.operator.kernel_matrix` keeps the rows' array type), in
+    :func:`~npt_dask.linalg.cholesky.normal_matrix_dtype` (float64), weighted and
     factored there (no jitter, least squares on the host when singular, as scikit-learn);
     ``c`` crosses once."""
-    from npt_dask.engine.pair_pass import kernel_matrix
+    from npt_dask.engine.operator import kernel_matrix
 
     rows = problem.rows
     xp, device = namespace_and_device(rows)
