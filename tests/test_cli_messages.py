@@ -17,7 +17,7 @@ import xarray as xr
 import npt_dask as npt
 from npt_dask.errors import KernelScaleWarning, NPTWarning, StoreError
 from npt_dask.interface.cli import main
-from npt_dask.params.constraints import parse_bytes
+from npt_dask.params.parsing import parse_bytes
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 from npt_dask.arrays.device import device_memory_budget
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.errors import InputError, MemoryBudgetWarning, warn
-from npt_dask.params.constraints import budget_bytes, format_bytes
+from npt_dask.params.parsing import budget_bytes, format_bytes
 
 __all__ = [
     "BLOCKS_PER_TASK",

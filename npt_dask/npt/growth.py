@@ -66,7 +66,8 @@ from npt_dask.npt.eigen import dense_eigh, select_eigenpairs
 from npt_dask.npt.fitted import FittedModel
 from npt_dask.npt.planning import max_rank
 from npt_dask.npt.projector import rows_rule
-from npt_dask.params.constraints import INT, NONE, REAL, Interval, Param, check_table, number_or
+from npt_dask.params.constraints import INT, NONE, REAL, Interval, Param, check_table
+from npt_dask.params.parsing import number_or
 from npt_dask.runtime.inputs import InputInfo
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage import store

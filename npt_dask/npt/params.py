@@ -43,6 +43,8 @@ from npt_dask.params.constraints import (
     IsCallable,
     Options,
     Param,
+)
+from npt_dask.params.parsing import (
     budget_bytes,
     number_or,
     optional,

@@ -55,7 +55,7 @@ from npt_dask.engine.budget import (
     kept_for,
 )
 from npt_dask.errors import InputError
-from npt_dask.params.constraints import format_bytes
+from npt_dask.params.parsing import format_bytes
 
 __all__ = [
     "AUTO_DENSE_FRACTION",

@@ -65,9 +65,9 @@ from npt_dask.params.constraints import (
     Options,
     Param,
     check_estimator,
-    number_or,
     table_defaults,
 )
+from npt_dask.params.parsing import number_or
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import RidgeProblem, centre_kernel, centre_rows
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge

@@ -37,7 +37,7 @@ from dataclasses import replace
 
 from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
-from npt_dask.params.constraints import format_bytes
+from npt_dask.params.parsing import format_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import RidgeProblem, RidgeSolution
 from npt_dask.ridge.problem import RidgePlan, RidgeSizes, Route

@@ -47,7 +47,8 @@ from npt_dask.arrays.host import to_host
 from npt_dask.errors import InputError, KernelParameterError
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.symmetric import syrk_update
-from npt_dask.params.constraints import INT, NONE, REAL, ArrayOf, Interval, Param, number_or
+from npt_dask.params.constraints import INT, NONE, REAL, ArrayOf, Interval, Param
+from npt_dask.params.parsing import number_or
 from npt_dask.ridge.normal_solve import RIDGE_JITTER, solve_symmetric
 from npt_dask.runtime.scheduler import compute
 

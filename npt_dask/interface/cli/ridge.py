@@ -942,7 +942,7 @@ def for_the_command_line(exc: BaseException) -> str:
     ...     "resume=False.", param="chunk_size", spellings={"resume=False": "--overwrite"}))
     'The --chunk-size option must be ...; pass --overwrite.'
     """
-    from npt_dask.params.constraints import flag_of, subject
+    from npt_dask.params.parsing import flag_of, subject
 
     text = str(exc)
     param = getattr(exc, "param", None)
