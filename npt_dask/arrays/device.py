@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 
 from npt_dask.errors import DeviceError, InputError
+from npt_dask.params.constraints import NONE, Options, Param
+from npt_dask.params.parsing import optional
 
 __all__ = [
     "DEVICES",
+    "DEVICE_PARAM",
     "GPU_INSTALL",
     "check_device",
     "cupy_or_refuse",
@@ -187,3 +190,15 @@ def device_memory_budget(share: float = DEVICE_MEMORY_SHARE) -> int | None:
         return None
     free, _total = cupy.cuda.Device().mem_info
     return int(free * share)
+
+
+DEVICE_PARAM = Param(
+    "device",
+    (Options(DEVICES), NONE),
+    None,
+    "where the rows' arithmetic runs: 'gpu' moves their chunks to the CUDA device "
+    f"through CuPy ({GPU_INSTALL}); 'cpu' or None leaves them in host memory",
+    parse=optional,
+)
+"""``npt fit``/``ridge``/``project --device`` and a pipeline's top-level ``device`` key
+(:func:`npt_dask.arrays.device.to_device` moves the rows)."""

@@ -13,7 +13,8 @@ from typing import Any
 from npt_dask.arrays.device import device_memory_budget
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.errors import InputError, MemoryBudgetWarning, warn
-from npt_dask.params.parsing import budget_bytes, format_bytes
+from npt_dask.params.constraints import INT, NONE, ByteSize, Interval, Param
+from npt_dask.params.parsing import budget_bytes, format_bytes, parse_bytes
 
 __all__ = [
     "BLOCKS_PER_TASK",
@@ -231,3 +232,25 @@ def cached_fraction(row_chunks: Sequence[int], kept: Sequence[tuple[int, int]]) 
     """Share of a pass's kernel entries that the kept blocks hold."""
     total = sum(row_chunks[i] * row_chunks[j] for i, j in upper_pairs(len(row_chunks)))
     return sum(row_chunks[i] * row_chunks[j] for i, j in kept) / max(total, 1)
+
+
+MEMORY_BUDGET_PARAM = Param(
+    "memory_budget",
+    (Interval(INT, 1, None), ByteSize(), NONE),
+    None,
+    "bytes the fit may hold beyond the input rows: an int, or a size with units "
+    "('40GB', '1.5GiB'; the same units everywhere) (None: a sixth of physical memory)",
+    parse=parse_bytes,
+)
+"""The ``memory_budget`` argument (host memory) of a fit, a projection and kernel ridge."""
+
+DEVICE_MEMORY_BUDGET_PARAM = Param(
+    "device_memory_budget",
+    (Interval(INT, 1, None), ByteSize(), NONE),
+    None,
+    "bytes of device (GPU) memory the kernel blocks and device matrices may hold when "
+    "the rows live on a device, units as memory_budget (None: a share of the device's "
+    "free memory; rows in host memory count against memory_budget alone)",
+    parse=parse_bytes,
+)
+"""The ``device_memory_budget`` argument (device memory) of a fit and kernel ridge."""

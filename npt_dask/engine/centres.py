@@ -26,7 +26,7 @@ factor and the candidates' residual diagonal, never an n x m factor).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import dask.array as da
 import numpy as np
@@ -38,12 +38,15 @@ from npt_dask.arrays.host import to_host
 from npt_dask.engine.operator import kernel_diagonal
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.params.constraints import INT, NONE, SEED, InstanceOf, Interval, Options, Param
+from npt_dask.params.parsing import number_or
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "HISTOGRAM_BINS",
     "RPCHOLESKY_POOL",
     "RPCHOLESKY_ROUNDS",
+    "LandmarkMethod",
     "certificate",
     "check_landmarks",
     "extended_factor",
@@ -52,6 +55,9 @@ __all__ = [
     "select_landmarks",
     "uniform_landmarks",
 ]
+
+LandmarkMethod = Literal["uniform", "rpcholesky"]
+"""How ``landmarks=m`` chooses its rows."""
 
 HISTOGRAM_BINS = 20
 """Bins of the certificate's residual histogram (from 0 to the largest residual)."""
@@ -324,3 +330,36 @@ def certificate(residuals: np.ndarray, self_similarity: np.ndarray) -> dict[str,
         "relative_max": float(rel.max()),
         "histogram": {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]},
     }
+
+
+RANDOM_STATE_PARAM = Param(
+    "random_state",
+    (Interval(INT, 0, None), SEED, NONE),
+    None,
+    "seed of the landmark draw",
+    parse=number_or(int),
+)
+"""The ``random_state`` argument: the seed of the centres drawn (a fit takes it for its
+Krylov start block too)."""
+
+LANDMARKS_PARAM = Param(
+    "landmarks",
+    (
+        Interval(INT, 2, None),
+        InstanceOf((np.ndarray, list, tuple), "an array of row indices"),
+        NONE,
+    ),
+    None,
+    "fit on m chosen rows (an int) or these row indices; every row is then projected",
+    parse=number_or(int),
+)
+"""The ``landmarks`` argument of a fit: m rows chosen, or their indices."""
+
+LANDMARK_METHOD_PARAM = Param(
+    "landmark_method",
+    (Options(get_args(LandmarkMethod)),),
+    "uniform",
+    "how landmarks=m chooses rows: uniformly, or by randomly pivoted partial Cholesky",
+    parse=str,
+)
+"""The ``landmark_method`` argument: how m landmarks are chosen (:data:`LandmarkMethod`)."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import dask
 import dask.array as da
@@ -59,7 +59,7 @@ from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_
 from npt_dask.engine.passes import empty_like_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
-from npt_dask.npt.params import Cache, fit_param
+from npt_dask.params.constraints import Options, Param
 from npt_dask.runtime.inputs import is_sparse_rows
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
@@ -70,12 +70,16 @@ from npt_dask.runtime.scheduler import (
 )
 
 __all__ = [
+    "Cache",
     "KernelOperator",
     "center_columns",
     "drop_zero_features",
     "kernel_diagonal",
     "kernel_matrix",
 ]
+
+Cache = Literal["auto", "recompute", "memory"]
+"""What a Krylov fit does with kernel blocks between passes."""
 
 BlockKey = tuple[int, int]
 
@@ -314,7 +318,7 @@ class KernelOperator:
         source = block_source(x, kernel)
         x = source.x
         self.numpy = is_numpy(namespace_and_device(x)[0])
-        fit_param("cache").check(cache, "KernelOperator")
+        CACHE_PARAM.check(cache, "KernelOperator")
         self.x = x
         self.kernel = kernel
         self.center = bool(center)
@@ -497,3 +501,13 @@ class KernelOperator:
         client = current_client()
         if client is not None:
             client.run(clear_scratch)
+
+
+CACHE_PARAM = Param(
+    "cache",
+    (Options(get_args(Cache)),),
+    "auto",
+    "keep kernel blocks between Krylov passes, recompute them, or as many as fit",
+    parse=str,
+)
+"""The ``cache`` argument of a fit and of :class:`KernelOperator`."""

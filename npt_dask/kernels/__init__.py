@@ -3,7 +3,7 @@
 * :mod:`~npt_dask.kernels.numerics` -- the block and diagonal functions, written once
   against the array API (numpy keeps its fast paths);
 * :mod:`~npt_dask.kernels.specs` -- :class:`KernelSpec`, :class:`NamedKernel` (its
-  hyperparameters declared as data in :data:`npt_dask.npt.params.KERNEL_TABLE`),
+  hyperparameters declared as data in :data:`npt_dask.kernels.params.KERNEL_TABLE`),
   :class:`PrecomputedKernel`, the one constructor path (:func:`~npt_dask.kernels.specs.
   spec_of`, behind ``KernelSpec(...)``, :meth:`KernelSpec.from_dict` and
   :func:`make_kernel`) and the resolution of ``gamma`` (:func:`resolve_kernel`);

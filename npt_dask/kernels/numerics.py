@@ -17,7 +17,7 @@ name           kappa(x, z)                           parameters (default)
 =============  ====================================  ==========================
 
 The hyperparameters each kernel takes, their defaults and constraints are declared in
-:data:`npt_dask.npt.params.KERNEL_TABLE`; here are the functions, each taking the values
+:data:`npt_dask.kernels.params.KERNEL_TABLE`; here are the functions, each taking the values
 as a mapping: ``block(a, b, values, out=None)`` and ``diag(a, values)``, registered in
 :data:`MATH` with the rule that says when the kernel is positive semi-definite.
 
@@ -49,7 +49,7 @@ from scipy.spatial.distance import cdist
 
 from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.arrays.threads import map_row_slices
-from npt_dask.npt.params import KERNEL_NAMES
+from npt_dask.kernels.params import KERNEL_NAMES
 
 __all__ = [
     "MATH",
@@ -490,9 +490,9 @@ MATH: Mapping[str, KernelMath] = {
     "cosine": KernelMath(cosine_block, cosine_diag, _always),
 }
 """Each named kernel's functions, by name (the names of
-:data:`npt_dask.npt.params.KERNEL_TABLE`, which declares their hyperparameters)."""
+:data:`npt_dask.kernels.params.KERNEL_TABLE`, which declares their hyperparameters)."""
 
 if tuple(MATH) != KERNEL_NAMES:  # pragma: no cover - a kernel added to one place only
     raise ImportError(
-        f"npt_dask.npt.params.KERNEL_TABLE has {KERNEL_NAMES}; MATH has {tuple(MATH)}"
+        f"npt_dask.kernels.params.KERNEL_TABLE has {KERNEL_NAMES}; MATH has {tuple(MATH)}"
     )

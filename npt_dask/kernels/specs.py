@@ -3,7 +3,7 @@
 Three kinds of kernel, as scikit-learn's ``KernelPCA`` takes them, each its own class
 (:class:`KernelSpec` is their base):
 
-* :class:`NamedKernel`, a kernel of :data:`npt_dask.npt.params.KERNEL_TABLE` and its
+* :class:`NamedKernel`, a kernel of :data:`npt_dask.kernels.params.KERNEL_TABLE` and its
   hyperparameters, stored by name as data (``spec.values``; ``spec.gamma`` reads one): the
   table says which a kernel takes, their defaults and constraints, and
   :mod:`npt_dask.kernels.numerics` evaluates them.
@@ -49,12 +49,12 @@ from npt_dask.kernels.numerics import (
     max_abs,
     source_of,
 )
-from npt_dask.npt.params import (
+from npt_dask.kernels.params import (
     KERNEL_ALIASES,
     KERNEL_FIT_ARGUMENTS,
     KERNEL_HYPERPARAMETERS,
+    KERNEL_PARAM,
     KERNEL_TABLE,
-    check_param,
 )
 
 __all__ = [
@@ -86,7 +86,7 @@ _HYPERPARAMETERS = {p.name: p for p in KERNEL_HYPERPARAMETERS}
 @dataclass(frozen=True)
 class KernelDef:
     """A named kernel: the hyperparameters it takes with their defaults
-    (:data:`npt_dask.npt.params.KERNEL_TABLE`) and its functions
+    (:data:`npt_dask.kernels.params.KERNEL_TABLE`) and its functions
     (:data:`npt_dask.kernels.numerics.MATH`)."""
 
     defaults: Mapping[str, Any]
@@ -325,8 +325,8 @@ class NamedKernel(KernelSpec):
     """A kernel of the registry (:data:`KERNELS`) and its hyperparameters.
 
     ``values`` holds the hyperparameters the kernel takes
-    (:data:`npt_dask.npt.params.KERNEL_TABLE`), in the table's order, checked
-    against their constraints (:data:`npt_dask.npt.params.KERNEL_HYPERPARAMETERS`);
+    (:data:`npt_dask.kernels.params.KERNEL_TABLE`), in the table's order, checked
+    against their constraints (:data:`npt_dask.kernels.params.KERNEL_HYPERPARAMETERS`);
     ``spec.gamma`` reads one
     (None for one the kernel does not take). A hyperparameter the kernel does not take
     must be None: use :func:`make_kernel` to build a spec from scikit-learn style
@@ -464,7 +464,7 @@ def _checked_values(name: str, given: Mapping[str, Any]) -> tuple[tuple[str, Any
     against its constraint and stored as a float (an allowed word as it is), the others
     at their defaults."""
     if name not in KERNEL_TABLE:
-        check_param("kernel", name)  # "Unknown kernel ...; choose one of ..."
+        KERNEL_PARAM.check(name)  # "Unknown kernel ...; choose one of ..."
         raise KernelParameterError(f"Unknown kernel {name!r}.")
     defaults = KERNEL_TABLE[name]
     for param, value in given.items():
@@ -559,7 +559,7 @@ def make_kernel(
     ``kernel`` may also be ``"precomputed"`` (X is the kernel matrix) or a
     function ``f(A, B, **kernel_params)`` returning the ``(len(A), len(B))``
     block. For a named kernel, ``kernel_params`` may give any hyperparameter it
-    takes (:data:`npt_dask.npt.params.KERNEL_TABLE`; an argument given both ways
+    takes (:data:`npt_dask.kernels.params.KERNEL_TABLE`; an argument given both ways
     must agree).
 
     >>> make_kernel("precomputed").kind
@@ -588,7 +588,7 @@ def make_kernel(
                 f"kernel_params {sorted(params)} given with a precomputed kernel, which has none."
             )
         return spec_of(PRECOMPUTED)
-    check_param("kernel", kernel)
+    KERNEL_PARAM.check(kernel)
     kernel = KERNEL_ALIASES.get(kernel, kernel)
     return spec_of(kernel, **_named_values(kernel, arguments, params))
 

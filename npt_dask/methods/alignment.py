@@ -32,10 +32,15 @@ from npt_dask.engine.budget import upper_pairs
 from npt_dask.engine.sums import tree_reduce
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
+from npt_dask.kernels.params import KernelArguments
 from npt_dask.methods._passes import as_labels
-from npt_dask.npt.params import DEFAULT_CHUNK_SIZE, FitParams
 from npt_dask.npt.training import class_labels
-from npt_dask.runtime.inputs import as_row_chunked, data_variance
+from npt_dask.runtime.inputs import (
+    CHUNK_SIZE_PARAM,
+    DEFAULT_CHUNK_SIZE,
+    as_row_chunked,
+    data_variance,
+)
 from npt_dask.runtime.scheduler import compute
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
@@ -109,11 +114,11 @@ def alignment_scores(
     Returns ``{"alignment": ..., "centered_alignment": ...}``; see
     :func:`kernel_target_alignment` for the definitions.
     """
-    params = FitParams(
-        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params,
-        chunk_size=chunk_size,
-    )  # fmt: skip
-    x, _ = as_row_chunked(X, name="X", chunk_size=params.chunk_size, min_samples=2)
+    params = KernelArguments(
+        kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params
+    )
+    CHUNK_SIZE_PARAM.check(chunk_size)
+    x, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
     labels = as_labels(y, x)
     values = np.asarray(compute(labels)[0])  # read once: the check and the class counts
     classes = class_labels(values, name="y", owner="Kernel-target alignment")  # the one check

@@ -40,7 +40,8 @@ from npt_dask.errors import (
     RankWarning,
     warn,
 )
-from npt_dask.npt.params import DEFAULT_RTOL, OnNegative
+from npt_dask.kernels.params import DEFAULT_RTOL
+from npt_dask.npt.params import OnNegative
 from npt_dask.npt.planning import (
     DENSE_FRACTION,
     krylov_cap,

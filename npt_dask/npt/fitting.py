@@ -18,8 +18,8 @@ from dask.array.core import normalize_chunks
 
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
-from npt_dask.engine.centres import certificate, check_landmarks, select_landmarks
-from npt_dask.engine.operator import KernelOperator, drop_zero_features
+from npt_dask.engine.centres import LandmarkMethod, certificate, check_landmarks, select_landmarks
+from npt_dask.engine.operator import Cache, KernelOperator, drop_zero_features
 from npt_dask.errors import (
     ConvergenceWarning,
     InputError,
@@ -28,6 +28,7 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
+from npt_dask.kernels.params import DEFAULT_RTOL, DEFAULT_TOL, Precision, kernel_named
 from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.npt.eigen import (
     DriverPanels,
@@ -39,20 +40,7 @@ from npt_dask.npt.eigen import (
 from npt_dask.npt.fitted import SolverDiagnostics
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.panels import ChunkedPanels, scratch_root
-from npt_dask.npt.params import (
-    DEFAULT_RTOL,
-    DEFAULT_TOL,
-    Basis,
-    Cache,
-    FitParams,
-    LandmarkMethod,
-    OnNegative,
-    Precision,
-    Solver,
-    SolverAlias,
-    fit_defaults,
-    kernel_named,
-)
+from npt_dask.npt.params import Basis, FitParams, OnNegative, Solver, SolverAlias, fit_defaults
 from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.npt.projector import balanced_rows
 from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass

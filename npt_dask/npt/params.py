@@ -1,4 +1,4 @@
-"""The fit's parameter table and the kernels': constraints, defaults and help, as data.
+"""The NPT fit's parameter table: constraints, defaults and help, as data.
 
 Every entry point of a fit -- :func:`npt_dask.fit`, the
 :class:`~npt_dask.NonlinearProjection` estimator, ``npt fit`` on the command
@@ -7,12 +7,13 @@ one wording, and takes its defaults from here::
 
     The 'tol' parameter must be a finite real number in the range (0, 1) or None. Got 2.0 instead.
 
-The fit is :mod:`npt_dask.npt`'s, but this table lives in ``runtime``, below the
-layers that read it: the kernels build their specs from :data:`KERNEL_TABLE`
-(:mod:`npt_dask.kernels.specs`), kernel ridge takes its kernel, landmark and
-budget entries from :data:`PARAMS` (:mod:`npt_dask.ridge.base`), and the
-methods on coordinates take :data:`DEFAULT_CHUNK_SIZE` and :class:`FitParams`.
-The constraint classes are :mod:`npt_dask.params.constraints`'s.
+The entries a fit shares with other tables live with what they set, and this table
+takes them as they are: the kernel's arguments and the block precision
+(:mod:`npt_dask.kernels.params`), ``chunk_size`` (:mod:`npt_dask.runtime.inputs`),
+``cache`` (:mod:`npt_dask.engine.operator`), the memory budgets
+(:mod:`npt_dask.engine.budget`), the landmarks and the seed
+(:mod:`npt_dask.engine.centres`), ``progress`` (:mod:`npt_dask.runtime.progress`).
+The constraint classes are :mod:`npt_dask.params.constraints`'.
 
 Nothing here touches data: :class:`FitParams` is the validated, frozen record
 of what the caller asked for; what is derived from the data and the machine
@@ -30,70 +31,56 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from npt_dask.arrays.device import DEVICES, GPU_INSTALL
-from npt_dask.errors import InputError, InputTypeError, KernelParameterError
+from npt_dask.engine.budget import DEVICE_MEMORY_BUDGET_PARAM, MEMORY_BUDGET_PARAM
+from npt_dask.engine.centres import (
+    LANDMARK_METHOD_PARAM,
+    LANDMARKS_PARAM,
+    RANDOM_STATE_PARAM,
+    LandmarkMethod,
+)
+from npt_dask.engine.operator import CACHE_PARAM, Cache
+from npt_dask.errors import InputError, InputTypeError
+from npt_dask.kernels.params import (
+    DEFAULT_KERNEL,
+    DEFAULT_RTOL,
+    DEFAULT_TOL,
+    KERNEL_ARGUMENTS,
+    PRECISION_PARAM,
+    Precision,
+)
 from npt_dask.params.constraints import (
     INT,
     NONE,
     REAL,
-    ByteSize,
     HasMethod,
-    InstanceOf,
     Interval,
-    IsCallable,
     Options,
     Param,
 )
 from npt_dask.params.parsing import (
     budget_bytes,
     number_or,
-    optional,
     parse_bool,
-    parse_bytes,
-    parse_json,
 )
+from npt_dask.runtime.inputs import CHUNK_SIZE_PARAM, DEFAULT_CHUNK_SIZE
+from npt_dask.runtime.progress import PROGRESS_PARAM
 
 __all__ = [
-    "DEFAULT_CHUNK_SIZE",
-    "DEFAULT_KERNEL",
-    "DEFAULT_RTOL",
-    "DEFAULT_TOL",
-    "DEVICE_PARAM",
     "ESTIMATOR_PARAMS",
-    "KERNEL_ALIASES",
-    "KERNEL_FIT_ARGUMENTS",
-    "KERNEL_HYPERPARAMETERS",
-    "KERNEL_NAMES",
-    "KERNEL_TABLE",
     "PARAMS",
     "SOLVER_ALIASES",
     "Basis",
-    "Cache",
     "FitParams",
-    "LandmarkMethod",
     "OnNegative",
-    "Precision",
     "Solver",
     "SolverAlias",
     "check_param",
     "estimator_defaults",
     "fit_defaults",
     "fit_param",
-    "kernel_named",
     "names",
 ]
 
-DEFAULT_CHUNK_SIZE = 4096
-"""Rows per kernel block (a 4096^2 float64 block is 128 MiB)."""
-
-DEFAULT_TOL = {"float64": 1e-8, "float32": 1e-6}
-"""Krylov residual tolerance by kernel precision: float32 blocks carry about
-6e-8 relative rounding per entry, and a block recomputed on another thread
-layout may round differently, so a residual of 1e-8 can be out of reach."""
-
-DEFAULT_RTOL = {"float64": 1e-10, "float32": 1e-6}
-"""Eigenvalues kept above ``rtol * lambda_1`` by kernel precision (Lemma 1: r <= rank);
-float32 blocks round at about 6e-8 relative, so smaller eigenvalues are noise there."""
 
 Solver = Literal["auto", "dense", "krylov"]
 """The eigensolvers (``"auto"``: dense for the full rank, up to
@@ -103,17 +90,10 @@ AUTO_DENSE_FRACTION * n`` when the explicit matrix fits the memory budget)."""
 SolverAlias = Literal["arpack", "randomized"]
 """scikit-learn's ``eigen_solver`` names for the iterative solver (:data:`SOLVER_ALIASES`)."""
 
-Cache = Literal["auto", "recompute", "memory"]
-"""What a Krylov fit does with kernel blocks between passes."""
 
 Basis = Literal["auto", "driver", "chunked"]
 """Where the Krylov basis lives."""
 
-Precision = Literal["float32", "float64"]
-"""The kernel block dtype."""
-
-LandmarkMethod = Literal["uniform", "rpcholesky"]
-"""How ``landmarks=m`` chooses its rows."""
 
 OnNegative = Literal["warn", "raise"]
 """What a significantly negative eigenvalue does."""
@@ -123,127 +103,8 @@ SOLVER_ALIASES: Mapping[str, Solver] = dict.fromkeys(get_args(SolverAlias), "kry
 iterative solvers for the top eigenpairs; ours is exact to ``tol``)."""
 
 
-_SEED = InstanceOf(
-    (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState instance"
-)
-
-# --- kernels: names and hyperparameters, declared once ------------------------------------
-# npt_dask.kernels builds its specs from these. A new kernel is an entry of KERNEL_TABLE
-# and its block and diagonal functions (npt_dask/kernels/numerics.py); a new
-# hyperparameter is its Param in KERNEL_HYPERPARAMETERS, the kernels that take it (with
-# its default) in KERNEL_TABLE, and its use in those functions. Nothing else changes: a
-# hyperparameter outside KERNEL_FIT_ARGUMENTS reaches a fit as kernel_params.
-
-KERNEL_HYPERPARAMETERS: tuple[Param, ...] = (
-    Param(
-        "gamma",
-        (Interval(REAL, 0, None, "neither"), Options(("scale",)), NONE),
-        None,
-        "kernel coefficient; 'scale' is 1 / (d var X) as scikit-learn's SVC, None is 1 / d",
-        KernelParameterError,
-        number_or(float, "scale"),
-        hint="gamma = 0 makes the kernel constant; use gamma='scale' for data of any scale.",
-        hints=(
-            (
-                "auto",
-                "gamma='auto' is scikit-learn's SVC name of 1 / n_features: that is "
-                "gamma=None here (gamma='scale' is 1 / (n_features * X.var()), as in SVC).",
-            ),
-        ),
-    ),
-    Param(
-        "degree",
-        (Interval(REAL, 0, None, "neither"), NONE),
-        None,
-        "polynomial degree (None: the kernel's default, 3)",
-        KernelParameterError,
-        number_or(float),
-        hint="A degree of 0 makes the kernel constant (a zero kernel matrix after "
-        "centring); use degree >= 1.",
-    ),
-    Param(
-        "coef0",
-        (Interval(REAL, None, None), NONE),
-        None,
-        "polynomial/sigmoid offset (None: the kernel's default, 1)",
-        KernelParameterError,
-        number_or(float),
-    ),
-)
-"""Every named kernel's hyperparameters: constraints (checked the same way everywhere),
-help and command-line parsing. A named kernel's values are checked here and stored as
-floats (a word a constraint allows, ``gamma="scale"``, stays a word)."""
-
-KERNEL_TABLE: Mapping[str, Mapping[str, Any]] = {
-    "rbf": {"gamma": None},
-    "laplacian": {"gamma": None},
-    "polynomial": {"gamma": None, "degree": 3, "coef0": 1.0},
-    "sigmoid": {"gamma": None, "coef0": 1.0},
-    "linear": {},
-    "cosine": {},
-}
-"""Each named kernel and the hyperparameters it takes, in order, with their defaults
-(scikit-learn's; ``gamma=None`` is resolved from the data: ``1 / n_features``)."""
-
-KERNEL_NAMES = tuple(KERNEL_TABLE)
-"""The kernels :mod:`npt_dask.kernels` implements (its numerics are checked against this)."""
-
-KERNEL_ALIASES: Mapping[str, str] = {"poly": "polynomial"}
-"""scikit-learn's other names (``KernelPCA(kernel="poly")``)."""
-
-KERNEL_FIT_ARGUMENTS = ("gamma", "degree", "coef0")
-"""The hyperparameters that are arguments of a fit, as in scikit-learn (the others are
-given in ``kernel_params``)."""
-
-_HYPERPARAMETER = {p.name: p for p in KERNEL_HYPERPARAMETERS}
-
-
-class _UnnamedKernel(str):
-    """A ``str`` equal to ``"rbf"`` whose identity says the caller named no kernel."""
-
-    __slots__ = ()
-
-    def __copy__(self) -> str:  # the one object, also through scikit-learn's clone
-        return self
-
-    def __deepcopy__(self, memo: Any) -> str:
-        return self
-
-
-DEFAULT_KERNEL: str = _UnnamedKernel("rbf")
-"""The kernel argument's default: ``"rbf"`` (stored, printed and compared as ``"rbf"``),
-unless a warm start brings its own kernel. Only this object means "no kernel named":
-``kernel="rbf"`` passed by the caller names rbf (:func:`kernel_named`)."""
-
-
-def kernel_named(kernel: Any) -> bool:
-    """Whether the caller named a kernel (anything but :data:`DEFAULT_KERNEL` itself)."""
-    return kernel is not DEFAULT_KERNEL
-
-
-_KERNEL_PARAM = Param(
-    "kernel",
-    (
-        Options((*KERNEL_NAMES, *KERNEL_ALIASES, "precomputed")),
-        IsCallable("a function f(A, B, **kernel_params)"),
-    ),
-    DEFAULT_KERNEL,
-    "kernel name (scikit-learn's definitions) or 'precomputed' (X is the kernel matrix)",
-    KernelParameterError,
-    str,
-    "Unknown kernel {value!r}; choose one of {choices}.",
-)
-
 PARAMS: tuple[Param, ...] = (
-    _KERNEL_PARAM,
-    *(_HYPERPARAMETER[name] for name in KERNEL_FIT_ARGUMENTS),
-    Param(
-        "kernel_params",
-        (InstanceOf((dict,), "a dict"), NONE),
-        None,
-        "parameters of a callable kernel, or gamma/degree/coef0 of a named one (JSON here)",
-        parse=parse_json,
-    ),
+    *KERNEL_ARGUMENTS,
     Param(
         "n_components",
         (Interval(INT, 1, None), NONE),
@@ -278,44 +139,11 @@ PARAMS: tuple[Param, ...] = (
         f"{DEFAULT_RTOL['float64']:g}, float32 {DEFAULT_RTOL['float32']:g})",
         parse=number_or(float),
     ),
-    Param(
-        "chunk_size",
-        (Interval(INT, 1, None), NONE),
-        DEFAULT_CHUNK_SIZE,
-        "rows per kernel block (None keeps a dask input's row chunks)",
-        parse=number_or(int),
-    ),
-    Param(
-        "cache",
-        (Options(get_args(Cache)),),
-        "auto",
-        "keep kernel blocks between Krylov passes, recompute them, or as many as fit",
-        parse=str,
-    ),
-    Param(
-        "memory_budget",
-        (Interval(INT, 1, None), ByteSize(), NONE),
-        None,
-        "bytes the fit may hold beyond the input rows: an int, or a size with units "
-        "('40GB', '1.5GiB'; the same units everywhere) (None: a sixth of physical memory)",
-        parse=parse_bytes,
-    ),
-    Param(
-        "device_memory_budget",
-        (Interval(INT, 1, None), ByteSize(), NONE),
-        None,
-        "bytes of device (GPU) memory the kernel blocks and device matrices may hold when "
-        "the rows live on a device, units as memory_budget (None: a share of the device's "
-        "free memory; rows in host memory count against memory_budget alone)",
-        parse=parse_bytes,
-    ),
-    Param(
-        "precision",
-        (Options(get_args(Precision)), NONE),
-        None,
-        "kernel block dtype (None: float32 for float32 input, else float64)",
-        parse=optional,
-    ),
+    CHUNK_SIZE_PARAM,
+    CACHE_PARAM,
+    MEMORY_BUDGET_PARAM,
+    DEVICE_MEMORY_BUDGET_PARAM,
+    PRECISION_PARAM,
     Param(
         "block_size",
         (Interval(INT, 1, None), NONE),
@@ -352,38 +180,16 @@ PARAMS: tuple[Param, ...] = (
         "what a significantly negative eigenvalue (non-PSD kernel) does",
         parse=str,
     ),
-    Param(
-        "random_state",
-        (Interval(INT, 0, None), _SEED, NONE),
-        None,
-        "seed of the Krylov start block",
-        parse=number_or(int),
-    ),
-    Param(
-        "landmarks",
-        (
-            Interval(INT, 2, None),
-            InstanceOf((np.ndarray, list, tuple), "an array of row indices"),
-            NONE,
-        ),
-        None,
-        "fit on m chosen rows (an int) or these row indices; every row is then projected",
-        parse=number_or(int),
-    ),
-    Param(
-        "landmark_method",
-        (Options(get_args(LandmarkMethod)),),
-        "uniform",
-        "how landmarks=m chooses rows: uniformly, or by randomly pivoted partial Cholesky",
-        parse=str,
-    ),
+    dataclasses.replace(RANDOM_STATE_PARAM, help="seed of the Krylov start block"),
+    LANDMARKS_PARAM,
+    LANDMARK_METHOD_PARAM,
     Param(
         "start",
         (HasMethod("transform", "a fitted NPTModel"), NONE),
         None,
         "warm start: the Krylov solver starts from this model's coordinates of X",
     ),
-    Param("progress", (Options((True, False)),), False, "report each Krylov pass on stderr"),
+    PROGRESS_PARAM,
 )
 """Every fit parameter, in signature order."""
 
@@ -554,15 +360,3 @@ def _precision_name(value: Any) -> Any:
 def names() -> Iterable[str]:
     """Parameter names in signature order."""
     return (p.name for p in PARAMS)
-
-
-DEVICE_PARAM = Param(
-    "device",
-    (Options(DEVICES), NONE),
-    None,
-    "where the rows' arithmetic runs: 'gpu' moves their chunks to the CUDA device "
-    f"through CuPy ({GPU_INSTALL}); 'cpu' or None leaves them in host memory",
-    parse=optional,
-)
-"""``npt fit``/``ridge``/``project --device`` and a pipeline's top-level ``device`` key
-(:func:`npt_dask.arrays.device.to_device` moves the rows)."""

@@ -41,6 +41,7 @@ __all__ = [
     "INT",
     "NONE",
     "REAL",
+    "SEED",
     "ArrayOf",
     "ByteSize",
     "Constraint",
@@ -355,6 +356,11 @@ NONE = Options((None,))
 
 FLAG = Options((True, False))
 """The constraint of a boolean parameter."""
+
+SEED = InstanceOf(
+    (np.random.Generator, np.random.RandomState), "a numpy Generator or RandomState instance"
+)
+"""The constraint of a seed given as a numpy generator (an int seed is an :class:`Interval`)."""
 
 
 def check_table(

@@ -53,7 +53,7 @@ from npt_dask.errors import (
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
-from npt_dask.npt.params import DEFAULT_CHUNK_SIZE, fit_param
+from npt_dask.npt.params import fit_param
 from npt_dask.npt.training import class_labels
 from npt_dask.params.constraints import (
     INT,
@@ -79,6 +79,7 @@ from npt_dask.ridge.search import (
     target_score,
 )
 from npt_dask.runtime.inputs import (
+    DEFAULT_CHUNK_SIZE,
     InputInfo,
     align_rows,
     as_kernel_matrix,

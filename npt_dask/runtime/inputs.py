@@ -32,10 +32,12 @@ from npt_dask.errors import (
     NegativeDefiniteKernelError,
     warn,
 )
-from npt_dask.npt.params import DEFAULT_CHUNK_SIZE
+from npt_dask.params.constraints import INT, NONE, Interval, Param
+from npt_dask.params.parsing import number_or
 from npt_dask.runtime.scheduler import compute, numpy_rows
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
     "InputInfo",
     "align_rows",
     "as_kernel_matrix",
@@ -53,6 +55,9 @@ __all__ = [
     "row_labels",
     "wrap_rows",
 ]
+
+DEFAULT_CHUNK_SIZE = 4096
+"""Rows per kernel block (a 4096^2 float64 block is 128 MiB)."""
 
 Kind = Literal["numpy", "dask", "xarray", "pandas"]
 
@@ -537,3 +542,13 @@ def match_features(
         return data.iloc[:, order]
     dim = next(d for d in data.dims if d != sample_dim_of(data))
     return data.isel({dim: order})
+
+
+CHUNK_SIZE_PARAM = Param(
+    "chunk_size",
+    (Interval(INT, 1, None), NONE),
+    DEFAULT_CHUNK_SIZE,
+    "rows per kernel block (None keeps a dask input's row chunks)",
+    parse=number_or(int),
+)
+"""The ``chunk_size`` argument: rows per task of a pass over rows."""

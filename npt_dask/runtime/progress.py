@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from npt_dask.params.constraints import Options, Param
 from npt_dask.runtime.scheduler import compute, current_client
 
 __all__ = [
@@ -235,3 +236,9 @@ def compute_counted(
 
     with _Tick():  # type: ignore[no-untyped-call]
         return list(compute(*tasks, release_scratch=True, blas_threads=blas_threads))
+
+
+PROGRESS_PARAM = Param(
+    "progress", (Options((True, False)),), False, "report each Krylov pass on stderr"
+)
+"""The ``progress`` argument of a fit (kernel ridge's says its own words)."""

@@ -293,8 +293,7 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
 
 def _device_option(parser: argparse.ArgumentParser) -> None:
     """``--device gpu``: the rows' chunks on the CUDA device (CuPy), from the device table."""
-    from npt_dask.arrays.device import DEVICES
-    from npt_dask.npt.params import DEVICE_PARAM
+    from npt_dask.arrays.device import DEVICE_PARAM, DEVICES
 
     parser.add_argument(
         DEVICE_PARAM.flag, choices=DEVICES, default=None, help=f"{DEVICE_PARAM.help} (default cpu)"

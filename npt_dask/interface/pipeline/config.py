@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npt_dask.arrays.device import DEVICE_PARAM
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.grow import GrowConfig
 from npt_dask.interface.pipeline.outputs import check_free
-from npt_dask.npt.params import DEVICE_PARAM, FitParams, names
+from npt_dask.npt.params import FitParams, names
 
 __all__ = [
     "ClusterConfig",

@@ -42,10 +42,11 @@ from npt_dask.interface.pipeline.methods import (
 from npt_dask.interface.pipeline.outputs import STORES
 from npt_dask.interface.pipeline.report import write_figures, write_report
 from npt_dask.kernels import resolve_kernel
+from npt_dask.kernels.params import DEFAULT_TOL
 from npt_dask.npt.display import landmark_summary
 from npt_dask.npt.fitting import fit_params
 from npt_dask.npt.model import NPTModel, load
-from npt_dask.npt.params import DEFAULT_TOL, FitParams
+from npt_dask.npt.params import FitParams
 from npt_dask.npt.projection_store import project
 from npt_dask.runtime.inputs import data_variance, float_dtype
 from npt_dask.runtime.scheduler import compute

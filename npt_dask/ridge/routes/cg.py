@@ -292,8 +292,9 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
     ``Y = kappa(X, L) A`` with ``A = U Lambda^-1/2`` (one pass, :class:`~npt_dask.engine.consumers.
     Apply`), give ``K ~ Y Y^T``."""
     from npt_dask.engine.centres import select_landmarks
+    from npt_dask.kernels.params import DEFAULT_RTOL, Precision
     from npt_dask.npt.fitting import fit_params
-    from npt_dask.npt.params import DEFAULT_RTOL, FitParams, Precision
+    from npt_dask.npt.params import FitParams
 
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)
