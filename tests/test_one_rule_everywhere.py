@@ -22,7 +22,7 @@ from sklearn.pipeline import make_pipeline
 
 import npt_dask as npt
 from npt_dask.errors import InputError, KernelScaleWarning
-from npt_dask.kernels import scale
+from npt_dask.npt import scale_warnings
 from npt_dask.methods import RidgeClassifier
 
 PACKAGE = Path(npt.__file__).resolve().parent
@@ -67,14 +67,15 @@ def test_npt_grow_warns_of_rows_on_another_scale(full, tmp_path, capsys):
 
 
 def test_one_rule_decides_for_every_entry_point(full, tmp_path, monkeypatch):
-    """Every check goes through ``scale.scale_problem``: forcing it forces every warning."""
+    """Every check goes through the one rule (``scale_problem``, as NPT's warnings call it):
+    forcing it forces every warning."""
     seen: list[str] = []
 
     def always(rows, train, spec):
         seen.append("x")
         return "identity"
 
-    monkeypatch.setattr(scale, "scale_problem", always)
+    monkeypatch.setattr(scale_warnings, "scale_problem", always)
     z = PIXELS[80:90]
     entry_points = [
         lambda: npt.fit(PIXELS[:60], gamma=GAMMA, n_components=3),
@@ -95,9 +96,11 @@ def test_scale_sample_and_the_rule_are_declared_once():
         for p in PACKAGE.rglob("*.py")
     }
     assert {k: v for k, v in defined.items() if v} == {"scale.py": 1}
-    for name in ("warn_projection_scale", "_warn_far_rows", "def warn_kernel_scale"):
-        holders = [p.name for p in PACKAGE.rglob("*.py") if name in p.read_text()]
-        assert holders in ([], ["scale.py"]), (name, holders)
+    for name in ("warn_projection_scale", "_warn_far_rows", "def warn_kernel_scale",
+                 "def scale_problem"):  # fmt: skip
+        holders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                   if name in p.read_text()]  # fmt: skip
+        assert holders in ([], ["kernels/scale.py"], ["npt/scale_warnings.py"]), (name, holders)
 
 
 def test_lazy_transform_stays_lazy(full, task_counter):

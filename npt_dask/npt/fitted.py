@@ -25,8 +25,8 @@ import numpy as np
 
 from npt_dask.engine.blocks import LinearMoments, ProjectionTerms, projection_terms
 from npt_dask.kernels import KernelSpec, NamedKernel
-from npt_dask.kernels.scale import sample_rows, warn_kernel_scale
-from npt_dask.runtime.inputs import InputInfo
+from npt_dask.npt.scale_warnings import warn_kernel_scale
+from npt_dask.runtime.inputs import InputInfo, sample_rows
 from npt_dask.storage import store
 
 __all__ = ["FittedModel", "SolverDiagnostics"]
@@ -131,7 +131,7 @@ class FittedModel:
 
     def warn_scale(self, rows: Any) -> None:
         """Warn when ``rows`` are on another scale than the training rows (the one rule,
-        :func:`~npt_dask.kernels.scale.warn_kernel_scale`, as the fit and ``npt project`` apply
+        :func:`~npt_dask.npt.scale_warnings.warn_kernel_scale`, as the fit and ``npt project`` apply
         it)."""
         warn_kernel_scale(rows, self.scale_sample, self.kernel, fitting=False)
 

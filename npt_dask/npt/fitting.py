@@ -29,7 +29,6 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import KernelSpec, NamedKernel, make_kernel, resolve_kernel
 from npt_dask.kernels.params import DEFAULT_RTOL, DEFAULT_TOL, Precision, kernel_named
-from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.npt.eigen import (
     DriverPanels,
     EigenResult,
@@ -43,6 +42,7 @@ from npt_dask.npt.panels import ChunkedPanels, scratch_root
 from npt_dask.npt.params import Basis, FitParams, OnNegative, Solver, SolverAlias, fit_defaults
 from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.npt.projector import balanced_rows
+from npt_dask.npt.scale_warnings import warn_kernel_scale
 from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass
 from npt_dask.runtime.inputs import (
     InputInfo,

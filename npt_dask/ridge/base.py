@@ -51,7 +51,6 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
-from npt_dask.kernels.scale import warn_kernel_scale
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.params import fit_param
 from npt_dask.npt.training import class_labels
@@ -71,6 +70,7 @@ from npt_dask.params.parsing import number_or
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import RidgeProblem, centre_kernel, centre_rows
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
+from npt_dask.ridge.scale_warnings import warn_ridge_scale
 from npt_dask.ridge.search import (
     GAMMA_FACTORS,
     SEARCH_PARAMS,
@@ -447,7 +447,7 @@ class _KernelRidgeBase(BaseEstimator):
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
-        warn_kernel_scale(rows, rows, spec, fitting=True, ridge=True)
+        warn_ridge_scale(rows, rows, spec, fitting=True)
         if checkpoint is None:
             return self._solve(rows, X, t, weights, alphas, spec, None)
         with Checkpoint(checkpoint) as held:  # locked for the whole fit
@@ -523,7 +523,7 @@ class _KernelRidgeBase(BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
         if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
-            warn_kernel_scale(rows, self.X_fit_, self.kernel_, fitting=False, ridge=True)
+            warn_ridge_scale(rows, self.X_fit_, self.kernel_, fitting=False)
         if self.kernel_.precomputed and self.landmarks_ is not None:
             rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
         out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),

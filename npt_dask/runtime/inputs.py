@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse
 
+from npt_dask.arrays.host import to_host
 from npt_dask.errors import (
     InputError,
     InputTypeError,
@@ -32,6 +33,7 @@ from npt_dask.errors import (
     NegativeDefiniteKernelError,
     warn,
 )
+from npt_dask.kernels.scale import SCALE_SAMPLE
 from npt_dask.params.constraints import INT, NONE, Interval, Param
 from npt_dask.params.parsing import number_or
 from npt_dask.runtime.scheduler import compute, numpy_rows
@@ -53,6 +55,7 @@ __all__ = [
     "is_sparse_rows",
     "match_features",
     "row_labels",
+    "sample_rows",
     "wrap_rows",
 ]
 
@@ -552,3 +555,14 @@ CHUNK_SIZE_PARAM = Param(
     parse=number_or(int),
 )
 """The ``chunk_size`` argument: rows per task of a pass over rows."""
+
+
+def sample_rows(x: Any) -> np.ndarray | None:
+    """The first :data:`SCALE_SAMPLE` rows of ``x`` (numpy or dask, on any device) as float64
+    numpy (one small read of a dask array, one host crossing); None for sparse rows or rows
+    without features."""
+    if x is None or int(x.shape[1]) == 0 or is_sparse_rows(x) or hasattr(x, "toarray"):
+        return None
+    head = x[:SCALE_SAMPLE]
+    head = compute(head)[0] if hasattr(head, "dask") else head
+    return np.asarray(to_host(head), dtype=np.float64)  # a device sample crosses once
