@@ -122,7 +122,7 @@ def _label_readers() -> dict[str, tuple[bool, bool]]:
 
 
 def test_every_method_that_reads_labels_checks_them_in_one_place():
-    """A method reading class labels refuses bad ones by ``training.class_labels``, and
+    """A method reading class labels refuses bad ones by ``labels.class_labels``, and
     none counts classes itself (``np.unique``: the check's own decision)."""
     readers = _label_readers()
     assert {"alignment.py", "kfd.py"} <= {name for name, (reads, _) in readers.items() if reads}
@@ -144,7 +144,7 @@ def test_the_same_bad_labels_get_the_same_error(labels):
     """Kernel-target alignment refuses bad labels as the other label readers do (Fisher's
     discriminant here): the same class and words, only the owner named differs."""
     from npt_dask.methods import FisherDiscriminant, kernel_target_alignment
-    from npt_dask.npt.training import class_labels
+    from npt_dask.runtime.labels import class_labels
 
     x = np.random.default_rng(0).normal(size=(40, 3))
     refused = []

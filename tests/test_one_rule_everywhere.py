@@ -22,8 +22,8 @@ from sklearn.pipeline import make_pipeline
 
 import npt_dask as npt
 from npt_dask.errors import InputError, KernelScaleWarning
-from npt_dask.npt import scale_warnings
 from npt_dask.methods import RidgeClassifier
+from npt_dask.npt import scale_warnings
 
 PACKAGE = Path(npt.__file__).resolve().parent
 RNG = np.random.default_rng(280)

@@ -34,13 +34,13 @@ from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.kernels.params import KernelArguments
 from npt_dask.methods._passes import as_labels
-from npt_dask.npt.training import class_labels
 from npt_dask.runtime.inputs import (
     CHUNK_SIZE_PARAM,
     DEFAULT_CHUNK_SIZE,
     as_row_chunked,
     data_variance,
 )
+from npt_dask.runtime.labels import class_labels
 from npt_dask.runtime.scheduler import compute
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]

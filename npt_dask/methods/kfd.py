@@ -30,7 +30,6 @@ from npt_dask.methods._passes import (
     as_labels,
     chunk_sums,
 )
-from npt_dask.npt.training import class_labels
 from npt_dask.params.constraints import (
     INT,
     NONE,
@@ -41,6 +40,7 @@ from npt_dask.params.constraints import (
     table_defaults,
 )
 from npt_dask.runtime.inputs import align_rows, wrap_rows
+from npt_dask.runtime.labels import class_labels
 
 __all__ = [
     "FISHER_PARAMS",

@@ -34,7 +34,6 @@ from npt_dask.methods._passes import (
     as_labels,
     maybe_persist,
 )
-from npt_dask.npt.training import class_labels
 from npt_dask.params.constraints import (
     FLAG,
     INT,
@@ -49,6 +48,7 @@ from npt_dask.params.constraints import (
     table_defaults,
 )
 from npt_dask.runtime.inputs import align_rows, wrap_rows
+from npt_dask.runtime.labels import class_labels
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [

@@ -38,7 +38,6 @@ from npt_dask.methods._passes import (
     as_labels,
     chunk_sums,
 )
-from npt_dask.npt.training import class_labels
 from npt_dask.params.constraints import (
     ARRAY_TYPES,
     FLAG,
@@ -58,6 +57,7 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
 )
+from npt_dask.runtime.labels import class_labels
 
 __all__ = [
     "LINEAR_RIDGE_PARAMS",

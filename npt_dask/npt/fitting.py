@@ -43,7 +43,7 @@ from npt_dask.npt.params import Basis, FitParams, OnNegative, Solver, SolverAlia
 from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
 from npt_dask.npt.projector import balanced_rows
 from npt_dask.npt.scale_warnings import warn_kernel_scale
-from npt_dask.npt.training import check_labels_or_targets, linear_moments, training_pass
+from npt_dask.npt.training import linear_moments, training_pass
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -53,6 +53,7 @@ from npt_dask.runtime.inputs import (
     data_variance,
     feature_names,
 )
+from npt_dask.runtime.labels import check_labels_or_targets
 from npt_dask.runtime.progress import FitProgress, count
 from npt_dask.runtime.scheduler import compute, current_client, numpy_rows, task_threads
 

@@ -44,25 +44,21 @@ from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
-from sklearn.utils.multiclass import type_of_target
 
-from npt_dask.arrays.host import to_host
 from npt_dask.engine.blocks import LinearMoments, chunk_moments, one_hot
 from npt_dask.engine.consumers import Certificate, Consumer, Moments
 from npt_dask.engine.passes import row_pass
 from npt_dask.engine.sums import chunk_sums
-from npt_dask.errors import InputError, InputTypeError
-from npt_dask.runtime.inputs import check_known_chunks, is_data_array
+from npt_dask.errors import InputError
+from npt_dask.runtime.labels import class_labels, one_per_row
 from npt_dask.runtime.progress import ProgressBar
-from npt_dask.runtime.scheduler import compute, task_threads
+from npt_dask.runtime.scheduler import task_threads
 
 if TYPE_CHECKING:
     from npt_dask.npt.model import NPTModel
 
 __all__ = [
     "PassResult",
-    "check_labels_or_targets",
-    "class_labels",
     "linear_moments",
     "training_pass",
 ]
@@ -75,81 +71,6 @@ class PassResult:
     residuals: np.ndarray  # (n,) Lemma 5 residual of every row
     self_similarity: np.ndarray  # (n,) centred k(x, x) of every row
     moments: LinearMoments | None
-
-
-def _values(aux: Any) -> Any:
-    """The values of labels or targets: a DataArray's or pandas object's data (numpy or
-    dask), else the array as given (numpy-converted unless dask)."""
-    if is_data_array(aux):
-        aux = aux.data
-    if isinstance(aux, da.Array):
-        return aux
-    return np.asarray(aux)
-
-
-def class_labels(labels: Any, *, name: str = "labels", owner: str = "The fit") -> np.ndarray:
-    """The sorted classes of 1-D class labels (numpy, dask, DataArray or pandas: one read
-    of the labels only), the one check every classifier makes.
-
-    Refused, each with the fix: NaN or infinity; values that are not classes by
-    scikit-learn's rule (``type_of_target``: non-integer floats are continuous
-    targets); fewer than 2 classes.
-    """
-    values = _values(labels)
-    check_known_chunks(values, name)
-    if isinstance(values, da.Array):
-        values = np.asarray(to_host(compute(values)[0]))
-    if values.dtype.kind == "f" and not np.isfinite(values).all():
-        raise InputError(f"{name} contains NaN or infinity; pass one finite class label per row.")
-    classes = np.unique(values)
-    kind = type_of_target(classes)
-    if kind not in ("binary", "multiclass"):
-        if kind == "continuous":
-            shown = ", ".join(f"{v:g}" for v in classes[:3]) + (", ..." if len(classes) > 3 else "")
-            why = (
-                f"{name} are non-integer floats ({len(classes)} distinct values: {shown}), "
-                "which scikit-learn takes for continuous targets, not classes"
-            )
-        else:
-            why = f"{name} look {kind}, not like one class per row"
-        raise InputError(
-            f"Unknown label type: {why}. Class labels are integers or strings: pass "
-            f"{name}.astype(int) if the values are whole numbers, or {name}.astype(str) to "
-            "keep them as they are; for a regression use targets= (npt.fit) or Ridge."
-        )
-    if len(classes) < 2:
-        raise InputError(
-            f"{owner} needs at least 2 classes in {name}; got {len(classes)} class "
-            f"({classes.tolist()}). Pass labels of two or more classes."
-        )
-    return classes
-
-
-def _checked(aux: Any, n: int, what: str) -> Any:
-    values = _values(aux)
-    check_known_chunks(values, what)
-    if values.shape[:1] != (n,) or values.ndim not in ((1,) if what == "labels" else (1, 2)):
-        raise InputError(
-            f"{what} must have one entry (or row) per training row: shape ({n},)"
-            f"{'' if what == 'labels' else f' or ({n}, k)'}; got {values.shape}."
-        )
-    allowed = "biuf" if what == "targets" else "biufUS"
-    if values.dtype.kind not in allowed:
-        kind = "numeric" if what == "targets" else "numbers or strings"
-        raise InputTypeError(f"{what} must be {kind}; got dtype {values.dtype}.")
-    return values
-
-
-def check_labels_or_targets(labels: Any, targets: Any, n: int) -> np.ndarray | None:
-    """Validate ``labels=``/``targets=`` for n rows before any work; the classes, if labels."""
-    if labels is not None and targets is not None:
-        raise InputError("pass labels= (classification) or targets= (regression), not both.")
-    if labels is not None:
-        _checked(labels, n, "labels")
-        return class_labels(labels)
-    if targets is not None:
-        _checked(targets, n, "targets")
-    return None
 
 
 def training_pass(
@@ -178,7 +99,7 @@ def training_pass(
     consumers: dict[str, Consumer] = {"certificate": Certificate(projector.terms)}
     aux = {}
     if given is not None:
-        aux[what] = _checked(given, int(x.shape[0]), what)
+        aux[what] = one_per_row(given, int(x.shape[0]), what)
         consumers["moments"] = Moments(projector.terms, classes, str(model.precision))
     bar = ProgressBar("npt fit: training pass", len(x.chunks[0]), "chunks", progress)
     result = row_pass(x, projector.centres, model.kernel, consumers, aux=aux,
@@ -202,7 +123,7 @@ def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> L
         raise InputError("pass labels= (classification) or targets= (regression), one of them.")
     what = "labels" if labels is not None else "targets"
     given = labels if labels is not None else targets
-    values = _checked(given, int(y.shape[0]), what)
+    values = one_per_row(given, int(y.shape[0]), what)
     aux = values if isinstance(values, da.Array) else da.from_array(values)
     aux = aux.rechunk({0: y.chunks[0], **{a: -1 for a in range(1, aux.ndim)}})
     classes = class_labels(labels) if labels is not None else None

@@ -53,7 +53,6 @@ from npt_dask.errors import (
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.params import fit_param
-from npt_dask.npt.training import class_labels
 from npt_dask.params.constraints import (
     INT,
     NONE,
@@ -92,6 +91,7 @@ from npt_dask.runtime.inputs import (
     match_features,
     wrap_rows,
 )
+from npt_dask.runtime.labels import class_labels
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.storage import ridge_store
