@@ -43,13 +43,10 @@ from npt_dask.npt.fitting import fit
 from npt_dask.npt.model import NPTModel, SolverDiagnostics, load
 from npt_dask.npt.projection_store import project
 from npt_dask.ridge import inverse_map as _inverse_map  # noqa: F401  (registers the pre-image map)
-from npt_dask.ridge.base import (
-    KernelRidge,
-    KernelRidgeClassifier,
-    KernelRidgeClassifierCV,
-    KernelRidgeCV,
-    load_ridge,
-)
+from npt_dask.ridge.classifier import KernelRidgeClassifier
+from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
+from npt_dask.ridge.load import load_ridge
+from npt_dask.ridge.regressor import KernelRidge
 from npt_dask.runtime.cluster import TLSConfig, connect
 from npt_dask.storage.store import ModelManifest
 

@@ -35,7 +35,7 @@ from npt_dask.methods.pcal1 import PCAL1_PARAMS
 from npt_dask.npt.growth import GROW_PARAMS
 from npt_dask.npt.projection_store import PROJECT_PARAMS
 from npt_dask.params.constraints import ArrayOf, Param, table_defaults
-from npt_dask.ridge.base import RIDGE_CV_PARAMS, RIDGE_PARAMS
+from npt_dask.ridge.params import RIDGE_CV_PARAMS, RIDGE_PARAMS
 from npt_dask.ridge.search import SEARCH_PARAMS
 
 ESTIMATORS: dict[type, tuple[Param, ...]] = {

@@ -6,7 +6,7 @@ Two maps, both streamed over the training rows:
   kernel ridge regression of the training rows on their coordinates, the map
   ``NonlinearProjection.inverse_transform`` applies. Kernel ridge lives above this
   layer (:mod:`npt_dask.ridge.inverse_map`, on
-  :class:`~npt_dask.ridge.base.KernelRidge`), which registers its fitting
+  :class:`~npt_dask.ridge.regressor.KernelRidge`), which registers its fitting
   function here at import (:func:`register_inverse_map`); this module names only
   what the estimator needs of the fitted map (:class:`PreimageMap`).
 * :func:`rbf_preimage` -- the fixed-point pre-image of Mika et al. (1999) for

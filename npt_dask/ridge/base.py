@@ -1,5 +1,8 @@
-"""Kernel ridge regression and classification at any n and m: ``KernelRidge``,
-``KernelRidgeClassifier``.
+"""What the kernel ridge estimators share (:class:`KernelRidgeBase`): their parameters,
+the checks of their input, the fit through the plan, decision values, the certificate
+and the store. The estimators are :mod:`~npt_dask.ridge.regressor` (``KernelRidge``),
+:mod:`~npt_dask.ridge.classifier` (``KernelRidgeClassifier``) and
+:mod:`~npt_dask.ridge.cv` (the two that search ``alpha`` and ``gamma``).
 
 scikit-learn's ``KernelRidge`` (same parameters, defaults and meaning of
 ``alpha``; no intercept) that scales: with ``landmarks=None`` every row is a
@@ -13,7 +16,7 @@ which is ridge with the same alpha on the full-rank landmark NPT coordinates
 The fit plan (:func:`npt_dask.ridge.planning.plan_ridge`, in ``plan_``) takes
 the direct route (one pass for the moments, a Cholesky factorisation) or
 preconditioned conjugate gradient (one pass per iteration), from counted flops
-and memory, and says why; the routes are :mod:`npt_dask.ridge.normal_solve`.
+and memory, and says why; the routes are :mod:`npt_dask.ridge.routes`.
 
 Input is numpy, scipy.sparse, dask or xarray (a DataArray's ``sample`` dim,
 else its first); ``kernel="precomputed"`` takes the kernel matrix (n x n to
@@ -23,19 +26,16 @@ lazy out.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import numbers
-import os
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import dask.array as da
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
-from sklearn.preprocessing import LabelBinarizer
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
@@ -47,36 +47,19 @@ from npt_dask.errors import (
     InputTypeError,
     RidgeWarning,
     StoreIntegrityError,
-    StoreWarning,
     warn,
 )
 from npt_dask.kernels import PRECOMPUTED, KernelSpec, make_kernel
 from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
-from npt_dask.npt.params import fit_param
 from npt_dask.params.constraints import (
-    INT,
-    NONE,
-    REAL,
-    ArrayOf,
-    InstanceOf,
-    Interval,
-    Options,
     Param,
-    check_estimator,
     table_defaults,
 )
-from npt_dask.params.parsing import number_or
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import RidgeProblem, centre_kernel, centre_rows
+from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.scale_warnings import warn_ridge_scale
-from npt_dask.ridge.search import (
-    GAMMA_FACTORS,
-    SEARCH_PARAMS,
-    r2_score,
-    search,
-    target_score,
-)
 from npt_dask.runtime.inputs import (
     DEFAULT_CHUNK_SIZE,
     InputInfo,
@@ -89,113 +72,18 @@ from npt_dask.runtime.inputs import (
     is_data_array,
     is_lazy,
     match_features,
-    wrap_rows,
 )
-from npt_dask.runtime.labels import class_labels
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.storage import ridge_store
 
 __all__ = [
     "CERTIFICATE_ROWS",
-    "CHECKPOINT_PARAM",
-    "RIDGE_CV_PARAMS",
-    "RIDGE_PARAMS",
-    "KernelRidge",
-    "KernelRidgeCV",
-    "KernelRidgeClassifier",
-    "KernelRidgeClassifierCV",
-    "RidgeSolver",
-    "load_ridge",
+    "KernelRidgeBase",
 ]
-
-RidgeSolver = Literal["auto", "direct", "cg"]
-"""Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
-gradient, or (auto) the plan's choice (:func:`npt_dask.ridge.planning.plan_ridge`)."""
-
-RIDGE_PARAMS: tuple[Param, ...] = (
-    Param(
-        "alpha",
-        (Interval(REAL, 0, None, "left"), ArrayOf(Interval(REAL, 0, None, "left"))),
-        1.0,
-        "ridge alpha >= 0 (scikit-learn's KernelRidge meaning), or one per target",
-        parse=number_or(float),
-    ),
-    dataclasses.replace(fit_param("kernel"), default="linear"),
-    fit_param("gamma"),
-    dataclasses.replace(fit_param("degree"), default=3),
-    dataclasses.replace(fit_param("coef0"), default=1),
-    fit_param("kernel_params"),
-    dataclasses.replace(
-        fit_param("landmarks"),
-        help="centres: None (every row, exact kernel ridge), m chosen rows (an int) or "
-        "these row indices (Nystrom kernel ridge)",
-    ),
-    fit_param("landmark_method"),
-    Param(
-        "solver",
-        (Options(get_args(RidgeSolver)),),
-        "auto",
-        "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
-        "gradient) or auto (the plan's choice: exact ridge direct whenever the n x n matrix "
-        "fits memory_budget; Nystrom from counted flops and memory)",
-        parse=str,
-    ),
-    Param(
-        "tol",
-        (Interval(REAL, 0, 1, "neither"),),
-        1e-3,
-        "conjugate gradient stops when ||b - H c|| / ||b|| <= tol for every target (the "
-        "true residual, checked by one more pass; float32 kernel blocks resolve 1e-6 to 1e-5)",
-        parse=number_or(float),
-    ),
-    Param(
-        "max_iter",
-        (Interval(INT, 1, None),),
-        100,
-        "most conjugate-gradient iterations (one pass over the rows each)",
-        parse=number_or(int),
-    ),
-    fit_param("precision"),
-    dataclasses.replace(fit_param("random_state"), help="seed of the landmark draw"),
-    fit_param("memory_budget"),
-    fit_param("device_memory_budget"),
-    dataclasses.replace(
-        fit_param("chunk_size"), help="rows per kernel block of the exact route's passes"
-    ),
-    dataclasses.replace(fit_param("progress"), help="report each pass and iteration on stderr"),
-)
-"""``npt_dask.KernelRidge``'s parameters, in signature order (scikit-learn's ``KernelRidge``
-first, with its defaults)."""
-
-
-CHECKPOINT_PARAM = Param(
-    "checkpoint",
-    (InstanceOf((str, os.PathLike), "a file path (str or os.PathLike)"), NONE),
-    None,
-    "CG's state file: written after every iteration, a killed fit resumes from it",
-    hint="Pass a file path such as 'cg.npz' (a killed fit called again with it resumes), "
-    "or None for no checkpoint.",
-)
-"""The ``checkpoint`` argument of the kernel ridge estimators' ``fit``."""
-
-
-RIDGE_CV_PARAMS: tuple[Param, ...] = (
-    *SEARCH_PARAMS,
-    *(
-        dataclasses.replace(p, default="rbf") if p.name == "kernel" else p
-        for p in RIDGE_PARAMS
-        if p.name not in ("alpha", "gamma")
-    ),
-)
-"""``KernelRidgeCV``'s and ``KernelRidgeClassifierCV``'s parameters, in signature order:
-the search's, then :data:`RIDGE_PARAMS` but the ``alpha`` and ``gamma`` the search
-chooses, ``kernel`` defaulting to ``"rbf"`` (a search over gammas needs a kernel that
-takes one)."""
 
 
 _D = table_defaults(RIDGE_PARAMS)  # the signatures' defaults: the parameter tables'
-_S = table_defaults(RIDGE_CV_PARAMS)
 _PANEL = DEFAULT_CHUNK_SIZE  # centres per panel of a prediction (its blocks chunk x panel)
 
 CERTIFICATE_ROWS = 4096
@@ -273,7 +161,7 @@ def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
 _NOT_FINITE_Y = "y contains NaN or infinity; pass finite targets."
 
 
-class _KernelRidgeBase(BaseEstimator):
+class KernelRidgeBase(BaseEstimator):
     """Parameters, fit and decision values shared by the two estimators."""
 
     _param_table: tuple[Param, ...] = RIDGE_PARAMS  # what fit checks the parameters by
@@ -649,595 +537,7 @@ class _KernelRidgeBase(BaseEstimator):
         return tags
 
 
-class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
-    """Kernel ridge regression, exact or Nyström, direct or iterative, out of core.
-
-    Parameters
-    ----------
-    alpha : float or array-like of shape (n_targets,), default 1.0
-        Regularisation strength, scikit-learn's ``KernelRidge`` meaning: the
-        solution minimises ``||W^1/2 (Y - K c)||^2 + alpha c^T K c`` (with
-        landmarks, ``K`` is ``K_nm`` and the penalty ``c^T K_mm c``). One value per
-        target is allowed. ``alpha=0`` is solved directly (least squares when the
-        system is singular, with a warning, as scikit-learn does); the iterative
-        route needs ``alpha > 0``.
-    kernel : str or callable, default "linear"
-        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
-        ``"linear"``, ``"cosine"`` (scikit-learn's definitions), ``"precomputed"``
-        (X is the kernel matrix), or ``f(A, B, **kernel_params)`` returning a block.
-    gamma : float, "scale" or None, default None
-        ``None``: ``1 / n_features``; ``"scale"``: ``1 / (n_features X.var())``.
-    degree : float, default 3
-    coef0 : float, default 1
-    kernel_params : dict, optional
-        Parameters of a callable kernel (or gamma/degree/coef0 of a named one).
-    landmarks : None, int or array of row indices, default None
-        ``None``: every row is a centre (exact kernel ridge, scikit-learn's). An int m:
-        Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
-        ``random_state``); an array: those rows.
-    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
-    solver : {"auto", "direct", "cg"}, default "auto"
-        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
-        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
-        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
-        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
-        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
-        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
-        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
-        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
-        landmarks). Nyström ridge: the route of least counted work that fits.
-    tol : float, default 1e-3
-        CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
-        equations' matrix, ``b`` their right-hand side): a target the steps call converged
-        is checked against its true residual with one more pass, and iterates on when it
-        is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
-        1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
-        ``precision="float64"`` for a tighter one). A fit that stops without converging
-        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
-        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
-        one pass more (shared with the last iteration's when a breakdown comes first),
-        not the residual the steps updated, which drifts from it. The residual
-        bounds the normal equations, not the predictions: at 1e-3 they differ from the
-        direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
-    max_iter : int, default 100
-        Most CG iterations (a ``ConvergenceWarning`` if tol is not met).
-    precision : {"float32", "float64"}, optional
-        Kernel blocks' dtype (default: float32 input stays float32). With
-        ``"float32"`` the blocks and CG's products run at BLAS's single-precision
-        rate; the direct route's moments, every sum and every solve are float64, but
-        for CG's preconditioner (its factors and triangular solves in the blocks'
-        precision).
-    random_state : int, Generator or None
-        Seeds the landmark draw (and the preconditioner's landmarks).
-    memory_budget : int or str, optional
-        Bytes the fit may hold (the plan's; default a sixth of physical memory): an int,
-        or a size with units as the command line takes it (``"40GB"``, ``"1.5GiB"``).
-        A budget above the machine's memory warns (``MemoryBudgetWarning``).
-    device_memory_budget : int or str, optional
-        Bytes of device (GPU) memory the fit may hold when the rows live on a device (the
-        kernel blocks; exact direct ridge's n x n matrix and factor, built there); units as
-        ``memory_budget``; default a share of the device's free memory. The plan refuses,
-        before any pass, a route over either budget. Rows in host memory count against
-        ``memory_budget`` alone (a value given for them warns).
-    chunk_size : int or None, default 4096
-        Rows per kernel block of the exact route (None: a dask input's own chunks).
-    progress : bool, default False
-        Report the passes and every CG iteration on stderr.
-
-    Attributes
-    ----------
-    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_targets)
-        ``c``: predictions are ``kappa(X, X_fit_) @ dual_coef_``.
-    X_fit_ : array
-        The centres: the training X (``landmarks=None``), or the landmark rows.
-    landmarks_ : ndarray or None
-        The landmark row indices.
-    plan_ : dict
-        The fit plan: route, flops per stage, memory per part, and why.
-    solver_ : str
-        The route taken, ``"direct"`` or ``"cg"``.
-    n_iter_ : int
-        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
-        residual after each (empty for the direct route).
-    kernel_ : KernelSpec
-        The resolved kernel; ``gamma_`` its gamma.
-    n_features_in_, feature_names_in_
-
-    Notes
-    -----
-    Cost (n rows, m centres, d features, k targets): the direct Nyström route
-    evaluates ``2nmd`` flops of kernel blocks and ``nm^2`` of symmetric rank-k
-    updates in one pass, then ``m^3/3`` per distinct alpha; CG evaluates
-    ``2nmd + 4nmk`` per iteration after an ``m^3`` preconditioner. Memory: the
-    direct route holds ``m x m`` float64 sums (one per thread that the budget
-    allows) and ``K_mm``; CG one ``m x m`` preconditioner; exact CG an ``n x l``
-    factor and the kernel blocks kept within the budget. Everything is in
-    ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
-    after each iteration; a killed fit called again with the same path and the
-    same problem resumes at the last iteration. The checkpoint keeps the
-    centres, so landmarks drawn without ``random_state`` are the saved ones on
-    a re-run. Another problem is refused (``CheckpointError``): other data,
-    targets, weights, alpha or precision, or another kernel -- a kernel function
-    is compared by its values on a few rows of the data, so a changed parameter
-    it closes over is seen. So are a file altered since it was written (every
-    array's SHA-256 is recorded and checked), a file that is not a checkpoint
-    (left as it is), and a second fit on the same path while one runs (a lock
-    beside the file). A symbolic link is written through to its target.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from npt_dask import KernelRidge
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-3, 3, (400, 1))
-    >>> y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 400)
-    >>> exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y)
-    >>> nystrom = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, landmarks=50,
-    ...                       random_state=0).fit(X, y)
-    >>> Z = np.array([[0.5], [1.5]])  # sin: 0.48, 1.0
-    >>> np.round(exact.predict(Z), 1), np.round(nystrom.predict(Z), 1)
-    (array([0.5, 1. ]), array([0.5, 1. ]))
-    """
-
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
-        """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
-
-        ``checkpoint``: a file path; the iterative route writes its state there after
-        every iteration and resumes from it, on the centres it saved (see Notes).
-        """
-        check_estimator(self._param_table, self)  # before any work, in the table's words
-        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
-        y, sample_weight = self._aligned(X, y, sample_weight)
-        if not is_lazy(X) and y is not None and not is_lazy(y):
-            X, y = validate_data(
-                self, X, y, multi_output=True, y_numeric=True,
-                dtype=[np.float64, np.float32],
-                accept_sparse=False if self._precomputed else ("csr", "csc"),
-            )  # fmt: skip
-        else:
-            X = self._checked(X, reset=True)
-        targets, ndim = self._targets(y, int(X.shape[0]))
-        coef = self._fit(X, targets, sample_weight, checkpoint)
-        self._coef = coef
-        self.dual_coef_ = coef[:, 0] if ndim == 1 else coef
-        return self
-
-    def predict(self, X: Any) -> Any:
-        """``kappa(X, X_fit_) @ dual_coef_``: numpy in -> numpy out, lazy in -> lazy out."""
-        out, info = self._decision(X)
-        if np.ndim(self.dual_coef_) == 1:
-            out = out[:, 0]
-        return wrap_rows(out, info, column_dim="target", name="prediction")
-
-
-class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
-    """Kernel ridge classification: one-vs-all ridge on ±1 targets (scikit-learn's
-    ``RidgeClassifier`` rule), exact or Nyström, direct or iterative, out of core.
-
-    The targets are +1 for a row's class and -1 for the others, one column per class
-    (a single column, for ``classes_[1]``, with two classes); ``predict`` takes the
-    largest decision value.
-
-    Parameters
-    ----------
-    alpha : float or array-like of shape (n_targets,), default 1.0
-        Regularisation strength, scikit-learn's ``KernelRidge`` meaning: the
-        solution minimises ``||W^1/2 (Y - K c)||^2 + alpha c^T K c`` (with
-        landmarks, ``K`` is ``K_nm`` and the penalty ``c^T K_mm c``). One value per
-        target is allowed. ``alpha=0`` is solved directly (least squares when the
-        system is singular, with a warning, as scikit-learn does); the iterative
-        route needs ``alpha > 0``.
-    kernel : str or callable, default "linear"
-        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
-        ``"linear"``, ``"cosine"`` (scikit-learn's definitions), ``"precomputed"``
-        (X is the kernel matrix), or ``f(A, B, **kernel_params)`` returning a block.
-    gamma : float, "scale" or None, default None
-        ``None``: ``1 / n_features``; ``"scale"``: ``1 / (n_features X.var())``.
-    degree : float, default 3
-    coef0 : float, default 1
-    kernel_params : dict, optional
-        Parameters of a callable kernel (or gamma/degree/coef0 of a named one).
-    landmarks : None, int or array of row indices, default None
-        ``None``: every row is a centre (exact kernel ridge, scikit-learn's). An int m:
-        Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
-        ``random_state``); an array: those rows.
-    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
-    solver : {"auto", "direct", "cg"}, default "auto"
-        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
-        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
-        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
-        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
-        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
-        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
-        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
-        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
-        landmarks). Nyström ridge: the route of least counted work that fits.
-    tol : float, default 1e-3
-        CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
-        equations' matrix, ``b`` their right-hand side): a target the steps call converged
-        is checked against its true residual with one more pass, and iterates on when it
-        is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
-        1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
-        ``precision="float64"`` for a tighter one). A fit that stops without converging
-        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
-        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
-        one pass more (shared with the last iteration's when a breakdown comes first),
-        not the residual the steps updated, which drifts from it. The residual
-        bounds the normal equations, not the predictions: at 1e-3 they differ from the
-        direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
-    max_iter : int, default 100
-        Most CG iterations (a ``ConvergenceWarning`` if tol is not met).
-    precision : {"float32", "float64"}, optional
-        Kernel blocks' dtype (default: float32 input stays float32). With
-        ``"float32"`` the blocks and CG's products run at BLAS's single-precision
-        rate; the direct route's moments, every sum and every solve are float64, but
-        for CG's preconditioner (its factors and triangular solves in the blocks'
-        precision).
-    random_state : int, Generator or None
-        Seeds the landmark draw (and the preconditioner's landmarks).
-    memory_budget : int, optional
-        Bytes the fit may hold (the plan's; default a sixth of physical memory).
-    device_memory_budget : int or str, optional
-        Bytes of device (GPU) memory the fit may hold when the rows live on a device (the
-        kernel blocks; exact direct ridge's n x n matrix and factor, built there); units as
-        ``memory_budget``; default a share of the device's free memory. The plan refuses,
-        before any pass, a route over either budget. Rows in host memory count against
-        ``memory_budget`` alone (a value given for them warns).
-    chunk_size : int or None, default 4096
-        Rows per kernel block of the exact route (None: a dask input's own chunks).
-    progress : bool, default False
-        Report the passes and every CG iteration on stderr.
-
-    Attributes
-    ----------
-    classes_ : ndarray
-        The sorted class labels.
-    dual_coef_ : ndarray of shape (n_centres, 1) or (n_centres, n_classes)
-    X_fit_, landmarks_, plan_, solver_, n_iter_, residuals_, kernel_
-        As in :class:`KernelRidge`.
-
-    Notes
-    -----
-    Cost (n rows, m centres, d features, k targets): the direct Nyström route
-    evaluates ``2nmd`` flops of kernel blocks and ``nm^2`` of symmetric rank-k
-    updates in one pass, then ``m^3/3`` per distinct alpha; CG evaluates
-    ``2nmd + 4nmk`` per iteration after an ``m^3`` preconditioner. Memory: the
-    direct route holds ``m x m`` float64 sums (one per thread that the budget
-    allows) and ``K_mm``; CG one ``m x m`` preconditioner; exact CG an ``n x l``
-    factor and the kernel blocks kept within the budget. Everything is in
-    ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
-    after each iteration; a killed fit called again with the same path and the
-    same problem resumes at the last iteration. The checkpoint keeps the
-    centres, so landmarks drawn without ``random_state`` are the saved ones on
-    a re-run. Another problem is refused (``CheckpointError``): other data,
-    targets, weights, alpha or precision, or another kernel -- a kernel function
-    is compared by its values on a few rows of the data, so a changed parameter
-    it closes over is seen. So are a file altered since it was written (every
-    array's SHA-256 is recorded and checked), a file that is not a checkpoint
-    (left as it is), and a second fit on the same path while one runs (a lock
-    beside the file). A symbolic link is written through to its target.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn.datasets import make_moons
-    >>> from npt_dask import KernelRidgeClassifier
-    >>> X, y = make_moons(300, noise=0.1, random_state=0)
-    >>> clf = KernelRidgeClassifier(alpha=0.01, kernel="rbf", gamma=2.0).fit(X, y)
-    >>> round(clf.score(X, y), 3)
-    0.997
-    >>> clf.predict(np.array([[0.0, 1.0], [1.0, -0.5]]))
-    array([0, 1])
-    """
-
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
-        """Fit on X and class labels y (numpy, dask, DataArray)."""
-        check_estimator(self._param_table, self)  # before any work, in the table's words
-        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
-        y, sample_weight = self._aligned(X, y, sample_weight)
-        if not is_lazy(X) and y is not None and not is_lazy(y):
-            X, y = validate_data(
-                self, X, y, dtype=[np.float64, np.float32],
-                accept_sparse=False if self._precomputed else ("csr", "csc"),
-            )  # fmt: skip
-        else:
-            X = self._checked(X, reset=True)
-        labels = self._labels(y, int(X.shape[0]))
-        binarizer = LabelBinarizer(pos_label=1, neg_label=-1).fit(labels)
-        self.classes_ = binarizer.classes_  # at least two (the label check)
-        targets = binarizer.transform(labels).astype(np.float64)
-        self._coef = self._fit(X, targets, sample_weight, checkpoint)
-        self.dual_coef_ = self._coef
-        return self
-
-    def _labels(self, y: Any, n: int) -> np.ndarray:
-        """Class labels as numpy (lazy labels are read once: they are small)."""
-        if y is None:
-            raise InputError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None."
-            )
-        values = y.data if is_data_array(y) else y
-        if isinstance(values, da.Array):
-            values = compute(values)[0]
-        values = np.asarray(values)
-        if values.ndim != 1 or values.shape[0] != n:
-            raise InputError(
-                f"y must hold one class label per training row, shape ({n},); got {values.shape}."
-            )
-        class_labels(values, name="y", owner=type(self).__name__)  # the one label check
-        return values
-
-    def decision_function(self, X: Any) -> Any:
-        """Decision values: (n,) for two classes (> 0 means ``classes_[1]``), else (n, C)."""
-        out, info = self._decision(X)
-        if out.shape[1] == 1:
-            out = out[:, 0]
-        return wrap_rows(out, info, column_dim="class", name="decision")
-
-    def predict(self, X: Any) -> Any:
-        """Class labels (lazy for lazy input)."""
-        out, info = self._decision(X)
-        index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
-        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
-        return wrap_rows(labels, info, name="label")
-
-
 # --- hyperparameters chosen for the user ----------------------------------------------------
 
 
-def _entry_variance(sample: Any) -> float:
-    """The variance of all entries of the sampled rows (``gamma="scale"``), sparse too."""
-    if not scipy.sparse.issparse(sample):
-        return float(np.var(sample))
-    size = float(sample.shape[0]) * float(sample.shape[1])
-    values = sample.data.astype(np.float64)
-    mean = float(values.sum()) / size
-    return max(float(np.dot(values, values)) / size - mean * mean, 0.0)
-
-
-class _Search:
-    """The CV estimators' hyperparameter step (see :mod:`npt_dask.ridge.search`)."""
-
-    alphas: Any
-    gammas: Any
-    search_rows: int
-    held_out: float
-    kernel: Any
-    degree: float
-    coef0: float
-    kernel_params: Any
-    landmarks: Any
-    random_state: Any
-    _precomputed: bool
-    _score: Any = None
-    _param_table: tuple[Param, ...] = RIDGE_CV_PARAMS
-
-    def _spec_of(self, gamma: Any, sample: Any) -> KernelSpec:
-        """The kernel of ``gamma``, resolved on the sampled rows (dense or sparse)."""
-        spec = make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-                           kernel_params=self.kernel_params)  # fmt: skip
-        variance = _entry_variance(sample) if spec.needs_variance else None
-        return spec.resolve(sample.shape[1], variance)
-
-    def _grid(self, sample: np.ndarray) -> list[Any]:
-        """The candidate gammas: given, or multiples of ``gamma="scale"`` on the sample
-        (``[None]`` for a kernel without gamma, or a precomputed one)."""
-        if self._precomputed:
-            return [None]
-        if self.gammas is not None:  # each finite and > 0: checked by the table
-            return [float(g) for g in np.asarray(self.gammas, dtype=np.float64).ravel()]
-        if "gamma" not in self._spec_of(1.0, sample[:1]).to_dict():
-            return [None]
-        scale = self._spec_of("scale", sample).to_dict()["gamma"]
-        return [factor * scale for factor in GAMMA_FACTORS]
-
-    def _hyper(self, rows: da.Array, t: Any, weights: Any) -> tuple[Any, Any]:
-        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()  # checked by the table
-        result = search(
-            rows, t, weights, spec_for=None if self._precomputed else self._spec_of,
-            gammas=self._grid, alphas=alphas.tolist(), landmarks=self.landmarks,
-            score=self._score, rng=np.random.default_rng(self.random_state),
-            search_rows=self.search_rows, held_out=self.held_out,
-        )  # fmt: skip
-        self.best_score_ = result.best_score  # the chosen pair's (ties: the grid's middle)
-        self.cv_results_ = result.as_dict()
-        self.alpha_ = result.alpha
-        return result.alpha, result.gamma
-
-
-class KernelRidgeCV(_Search, KernelRidge):
-    """Kernel ridge regression with gamma and alpha chosen by held-out R^2 on a subproblem.
-
-    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
-    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
-    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
-    each alpha one Cholesky factorisation is solved (the penalty per row kept:
-    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
-    best pair, scores within one part in a thousand of the best being ties broken toward
-    the middle of the grids (the ends are where a grid is too short). Cost:
-    ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (at most ``search_rows``, or its landmarks) -- seconds to a
-    minute with the defaults -- recorded in ``cv_results_["seconds"]``.
-
-    Parameters
-    ----------
-    alphas : sequence of float, default ``logspace(-6, 1, 8)``
-        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
-    gammas : sequence of float, optional
-        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
-        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
-    search_rows : int, default 10000
-    held_out : float, default 0.2
-    kernel : str or callable, default "rbf"
-        As :class:`KernelRidge`'s, but for its default: a search over gammas needs a
-        kernel that takes one.
-    degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
-        As :class:`KernelRidge`.
-    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
-        As :class:`KernelRidge`.
-
-    Attributes
-    ----------
-    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
-    best_score_ : float
-        Its held-out score (accuracy for the classifier, R^2 for the regressor).
-    cv_results_ : dict
-        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
-    and the attributes of the estimator it extends.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from npt_dask import KernelRidgeCV
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-3, 3, (400, 1))
-    >>> y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 400)
-    >>> est = KernelRidgeCV(random_state=0).fit(X, y)
-    >>> round(float(est.best_score_), 2) > 0.9
-    True
-    """
-
-    _score = staticmethod(r2_score)
-
-    def __init__(
-        self,
-        alphas: Any = _S["alphas"],
-        *,
-        gammas: Any = _S["gammas"],
-        search_rows: int = _S["search_rows"],
-        held_out: float = _S["held_out"],
-        kernel: Any = _S["kernel"],
-        degree: float = _S["degree"],
-        coef0: float = _S["coef0"],
-        kernel_params: dict | None = _S["kernel_params"],
-        landmarks: Any = _S["landmarks"],
-        landmark_method: str = _S["landmark_method"],
-        solver: str = _S["solver"],
-        tol: float = _S["tol"],
-        max_iter: int = _S["max_iter"],
-        precision: str | None = _S["precision"],
-        random_state: Any = _S["random_state"],
-        memory_budget: int | str | None = _S["memory_budget"],
-        device_memory_budget: int | str | None = _S["device_memory_budget"],
-        chunk_size: int | None = _S["chunk_size"],
-        progress: bool = _S["progress"],
-    ) -> None:
-        self.alphas = alphas
-        self.gammas = gammas
-        self.search_rows = search_rows
-        self.held_out = held_out
-        self.kernel = kernel
-        self.degree = degree
-        self.coef0 = coef0
-        self.kernel_params = kernel_params
-        self.landmarks = landmarks
-        self.landmark_method = landmark_method
-        self.solver = solver
-        self.tol = tol
-        self.max_iter = max_iter
-        self.precision = precision
-        self.random_state = random_state
-        self.memory_budget = memory_budget
-        self.device_memory_budget = device_memory_budget
-        self.chunk_size = chunk_size
-        self.progress = progress
-
-
-class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
-    """Kernel ridge classification with gamma and alpha chosen by held-out squared error
-    of the ±1 targets on a subproblem.
-
-    The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
-    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
-    ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
-    each alpha one Cholesky factorisation is solved (the penalty per row kept:
-    ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
-    best pair, scores within one part in a thousand of the best being ties broken toward
-    the middle of the grids (the ends are where a grid is too short). Cost:
-    ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (at most ``search_rows``, or its landmarks) -- seconds to a
-    minute with the defaults -- recorded in ``cv_results_["seconds"]``.
-
-    Parameters
-    ----------
-    alphas : sequence of float, default ``logspace(-6, 1, 8)``
-        Candidate alphas, in the full problem's units (:class:`KernelRidge`'s alpha).
-    gammas : sequence of float, optional
-        Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
-        (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
-    search_rows : int, default 10000
-    held_out : float, default 0.2
-    kernel : str or callable, default "rbf"
-        As :class:`KernelRidge`'s, but for its default: a search over gammas needs a
-        kernel that takes one.
-    degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
-        As :class:`KernelRidge`.
-    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
-        As :class:`KernelRidge`.
-
-    Attributes
-    ----------
-    alpha_, gamma_ : the chosen pair (``gamma_`` resolved)
-    best_score_ : float
-        Its held-out score: ``1 - mean squared error`` of its ±1 targets (continuous,
-        unlike accuracy, which ties most alphas on a few thousand held-out rows).
-    cv_results_ : dict
-        Every candidate's score (``scores[g][a]``), the subproblem's sizes, seconds.
-    and the attributes of the estimator it extends.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn.datasets import make_moons
-    >>> from npt_dask import KernelRidgeClassifierCV
-    >>> X, y = make_moons(400, noise=0.2, random_state=0)
-    >>> clf = KernelRidgeClassifierCV(random_state=0).fit(X, y)
-    >>> clf.best_score_ > 0.8, clf.score(X, y) > 0.9  # 1 - squared error; accuracy
-    (True, True)
-    """
-
-    _score = staticmethod(target_score)
-
-    __init__ = KernelRidgeCV.__init__
-
-
 # --- loading a saved estimator --------------------------------------------------------------
-
-_SAVED = {cls.__name__: cls for cls in (KernelRidge, KernelRidgeClassifier, KernelRidgeCV,
-                                        KernelRidgeClassifierCV)}  # fmt: skip
-
-
-def load_ridge(
-    path: str | os.PathLike, *, verify: bool = True
-) -> KernelRidge | KernelRidgeClassifier:
-    """Load a kernel ridge estimator saved by :meth:`KernelRidge.save` (any of the four
-    estimators, as it was saved): it predicts bit for bit as the saved one did, without
-    refitting.
-
-    ``verify`` re-computes the SHA-256 of every array against the manifest (CRC32C
-    checks of each chunk happen regardless). Refused: anything altered or damaged
-    (:class:`~npt_dask.errors.StoreIntegrityError`), a newer store layout
-    (:class:`~npt_dask.errors.StoreVersionError`), an NPT model (load it with
-    :func:`npt_dask.load`); another scikit-learn major.minor than the saving one's is a
-    :class:`~npt_dask.errors.StoreVersionWarning`.
-    """
-    stored = ridge_store.read(path, verify=verify)
-    cls = _SAVED.get(stored.manifest.estimator)
-    if cls is None:
-        raise StoreIntegrityError(
-            f"{stored.path} holds an estimator named {stored.manifest.estimator!r}, which is "
-            f"none of {sorted(_SAVED)}; the store is damaged (or from a newer npt-dask)."
-        )
-    estimator = cls()
-    known = estimator.get_params(deep=False)
-    params = stored.manifest.parameters()
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        warn(
-            f"{stored.path} records parameters {unknown} that this npt-dask's {cls.__name__} "
-            "does not have (saved by a newer version?); they are left out.",
-            StoreWarning,
-        )
-    estimator.set_params(**{k: v for k, v in params.items() if k in known})
-    estimator._restore(stored)
-    return estimator

@@ -4,7 +4,7 @@ scikit-learn's ``KernelPCA(fit_inverse_transform=True)`` (Bakir, Weston and
 Schoelkopf 2004): kernel ridge regression of the training rows ``X`` on their
 coordinates ``Y``, with the model's kernel on the coordinates and ridge ``alpha``.
 The dual coefficients solve ``(kappa(Y, Y) + alpha I) C = X`` and the map is
-``kappa(Y_new, Y) C``: exact :class:`~npt_dask.ridge.base.KernelRidge`
+``kappa(Y_new, Y) C``: exact :class:`~npt_dask.ridge.regressor.KernelRidge`
 (``landmarks=None``) in float64 within the fit's ``memory_budget``, whose plan
 takes the direct solve (scikit-learn's numbers to rounding) when the ``n x n``
 matrix fits it and preconditioned conjugate gradients to ``tol`` otherwise. For the
@@ -30,7 +30,7 @@ import scipy.linalg
 from npt_dask.errors import InputError, RidgeWarning
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.preimage import register_inverse_map
-from npt_dask.ridge.base import KernelRidge
+from npt_dask.ridge.regressor import KernelRidge
 from npt_dask.runtime.inputs import as_row_chunked, wrap_rows
 from npt_dask.runtime.scheduler import compute
 
@@ -45,7 +45,7 @@ carries its own (a spec with any of them beside it is refused)."""
 class InverseMap:
     """Kernel ridge regression from coordinates to input rows.
 
-    ``ridge``: the fitted exact :class:`~npt_dask.ridge.base.KernelRidge` (the dual
+    ``ridge``: the fitted exact :class:`~npt_dask.ridge.regressor.KernelRidge` (the dual
     form); or ``weights`` ``(r, d)``, the primal form of the linear kernel.
     """
 

@@ -28,7 +28,7 @@ differs from the one that wrote it, or npt-dask is older. A callable kernel is c
 a model with one is refused before anything is written.
 
 This module reads and writes data, never an estimator (the estimators are above it:
-:meth:`npt_dask.ridge.base.KernelRidge.save`, :func:`npt_dask.ridge.base.load_ridge`).
+:meth:`npt_dask.ridge.regressor.KernelRidge.save`, :func:`npt_dask.ridge.load.load_ridge`).
 """
 
 from __future__ import annotations
@@ -427,7 +427,7 @@ def _check_versions(path: Path, manifest: RidgeManifest) -> None:
 
 def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     """Read a kernel ridge store written by :func:`save` (use
-    :func:`npt_dask.ridge.base.load_ridge` for an estimator).
+    :func:`npt_dask.ridge.load.load_ridge` for an estimator).
 
     Every array is read whole (the centres too: predictions hold them); each chunk's
     CRC32C is checked on the read, and with ``verify`` every array's SHA-256.

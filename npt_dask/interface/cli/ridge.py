@@ -233,7 +233,7 @@ def _fit_options(parser: argparse.ArgumentParser) -> None:
 
 def _ridge_options(parser: argparse.ArgumentParser) -> None:
     """One option per kernel ridge parameter and search parameter, from their tables."""
-    from npt_dask.ridge.base import RIDGE_PARAMS
+    from npt_dask.ridge.params import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
 
     for param in (*RIDGE_PARAMS, *SEARCH_PARAMS):
@@ -524,7 +524,7 @@ def _ridge(args: argparse.Namespace) -> dict[str, Any]:
 
     import npt_dask as npt
     from npt_dask.arrays.device import check_device
-    from npt_dask.ridge.base import RIDGE_PARAMS
+    from npt_dask.ridge.params import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
     from npt_dask.runtime.progress import progress_label
 
@@ -611,7 +611,7 @@ _FIT_ONLY = {"data": "DATA", "labels": "--labels", "rows": "--rows", "out": "--o
 
 def _ignored_by_model(args: argparse.Namespace) -> list[str]:
     """The fitting options given beside ``--model`` (each would be ignored)."""
-    from npt_dask.ridge.base import RIDGE_PARAMS
+    from npt_dask.ridge.params import RIDGE_PARAMS
     from npt_dask.ridge.search import SEARCH_PARAMS
 
     flags = dict(_FIT_ONLY)

@@ -141,7 +141,8 @@ def _kernel_ridge(
     exact or Nyström, direct or CG, as its plan chooses), the model's kernel unless the
     stage names one; ``alphas``/``gammas`` search them (``KernelRidgeClassifierCV``).
     ``checkpoint`` (a path, set by the runner in the output folder) makes CG resumable."""
-    from npt_dask.ridge.base import KernelRidgeClassifier, KernelRidgeClassifierCV
+    from npt_dask.ridge.classifier import KernelRidgeClassifier
+    from npt_dask.ridge.cv import KernelRidgeClassifierCV
 
     kernel = {} if model is None else _kernel_args(model)
     kernel.update({k: params.pop(k) for k in _RIDGE_KERNEL if k in params})

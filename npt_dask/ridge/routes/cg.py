@@ -293,24 +293,25 @@ def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
     Apply`), give ``K ~ Y Y^T``."""
     from npt_dask.engine.centres import select_landmarks
     from npt_dask.kernels.params import DEFAULT_RTOL, Precision
-    from npt_dask.npt.fitting import fit_params
-    from npt_dask.npt.params import FitParams
+    from npt_dask.npt.fitting import fit
 
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)
     precision: Precision = "float32" if rows.dtype == np.float32 else "float64"
-    params = FitParams(kernel=spec if not spec.precomputed else "precomputed", center=False,
-                       precision=precision, chunk_size=None)  # fmt: skip
+    params: dict[str, Any] = {
+        "kernel": spec if not spec.precomputed else "precomputed", "center": False,
+        "precision": precision, "chunk_size": None,
+    }  # fmt: skip
     if not spec.precomputed:
         method = problem.landmark_method
         idx = select_landmarks(plan.preconditioner_rank, rows, spec, method=method, rng=rng)
         landmark_rows = centre_rows(rows, idx)
-        model = fit_params(landmark_rows, params)
+        model = fit(landmark_rows, **params)
         centres = Centres.of(landmark_rows, model.projection_matrix.astype(rows.dtype))
         source = rows
     else:
         idx = np.sort(rng.choice(plan.n, plan.preconditioner_rank, replace=False))
-        model = fit_params(rows[idx][:, idx], params)
+        model = fit(rows[idx][:, idx], **params)
         centres = Centres.of(None, model.projection_matrix.astype(rows.dtype),
                              sizes=[len(idx)])  # fmt: skip
         source = rows[:, idx].rechunk({1: -1})

@@ -1,0 +1,187 @@
+"""``KernelRidge``: kernel ridge regression at any n and m (scikit-learn's
+``KernelRidge``, same parameters, defaults and meaning of ``alpha``; the shared fit,
+decision values and store are :class:`~npt_dask.ridge.base.KernelRidgeBase`'s).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import MultiOutputMixin, RegressorMixin
+from sklearn.utils.validation import validate_data
+
+from npt_dask.params.constraints import (
+    check_estimator,
+)
+from npt_dask.ridge.base import KernelRidgeBase
+from npt_dask.ridge.params import CHECKPOINT_PARAM
+from npt_dask.runtime.inputs import (
+    is_lazy,
+    wrap_rows,
+)
+
+__all__ = [
+    "KernelRidge",
+]
+
+
+class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
+    """Kernel ridge regression, exact or Nyström, direct or iterative, out of core.
+
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default 1.0
+        Regularisation strength, scikit-learn's ``KernelRidge`` meaning: the
+        solution minimises ``||W^1/2 (Y - K c)||^2 + alpha c^T K c`` (with
+        landmarks, ``K`` is ``K_nm`` and the penalty ``c^T K_mm c``). One value per
+        target is allowed. ``alpha=0`` is solved directly (least squares when the
+        system is singular, with a warning, as scikit-learn does); the iterative
+        route needs ``alpha > 0``.
+    kernel : str or callable, default "linear"
+        ``"rbf"``, ``"laplacian"``, ``"polynomial"`` (``"poly"``), ``"sigmoid"``,
+        ``"linear"``, ``"cosine"`` (scikit-learn's definitions), ``"precomputed"``
+        (X is the kernel matrix), or ``f(A, B, **kernel_params)`` returning a block.
+    gamma : float, "scale" or None, default None
+        ``None``: ``1 / n_features``; ``"scale"``: ``1 / (n_features X.var())``.
+    degree : float, default 3
+    coef0 : float, default 1
+    kernel_params : dict, optional
+        Parameters of a callable kernel (or gamma/degree/coef0 of a named one).
+    landmarks : None, int or array of row indices, default None
+        ``None``: every row is a centre (exact kernel ridge, scikit-learn's). An int m:
+        Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
+        ``random_state``); an array: those rows.
+    landmark_method : {"uniform", "rpcholesky"}, default "uniform"
+    solver : {"auto", "direct", "cg"}, default "auto"
+        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
+        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
+        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
+        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+        ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
+        (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
+        n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
+        by CG to ``tol``, and a ``RidgeWarning`` says so (raise ``memory_budget``, or use
+        landmarks). Nyström ridge: the route of least counted work that fits.
+    tol : float, default 1e-3
+        CG stops when ``||b - H c|| / ||b|| <= tol`` for every target (``H`` the normal
+        equations' matrix, ``b`` their right-hand side): a target the steps call converged
+        is checked against its true residual with one more pass, and iterates on when it
+        is above ``tol``. float32 kernel blocks resolve residuals down to about 1e-6 to
+        1e-5, by the problem (a ``ConvergenceWarning`` says when tol was not reached; use
+        ``precision="float64"`` for a tighter one). A fit that stops without converging
+        (``max_iter``, a breakdown or divergence) reports the true residual of the iterate
+        it returns, in its warning and ``solve_details_["relative_residuals"]``: it costs
+        one pass more (shared with the last iteration's when a breakdown comes first),
+        not the residual the steps updated, which drifts from it. The residual
+        bounds the normal equations, not the predictions: at 1e-3 they differ from the
+        direct solve's by about 1e-2 relative (float64) on ill-conditioned systems.
+    max_iter : int, default 100
+        Most CG iterations (a ``ConvergenceWarning`` if tol is not met).
+    precision : {"float32", "float64"}, optional
+        Kernel blocks' dtype (default: float32 input stays float32). With
+        ``"float32"`` the blocks and CG's products run at BLAS's single-precision
+        rate; the direct route's moments, every sum and every solve are float64, but
+        for CG's preconditioner (its factors and triangular solves in the blocks'
+        precision).
+    random_state : int, Generator or None
+        Seeds the landmark draw (and the preconditioner's landmarks).
+    memory_budget : int or str, optional
+        Bytes the fit may hold (the plan's; default a sixth of physical memory): an int,
+        or a size with units as the command line takes it (``"40GB"``, ``"1.5GiB"``).
+        A budget above the machine's memory warns (``MemoryBudgetWarning``).
+    device_memory_budget : int or str, optional
+        Bytes of device (GPU) memory the fit may hold when the rows live on a device (the
+        kernel blocks; exact direct ridge's n x n matrix and factor, built there); units as
+        ``memory_budget``; default a share of the device's free memory. The plan refuses,
+        before any pass, a route over either budget. Rows in host memory count against
+        ``memory_budget`` alone (a value given for them warns).
+    chunk_size : int or None, default 4096
+        Rows per kernel block of the exact route (None: a dask input's own chunks).
+    progress : bool, default False
+        Report the passes and every CG iteration on stderr.
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_targets)
+        ``c``: predictions are ``kappa(X, X_fit_) @ dual_coef_``.
+    X_fit_ : array
+        The centres: the training X (``landmarks=None``), or the landmark rows.
+    landmarks_ : ndarray or None
+        The landmark row indices.
+    plan_ : dict
+        The fit plan: route, flops per stage, memory per part, and why.
+    solver_ : str
+        The route taken, ``"direct"`` or ``"cg"``.
+    n_iter_ : int
+        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
+        residual after each (empty for the direct route).
+    kernel_ : KernelSpec
+        The resolved kernel; ``gamma_`` its gamma.
+    n_features_in_, feature_names_in_
+
+    Notes
+    -----
+    Cost (n rows, m centres, d features, k targets): the direct Nyström route
+    evaluates ``2nmd`` flops of kernel blocks and ``nm^2`` of symmetric rank-k
+    updates in one pass, then ``m^3/3`` per distinct alpha; CG evaluates
+    ``2nmd + 4nmk`` per iteration after an ``m^3`` preconditioner. Memory: the
+    direct route holds ``m x m`` float64 sums (one per thread that the budget
+    allows) and ``K_mm``; CG one ``m x m`` preconditioner; exact CG an ``n x l``
+    factor and the kernel blocks kept within the budget. Everything is in
+    ``plan_`` before any pass. ``fit(..., checkpoint=path)`` writes CG's state
+    after each iteration; a killed fit called again with the same path and the
+    same problem resumes at the last iteration. The checkpoint keeps the
+    centres, so landmarks drawn without ``random_state`` are the saved ones on
+    a re-run. Another problem is refused (``CheckpointError``): other data,
+    targets, weights, alpha or precision, or another kernel -- a kernel function
+    is compared by its values on a few rows of the data, so a changed parameter
+    it closes over is seen. So are a file altered since it was written (every
+    array's SHA-256 is recorded and checked), a file that is not a checkpoint
+    (left as it is), and a second fit on the same path while one runs (a lock
+    beside the file). A symbolic link is written through to its target.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from npt_dask import KernelRidge
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, (400, 1))
+    >>> y = np.sin(X[:, 0]) + rng.normal(0, 0.1, 400)
+    >>> exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y)
+    >>> nystrom = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, landmarks=50,
+    ...                       random_state=0).fit(X, y)
+    >>> Z = np.array([[0.5], [1.5]])  # sin: 0.48, 1.0
+    >>> np.round(exact.predict(Z), 1), np.round(nystrom.predict(Z), 1)
+    (array([0.5, 1. ]), array([0.5, 1. ]))
+    """
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, checkpoint: Any = None) -> Any:
+        """Fit on X (numpy, sparse, dask, DataArray) and targets y (1-D or 2-D).
+
+        ``checkpoint``: a file path; the iterative route writes its state there after
+        every iteration and resumes from it, on the centres it saved (see Notes).
+        """
+        check_estimator(self._param_table, self)  # before any work, in the table's words
+        CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
+        y, sample_weight = self._aligned(X, y, sample_weight)
+        if not is_lazy(X) and y is not None and not is_lazy(y):
+            X, y = validate_data(
+                self, X, y, multi_output=True, y_numeric=True,
+                dtype=[np.float64, np.float32],
+                accept_sparse=False if self._precomputed else ("csr", "csc"),
+            )  # fmt: skip
+        else:
+            X = self._checked(X, reset=True)
+        targets, ndim = self._targets(y, int(X.shape[0]))
+        coef = self._fit(X, targets, sample_weight, checkpoint)
+        self._coef = coef
+        self.dual_coef_ = coef[:, 0] if ndim == 1 else coef
+        return self
+
+    def predict(self, X: Any) -> Any:
+        """``kappa(X, X_fit_) @ dual_coef_``: numpy in -> numpy out, lazy in -> lazy out."""
+        out, info = self._decision(X)
+        if np.ndim(self.dual_coef_) == 1:
+            out = out[:, 0]
+        return wrap_rows(out, info, column_dim="target", name="prediction")
