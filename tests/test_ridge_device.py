@@ -24,7 +24,8 @@ from npt_dask.linalg.cholesky import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.iterations import Iterations, finish
-from npt_dask.ridge.normal_solve import Clock, solve_moments, solve_moments_like, solve_there
+from npt_dask.ridge.normal_solve import solve_moments, solve_moments_like, solve_there
+from npt_dask.ridge.problem import Clock
 
 K = 2
 

@@ -10,8 +10,8 @@ from npt_dask.errors import InputError
 from npt_dask.linalg.jitter import dense_attempt, jitter_ladder, jittered_cholesky
 from npt_dask.linalg.preconditioners import factor_with_jitter
 from npt_dask.ridge.planning import plan_ridge
-from npt_dask.ridge.problem import Route
 from npt_dask.ridge.routes import ROUTES
+from npt_dask.ridge.routes.base import Route
 from npt_dask.ridge.routes.cg import SPECTRUM, ExactCG, expected_iterations, ranks_to_try
 
 MNIST = {"n": 60_000, "m": None, "d": 784, "k": 10, "itemsize": 4, "threads": 2,

@@ -55,10 +55,11 @@ from npt_dask.params.constraints import (
     Param,
     table_defaults,
 )
+from npt_dask.ridge.centre_rows import centre_kernel, centre_rows
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.normal_solve import RidgeProblem, centre_kernel, centre_rows
 from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
+from npt_dask.ridge.problem import RidgeProblem
 from npt_dask.ridge.scale_warnings import warn_ridge_scale
 from npt_dask.runtime.inputs import (
     DEFAULT_CHUNK_SIZE,

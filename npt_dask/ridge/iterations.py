@@ -31,8 +31,7 @@ from npt_dask.engine.passes import Centres, row_pass
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.linalg import cg
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
-from npt_dask.ridge.normal_solve import Clock, RidgeProblem, RidgeSolution
-from npt_dask.ridge.problem import RidgePlan
+from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSolution
 from npt_dask.runtime.progress import FitProgress, label_in_force
 from npt_dask.runtime.scheduler import compute
 

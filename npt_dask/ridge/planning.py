@@ -39,9 +39,9 @@ from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
 from npt_dask.params.parsing import format_bytes
 from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.normal_solve import RidgeProblem, RidgeSolution
-from npt_dask.ridge.problem import RidgePlan, RidgeSizes, Route
+from npt_dask.ridge.problem import RidgePlan, RidgeProblem, RidgeSizes, RidgeSolution
 from npt_dask.ridge.routes import ROUTES, route_named
+from npt_dask.ridge.routes.base import Route
 
 __all__ = [
     "CG_MARGIN",

@@ -1,63 +1,38 @@
-"""What a kernel ridge route is: its sizes, its plan record, and the interface it implements.
+"""A kernel ridge problem and what is told of it: its sizes (:class:`RidgeSizes`), the
+plan a route makes for it (:class:`RidgePlan`: counted work, memory by part, where each
+part lives), the problem as a route takes it (:class:`RidgeProblem`) and the solution it
+gives (:class:`RidgeSolution`, timed by :class:`Clock`).
 
-A *route* (:class:`Route`) is one way of solving one of kernel ridge's two problems
-(Nyström, with m centres; exact, every row a centre). It says
-
-* :meth:`Route.plan` -- its counted work (flops by stage: ``"<stage>"`` float64,
-  ``"<stage>_p"`` in the kernel precision, ``"iteration*"`` per iteration) and its memory
-  by part (bytes; the parts in :data:`DEVICE_PARTS` live where the kernel blocks do, the
-  others on the host), for the sizes of a problem (:class:`RidgeSizes`), as a
-  :class:`RidgePlan`;
-* :meth:`Route.fits` -- whether that plan fits the budget;
-* :meth:`Route.solve` -- the solve, following the plan.
-
-The routes live one module each in :mod:`npt_dask.ridge.routes`, whose ``ROUTES`` is the
-one registry :func:`npt_dask.ridge.planning.plan_ridge` chooses over. Pure arithmetic on
-sizes here, and the records a route takes and gives
-(:class:`RidgeProblem`, :class:`RidgeSolution`); no dask.
+A route (:class:`npt_dask.ridge.routes.base.Route`) plans and solves one of kernel
+ridge's two problems (Nyström, with m centres; exact, every row a centre); the plan
+that chooses one is :mod:`npt_dask.ridge.planning`. Records and arithmetic on sizes
+here; no pass.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import dask.array as da
 import numpy as np
 
 from npt_dask.kernels import KernelSpec
-
-if TYPE_CHECKING:
-    import dask.array as da
-
-    from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.runtime.scheduler import compute
 
 __all__ = [
-    "BLOCK_BYTES",
-    "CG_ITERATIONS",
     "DEVICE_PARTS",
+    "Clock",
     "RidgePlan",
     "RidgeProblem",
     "RidgeSizes",
     "RidgeSolution",
-    "Route",
-    "centre_bytes",
-    "ridge_rows",
-    "row_chunks",
-    "task_bytes",
+    "total_weight",
 ]
 
-CG_ITERATIONS = 20
-"""Iterations the plan expects of preconditioned CG on the Nyström system when it compares
-routes (Falkon's typical count). It only weighs the choice; the solver stops on ``tol`` or
-``max_iter``. (Exact CG estimates its own: :mod:`npt_dask.ridge.routes.cg`.)"""
 
-BLOCK_BYTES = 256 * 2**20
-"""A pass's kernel block (``rows x m``, with its float64 copy when one is needed) is
-kept near this size: the plan picks the rows per task from it (:func:`ridge_rows`)."""
-
-_MIN_ROWS, _MAX_ROWS = 256, 8192
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
 DEVICE_PARTS = frozenset({
@@ -223,60 +198,20 @@ class RidgeSolution:
     plan: RidgePlan | None = None  # the plan as the route refined it (None: as planned)
 
 
-class Route(ABC):
-    """One way of solving one kernel ridge problem; see the module doc.
+class Clock:
+    """Seconds per stage."""
 
-    ``name`` is what ``solver=`` names and ``plan_["route"]`` records; ``exact`` which
-    problem it solves; ``iterative`` whether it stops on ``tol`` (then it needs alpha > 0,
-    and ``solver="auto"`` weighs it by :data:`npt_dask.ridge.planning.CG_MARGIN`).
-    """
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._start = time.perf_counter()
 
-    name: str = ""
-    exact: bool = False
-    iterative: bool = False
-
-    @abstractmethod
-    def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
-        """``base`` with this route's flops, memory and parameters for ``sizes``."""
-
-    def fits(self, plan: RidgePlan, sizes: RidgeSizes) -> bool:
-        """Whether the plan can run: within the budget (with a device, the host part within
-        ``memory_budget`` and the device part within ``device_memory_budget``), and
-        alpha > 0 when iterative."""
-        if sizes.device_budget is None:
-            held = plan.total_bytes <= sizes.budget
-        else:
-            held = plan.host_bytes <= sizes.budget and plan.device_bytes <= sizes.device_budget
-        return held and (sizes.positive_alpha or not self.iterative)
-
-    @abstractmethod
-    def solve(
-        self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
-        progress: bool = False,
-    ) -> RidgeSolution:  # fmt: skip
-        """The dual coefficients of ``problem``, following ``problem.plan``."""
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._start
+        self._start = now
 
 
-def ridge_rows(m: int, itemsize: int, *, float64_copy: bool) -> int:
-    """Rows per task so that the kernel block (and its float64 copy) is about
-    :data:`BLOCK_BYTES`, a multiple of 64 in [256, 8192]."""
-    per_row = m * (itemsize + (8 if float64_copy else 0))
-    rows = BLOCK_BYTES // max(per_row, 1)
-    return int(min(_MAX_ROWS, max(_MIN_ROWS, rows // 64 * 64)))
-
-
-def task_bytes(rows: int, m: int, d: int, itemsize: int, k: int, copy: bool) -> int:
-    """A task of a Nyström pass: its rows, its kernel block (and float64 copy), vectors."""
-    block = rows * m * (itemsize + (8 if copy else 0))
-    return rows * d * itemsize + block + 8 * (2 * rows * k + m * k)
-
-
-def centre_bytes(s: RidgeSizes) -> int:
-    """The centres' rows and their prepared copy (:data:`npt_dask.engine.blocks.PREPARED_BYTES`:
-    shifted rows and norms, once per process), ``2 m d`` values."""
-    return 2 * s.m * s.d * s.itemsize + 8 * s.m
-
-
-def row_chunks(n: int, chunk: int) -> tuple[int, ...]:
-    """The exact route's row chunks: ``chunk`` rows each, the last one shorter."""
-    return tuple(min(chunk, n - s) for s in range(0, n, chunk))
+def total_weight(problem: RidgeProblem) -> float:
+    if problem.weights is None:
+        return float(problem.rows.shape[0])
+    return float(compute(da.asarray(problem.weights).sum())[0])

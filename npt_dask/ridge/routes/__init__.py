@@ -1,6 +1,6 @@
 """The registry of kernel ridge routes: the one list the plan chooses over.
 
-Each route (:class:`npt_dask.ridge.problem.Route`) lives in its own module and says its
+Each route (:class:`npt_dask.ridge.routes.base.Route`) lives in its own module and says its
 counted flops, its memory (host and device) and its solve. Adding a route is its module
 and one line here; :func:`npt_dask.ridge.planning.plan_ridge` weighs every route of the
 problem's kind (Nyström or exact) that fits the budget.
@@ -8,7 +8,7 @@ problem's kind (Nyström or exact) that fits the budget.
 
 from __future__ import annotations
 
-from npt_dask.ridge.problem import Route
+from npt_dask.ridge.routes.base import Route
 from npt_dask.ridge.routes.cg import ExactCG, NystromCG
 from npt_dask.ridge.routes.direct import ExactDirect, NystromDirect
 

@@ -4,10 +4,10 @@ checkpoints, the true-residual check).
 
 * **Nyström** (:class:`NystromCG`): ``(K_nm^T W K_nm + alpha K_mm) c = K_nm^T W Y``,
   Falkon's preconditioner (two Cholesky factors sharing one ``m x m`` array in the kernel
-  precision, built from :func:`npt_dask.ridge.normal_solve.problem_centre_kernel`: ``m^3``
+  precision, built from :func:`npt_dask.ridge.centre_rows.problem_centre_kernel`: ``m^3``
   flops); per iteration the fused ``K_nm^T W (K_nm p)`` and ``K_mm p`` from the same
   blocks, ``2nmd + 4nmk`` (p) ``+ 4 m^2 k``. The plan expects
-  :data:`~npt_dask.ridge.problem.CG_ITERATIONS` iterations.
+  :data:`~npt_dask.ridge.routes.base.CG_ITERATIONS` iterations.
 * **Exact** (:class:`ExactCG`): ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the
   randomized Nyström preconditioner of a landmark NPT model of rank l
   (:class:`~npt_dask.linalg.preconditioners.LowRank`, its ``n x l`` factor in the kernel
@@ -42,24 +42,26 @@ from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest
 from npt_dask.engine.passes import Centres, map_rows, row_pass
 from npt_dask.linalg.cholesky import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
-from npt_dask.ridge.checkpoint import Checkpoint
-from npt_dask.ridge.iterations import Iterations, data_digests, finish
-from npt_dask.ridge.normal_solve import (
-    Clock,
-    RidgeProblem,
-    RidgeSolution,
+from npt_dask.ridge.centre_rows import (
     assemble_like,
     centre_rows,
     centres_of,
     nystrom_rows,
     problem_centre_kernel,
     slot_array,
+)
+from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.iterations import Iterations, data_digests, finish
+from npt_dask.ridge.problem import (
+    Clock,
+    RidgePlan,
+    RidgeProblem,
+    RidgeSizes,
+    RidgeSolution,
     total_weight,
 )
-from npt_dask.ridge.problem import (
+from npt_dask.ridge.routes.base import (
     CG_ITERATIONS,
-    RidgePlan,
-    RidgeSizes,
     Route,
     centre_bytes,
     ridge_rows,

@@ -30,29 +30,16 @@ from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.passes import row_pass
 from npt_dask.linalg.cholesky import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
+from npt_dask.ridge.centre_rows import assemble, assemble_like, centres_of, nystrom_rows, slot_array
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import (
-    Clock,
-    RidgeProblem,
-    RidgeSolution,
-    assemble,
-    assemble_like,
-    centres_of,
-    nystrom_rows,
-    slot_array,
     solve_moments,
     solve_moments_like,
     solve_symmetric,
     solve_there,
 )
-from npt_dask.ridge.problem import (
-    RidgePlan,
-    RidgeSizes,
-    Route,
-    centre_bytes,
-    ridge_rows,
-    task_bytes,
-)
+from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSizes, RidgeSolution
+from npt_dask.ridge.routes.base import Route, centre_bytes, ridge_rows, task_bytes
 from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute
 
