@@ -55,14 +55,14 @@ class _RssSampler(threading.Thread):
 
 def _instrument(record: dict) -> None:
     """Time every pass and every Rayleigh-Ritz ``eigh``, and the basis width at each pass."""
-    from npt_dask.engine import operator as gram
+    from npt_dask.engine import operator as operator_module
     from npt_dask.npt import eigen
 
     passes = record.setdefault("passes", [])
     checks = record.setdefault("eigh", [])
 
     def timed(name):
-        original = getattr(gram.KernelOperator, name)
+        original = getattr(operator_module.KernelOperator, name)
 
         def wrapper(self, v, *args):
             start = time.perf_counter()
@@ -70,7 +70,7 @@ def _instrument(record: dict) -> None:
             passes.append((time.perf_counter() - start, int(v.shape[1])))
             return out
 
-        setattr(gram.KernelOperator, name, wrapper)
+        setattr(operator_module.KernelOperator, name, wrapper)
 
     timed("matmat")
     timed("chunked_matmat")

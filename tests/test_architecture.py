@@ -422,13 +422,8 @@ def test_block_products_are_the_same_on_array_api_strict():
     paths (scratch buffers, ``out=``), <= 1e-12."""
     import numpy as np
 
-    from npt_dask.engine.blocks import (
-        PANEL_ROWS,
-        block_products,
-        block_times,
-        finish_parts,
-        pair_products,
-    )
+    from npt_dask.engine.blocks import PANEL_ROWS, block_products, block_times, pair_products
+    from npt_dask.engine.projection import finish_parts
     from npt_dask.kernels import make_kernel
 
     rng = np.random.default_rng(1)
@@ -469,8 +464,8 @@ def test_the_operator_seam_evaluates_in_the_namespace_of_its_rows():
     import array_api_compat
     import numpy as np
 
-    from npt_dask.engine.blocks import projection_terms
     from npt_dask.engine.consumers import Apply, Cross, Gram, Normal, Projection, RowBlock
+    from npt_dask.engine.projection import projection_terms
     from npt_dask.kernels import make_kernel
     from npt_dask.linalg.tiles import TiledUpper
 

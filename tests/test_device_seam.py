@@ -16,7 +16,6 @@ import pytest
 
 from npt_dask.arrays.host import count_crossings, to_host
 from npt_dask.arrays.namespace import namespace_and_device, on_device_of
-from npt_dask.engine.blocks import host_rows, projection_terms
 from npt_dask.engine.consumers import (
     Apply,
     CentreRows,
@@ -29,8 +28,11 @@ from npt_dask.engine.consumers import (
     RowBlock,
     add_into,
 )
-from npt_dask.engine.operator import KernelOperator, kernel_diagonal, kernel_matrix
+from npt_dask.engine.kernel_matrix import kernel_diagonal, kernel_matrix
+from npt_dask.engine.operator import KernelOperator
 from npt_dask.engine.passes import Centres, chunk_tasks, empty_like_rows, map_rows, row_pass
+from npt_dask.engine.projection import projection_terms
+from npt_dask.engine.sums import host_rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import make_kernel
 from npt_dask.linalg.tiles import TiledUpper

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from npt_dask import InputError, KernelSpec
-from npt_dask.engine.blocks import FAN_IN
-from npt_dask.engine.operator import KernelOperator, kernel_diagonal, kernel_matrix
+from npt_dask.engine.kernel_matrix import kernel_diagonal, kernel_matrix
+from npt_dask.engine.operator import KernelOperator
+from npt_dask.engine.sums import FAN_IN
 from tests.conftest import centered_gram
 
 IRREGULAR = ((113, 300, 7, 250, 130), (9,))

@@ -27,7 +27,7 @@ from dask import delayed
 from distributed import KilledWorker
 
 import npt_dask as npt
-from npt_dask.engine import operator as gram
+from npt_dask.engine import operator as operator_module
 from npt_dask.npt import projection_store as projection
 from tests._clusters import LOOPBACK, listening, recipe, tree_digest
 from tests.conftest import align_signs
@@ -144,14 +144,14 @@ def test_worker_killed_mid_fit(cluster, client, data, monkeypatch, cache, broadc
     shipped = []
 
     def ship_then_kill(blocks):  # pass 3's V blocks reach the workers, then one dies
-        out = gram_ship(blocks) if broadcast else client.scatter(list(blocks), hash=False)
+        out = ship(blocks) if broadcast else client.scatter(list(blocks), hash=False)
         shipped.append(len(blocks))
         if len(shipped) == 3:
             cluster.kill_worker(0)
         return out
 
-    gram_ship = gram.ship_blocks
-    monkeypatch.setattr(gram, "ship_blocks", ship_then_kill)
+    ship = operator_module.ship_blocks
+    monkeypatch.setattr(operator_module, "ship_blocks", ship_then_kill)
     start = time.perf_counter()
     faulted = _fit(x, cache=cache)
     assert time.perf_counter() - start < 120
@@ -253,7 +253,7 @@ def test_task_killing_every_worker_ends_in_killed_worker(cluster, client, data, 
 _KILL_SELF = textwrap.dedent(
     """
     import os, signal, sys
-    from npt_dask.npt import project as projection
+    from npt_dask.npt import projection_store as projection
     from npt_dask.interface.cli import main
 
     step = projection.ProgressBar.step
@@ -357,13 +357,13 @@ def test_small_memory_limit_spills_instead_of_dying(tmp_path, monkeypatch):
         local = npt.fit(x, chunk_size=400, cache="memory", **fit)
         npt.project(local, z, tmp_path / "local.zarr", chunk_size=2000, progress=False)
     spilled = []
-    release = gram.KernelOperator.release
+    release = operator_module.KernelOperator.release
 
     def record_then_release(op):  # the kept kernel blocks (19 MiB) are still on the workers
         spilled.append(_spilled(op_client))
         release(op)
 
-    monkeypatch.setattr(gram.KernelOperator, "release", record_then_release)
+    monkeypatch.setattr(operator_module.KernelOperator, "release", record_then_release)
     with (
         _loopback(tmp_path / "lb", n_workers=2, memory_limit=MEMORY_LIMIT, env=SPILL_ENV) as c,
         npt.connect(c.address) as op_client,

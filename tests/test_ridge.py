@@ -25,7 +25,7 @@ import npt_dask as npt
 import npt_dask.engine.sums as graph_module
 import npt_dask.methods.linear_ridge as ridge_module
 import npt_dask.runtime.labels as labels_module
-from npt_dask.engine.blocks import LinearMoments
+from npt_dask.engine.moments import LinearMoments
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods import Ridge, RidgeClassifier, ridge_moments
 from tests.conftest import centered_gram

@@ -1,11 +1,14 @@
-"""Landmark models: NPT on m chosen rows, every row projected, and a certificate.
+"""Centres (landmarks): which m rows of X a landmark model or Nyström kernel ridge is
+built on, and the certificate of what those rows miss.
 
-A landmark model is an ordinary NPT model whose training set is m rows of X
-(Theorem 2: every other row is projected exactly onto the span of the
-landmarks' feature vectors). What no Nyström tool reports comes free with
-the one projection pass over X: the Lemma 5 residual of every row, the
-distance of ``phi(x)`` from the landmark subspace -- a certificate of how
-much of each row the model misses.
+A landmark NPT model is an ordinary NPT model whose training set is m rows of X
+(Theorem 2: every other row is projected exactly onto the span of the landmarks'
+feature vectors); Nyström kernel ridge takes the same rows as its centres. What no
+Nyström tool reports comes free with the one projection pass over X: the Lemma 5
+residual of every row, the distance of ``phi(x)`` from the landmark subspace -- a
+certificate of how much of each row the model misses. One choice of centres serves
+both (as Falkon keeps its centre selection in one module), with its parameter entries
+(:data:`LANDMARKS_PARAM`, :data:`LANDMARK_METHOD_PARAM`, :data:`RANDOM_STATE_PARAM`).
 
 The pieces, each small:
 
@@ -35,7 +38,7 @@ from dask import delayed
 from scipy.linalg import lapack
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.operator import kernel_diagonal
+from npt_dask.engine.kernel_matrix import kernel_diagonal
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.params.constraints import INT, NONE, SEED, InstanceOf, Interval, Options, Param

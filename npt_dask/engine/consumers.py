@@ -15,7 +15,7 @@ consumer               kind    per chunk
 :class:`Certificate`   rows    ``(residual, k(z, z))`` of each row (the landmark
                                certificate)
 :class:`Moments`       sum     ridge's moments of the rows' coordinates with their
-                               labels or targets (:class:`~npt_dask.engine.blocks.LinearMoments`)
+                               labels or targets (:class:`~npt_dask.engine.moments.LinearMoments`)
 :class:`Gram`          sum     ``B^T diag(w) B`` (ridge's normal matrix, float64)
 :class:`Cross`         sum     ``B^T diag(w) T`` (its right-hand side)
 :class:`Normal`        sum     ``B^T diag(w) (B P)`` (a conjugate-gradient product)
@@ -60,15 +60,9 @@ import scipy.sparse
 from npt_dask.arrays.buffers import scratch
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device
-from npt_dask.engine.blocks import (
-    ProjectionTerms,
-    block_times,
-    chunk_moments,
-    finish_parts,
-    normal_products,
-    one_hot,
-    scratch_block,
-)
+from npt_dask.engine.blocks import block_times, normal_products, scratch_block
+from npt_dask.engine.moments import chunk_moments, one_hot
+from npt_dask.engine.projection import ProjectionTerms, finish_parts
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.tiles import TiledUpper
@@ -219,8 +213,9 @@ class RowBlock:
 
     def projected(self, terms: ProjectionTerms) -> tuple[Any, Any, Any]:
         """``(y, residual, ||y||^2)`` of the rows onto a model whose centres carry the
-        weights ``[A, 1/n]`` (:func:`npt_dask.engine.blocks.finish_parts`), memoised; a precomputed
-        kernel's residual is NaN (its ``k(z, z)`` is not in the test x train rows)."""
+        weights ``[A, 1/n]`` (:func:`npt_dask.engine.projection.finish_parts`), memoised;
+        a precomputed kernel's residual is NaN (its ``k(z, z)`` is not in the test x
+        train rows)."""
         if "projected" not in self._memo:
             p, xp = self.apply(), self.xp
             diag = (
@@ -307,7 +302,8 @@ class Certificate(Consumer):
 class Moments(Consumer):
     """Ridge's moments of the rows' coordinates with their class labels (one-hot by
     ``classes``) or targets (the extra ``"labels"`` or ``"targets"``), as the tuple of
-    :func:`npt_dask.engine.blocks.chunk_moments` (``Y^T Y`` in ``precision``, summed in float64)."""
+    :func:`npt_dask.engine.moments.chunk_moments` (``Y^T Y`` in ``precision``, summed in
+    float64)."""
 
     terms: ProjectionTerms
     classes: np.ndarray | None

@@ -1,22 +1,16 @@
-"""The lazy kernel matrix and the matrix-free (centred) kernel operator.
+"""The matrix-free (centred) kernel operator of the training rows, :class:`KernelOperator`.
+
+``V -> K V`` for the centred (or uncentred) kernel matrix of the training rows. One call
+is one *pass*: every block ``kappa(X_i, X_j)`` with ``i <= j`` is evaluated (or read
+from the cache) once and used twice, ``B V_j`` for row block i and ``B^T V_i`` for row
+block j. The centring ``K V = C(calK C(V))`` with ``C(V) = V - mean_rows(V)`` is folded
+into the block V and the result, so centring costs O(n b) per pass. The row means ``m``
+of the uncentred matrix come free with the first pass (a column of ones rides along
+with V). The lazy kernel matrix itself is :mod:`npt_dask.engine.kernel_matrix`'s.
 
 Layer rule: this is graph code. It builds dask graphs over numpy blocks and
 calls the numeric kernels of :mod:`npt_dask.kernels`; it never touches zarr or
 xarray, and it never materialises the n x n kernel matrix.
-
-Two tools live here:
-
-* :func:`kernel_matrix` -- ``kappa(Z, X)`` as a lazy dask array built
-  blockwise, for projections (``kappa(Z, X) @ W`` fuses block by block) and for
-  the small-n dense solver.
-* :class:`KernelOperator` -- ``V -> K V`` for the centred (or uncentred)
-  kernel matrix of the training rows. One call is one *pass*: every block
-  ``kappa(X_i, X_j)`` with ``i <= j`` is evaluated (or read from the cache)
-  once and used twice, ``B V_j`` for row block i and ``B^T V_i`` for row block
-  j. The centring ``K V = C(calK C(V))`` with ``C(V) = V - mean_rows(V)`` is
-  folded into the block V and the result, so centring costs O(n b) per pass.
-  The row means ``m`` of the uncentred matrix come free with the first pass
-  (a column of ones rides along with V).
 
 With ``kernel="precomputed"`` the "rows" are the kernel matrix itself,
 chunked in both directions (:func:`npt_dask.runtime.inputs.as_kernel_matrix`): a pass
@@ -27,13 +21,11 @@ The device seam is the row pass's (:func:`npt_dask.arrays.namespace.namespace_an
 the blocks, kept blocks, pair products and running row sums live in the namespace of the
 training rows' chunks. A pass ships V to the rows' device once (one host-to-device task
 per row chunk; none on numpy) and returns ``K V`` to host once
-(:func:`~npt_dask.engine.blocks.host_rows`, through :func:`npt_dask.arrays.host.to_host`);
-:func:`kernel_matrix` and :func:`kernel_diagonal` keep the rows' array type (``meta``).
+(:func:`~npt_dask.engine.sums.host_rows`, through :func:`npt_dask.arrays.host.to_host`).
 """
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, get_args
@@ -47,16 +39,10 @@ from dask.delayed import Delayed
 from npt_dask.arrays.buffers import clear_scratch
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
-from npt_dask.engine.blocks import (
-    block_products,
-    host_rows,
-    kept_block,
-    pair_products,
-    sum_parts,
-    sym_gram_block,
-)
+from npt_dask.engine.blocks import block_products, kept_block, pair_products, sym_gram_block
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
-from npt_dask.engine.passes import empty_like_rows
+from npt_dask.engine.kernel_matrix import check_row_chunked, kernel_matrix
+from npt_dask.engine.sums import host_rows, sum_parts
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.params.constraints import Options, Param
@@ -74,83 +60,12 @@ __all__ = [
     "KernelOperator",
     "center_columns",
     "drop_zero_features",
-    "kernel_diagonal",
-    "kernel_matrix",
 ]
 
 Cache = Literal["auto", "recompute", "memory"]
 """What a Krylov fit does with kernel blocks between passes."""
 
 BlockKey = tuple[int, int]
-
-
-def _check_row_chunked(x: da.Array, what: str) -> None:
-    if x.ndim != 2 or len(x.chunks[1]) != 1:
-        raise InputError(
-            f"{what} must be a 2-D dask array with one chunk along features; got shape "
-            f"{x.shape} and chunks {x.chunks}. Rechunk with x.rechunk({{1: -1}})."
-        )
-    if any(math.isnan(c) for c in x.chunks[0]):
-        raise InputError(
-            f"{what} has unknown chunk sizes {x.chunks[0]}; call x.compute_chunk_sizes() first."
-        )
-
-
-def _kernel_block(z: np.ndarray, x: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    return kernel(z, x)
-
-
-def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
-    """Lazy ``kappa(z_i, x_j)`` with chunks ``(z.chunks[0], x.chunks[0])``.
-
-    Nothing is computed. Each output chunk is one kernel block, so the memory
-    of a task is ``len(z_chunk) * len(x_chunk)`` elements plus its inputs.
-    A precomputed kernel's ``z`` already is that matrix: it is returned with
-    its columns chunked like ``x``'s rows (for the training matrix, ``z is x``, its
-    symmetric part ``(K + K^T) / 2``, as the Krylov passes see it).
-    """
-    if kernel.precomputed:
-        z = z.rechunk({1: x.chunks[0]})
-        return (z + z.T) * 0.5 if z is x else z  # the training matrix: its symmetric part
-    _check_row_chunked(z, "z")
-    _check_row_chunked(x, "x")
-    namespace_and_device(z, x)  # one device for both (else an error naming the fix)
-    dtype = np.result_type(z.dtype, x.dtype, np.float32)
-    return da.blockwise(
-        _kernel_block,
-        "ij",
-        z,
-        "ik",
-        x,
-        "jk",
-        dtype=dtype,
-        concatenate=True,
-        meta=empty_like_rows(z, (0, 0), dtype),
-        kernel=kernel,
-    )
-
-
-def _diag_block(z: np.ndarray, kernel: KernelSpec) -> np.ndarray:
-    return kernel.diag(z)
-
-
-def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
-    """Lazy self-similarities ``kappa(z_i, z_i)`` (float64, chunked like z's rows).
-
-    For a precomputed kernel ``z`` is the square training matrix and its
-    diagonal is read from the diagonal blocks.
-    """
-    if kernel.precomputed:
-        if z.shape[0] != z.shape[1]:
-            raise InputError(
-                f"The diagonal of a precomputed kernel needs the square training matrix; got "
-                f"shape {z.shape}."
-            )
-        return da.diagonal(z.rechunk({1: z.chunks[0]})).astype(np.float64)
-    _check_row_chunked(z, "z")
-    # dask's stubs type map_blocks as a decorator; the call is the documented one
-    meta = empty_like_rows(z, (0,), np.float64)
-    return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64, meta=meta)  # type: ignore[call-arg, arg-type]
 
 
 def drop_zero_features(x: da.Array, kernel: KernelSpec | None = None) -> da.Array:
@@ -202,7 +117,7 @@ class KernelBlocks:
     """Kernel blocks evaluated from row chunks of features (a named or callable kernel)."""
 
     def __init__(self, x: da.Array, kernel: KernelSpec) -> None:
-        _check_row_chunked(x, "x")
+        check_row_chunked(x, "x")
         self.x = x
         self.kernel = kernel
         self._parts: list[Delayed] = list(x.to_delayed().ravel())

@@ -1,7 +1,9 @@
-"""Graph helpers shared by every streamed pass: summation trees over Delayed parts.
+"""The sums of a pass: their task bodies (:func:`sum_parts`, :func:`add_tuples`,
+:func:`host_rows`) and the summation trees over Delayed parts that use them
+(:func:`tree_reduce`, :func:`chunk_sums`), every tree of fan-in :data:`FAN_IN`.
 
-Layer rule: graph code. Task bodies come from :mod:`npt_dask.engine.blocks` (numpy
-only); nothing here computes.
+Layer rule: the task bodies are arrays in, arrays out (the namespace of their parts);
+the trees are graph code and compute only in :func:`chunk_sums`.
 """
 
 from __future__ import annotations
@@ -14,16 +16,55 @@ import numpy as np
 from dask import delayed
 from dask.delayed import Delayed
 
-from npt_dask.engine.blocks import FAN_IN, add_tuples
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_of
 from npt_dask.runtime.scheduler import compute
 
-__all__ = ["chunk_sums", "tree_reduce"]
+__all__ = [
+    "FAN_IN",
+    "add_tuples",
+    "chunk_sums",
+    "host_rows",
+    "sum_parts",
+    "tree_reduce",
+]
+
+
+FAN_IN = 8
+"""Inputs per node of every summation tree (bounded memory per task)."""
+
+
+def sum_parts(parts: Sequence[Any], which: Sequence[int | None]) -> np.ndarray:
+    """``sum_k parts[k][which[k]]`` (``which[k] is None``: the part itself), a new array."""
+    out = None
+    for part, w in zip(parts, which, strict=True):
+        term = part if w is None else part[w]
+        out = term.copy() if out is None else out.__iadd__(term)
+    assert out is not None, "sum_parts needs at least one part"
+    return out
+
+
+def host_rows(parts: Sequence[Any]) -> np.ndarray:
+    """Row blocks of a pass's result stacked in their namespace, then taken to host once
+    (a numpy result is concatenated as the driver did: the crossing point counts)."""
+    xp = namespace_of(*parts)
+    stacked = np.concatenate(parts, axis=0) if is_numpy(xp) else xp.concat(list(parts), axis=0)
+    return np.asarray(to_host(stacked))
+
+
+def add_tuples(parts: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, ...]:
+    """Element-wise sum of tuples of arrays (or scalars) of fixed shapes."""
+    total = [np.array(p, copy=True) for p in parts[0]]
+    for part in parts[1:]:
+        for acc, term in zip(total, part, strict=True):
+            acc += term
+    return tuple(total)
 
 
 def tree_reduce(
     parts: Sequence[Delayed], combine: Callable[[list[Any]], Any], *, key: str | None = None
 ) -> Delayed:
-    """Combine Delayed ``parts`` with a tree of fan-in :data:`~npt_dask.engine.blocks.FAN_IN`.
+    """Combine Delayed ``parts`` with a tree of fan-in :data:`FAN_IN`.
 
     ``combine(list_of_values)`` is applied to groups of at most ``FAN_IN``
     values, level by level, so no task holds more than ``FAN_IN`` partial

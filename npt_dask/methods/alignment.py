@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 from dask import delayed
 
-from npt_dask.engine.blocks import FAN_IN, add_tuples, as_float64_block, scratch_block
+from npt_dask.engine.blocks import as_float64_block, scratch_block
 from npt_dask.engine.budget import upper_pairs
-from npt_dask.engine.sums import tree_reduce
+from npt_dask.engine.sums import FAN_IN, add_tuples, tree_reduce
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.kernels.params import KernelArguments

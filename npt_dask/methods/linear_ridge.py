@@ -29,7 +29,7 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from npt_dask.engine.blocks import LinearMoments, chunk_moments, gram_of
+from npt_dask.engine.moments import LinearMoments, chunk_moments, gram_of
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,

@@ -30,7 +30,6 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.linalg
 
-from npt_dask.engine.blocks import gaussian_rows
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
@@ -41,6 +40,7 @@ from npt_dask.errors import (
     warn,
 )
 from npt_dask.kernels.params import DEFAULT_RTOL
+from npt_dask.linalg.tall import gaussian_rows
 from npt_dask.npt.params import OnNegative
 from npt_dask.npt.planning import (
     DENSE_FRACTION,
@@ -228,7 +228,7 @@ class DriverPanels:
     """:class:`Panels` as numpy arrays in this process: ``16 n cap`` bytes for Q and W.
 
     ``row_chunks`` only shapes :meth:`random`: one seeded Gaussian block per
-    row chunk (:func:`npt_dask.engine.blocks.gaussian_rows`), as the chunked panels
+    row chunk (:func:`npt_dask.linalg.tall.gaussian_rows`), as the chunked panels
     draw them, so both give the same start for the same seed.
     """
 

@@ -23,7 +23,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from npt_dask.engine.blocks import LinearMoments, ProjectionTerms, projection_terms
+from npt_dask.engine.moments import LinearMoments
+from npt_dask.engine.projection import ProjectionTerms, projection_terms
 from npt_dask.kernels import KernelSpec, NamedKernel
 from npt_dask.npt.scale_warnings import warn_kernel_scale
 from npt_dask.runtime.inputs import InputInfo, sample_rows
@@ -115,7 +116,8 @@ class FittedModel:
         return self.eigenvectors / np.sqrt(self.eigenvalues)
 
     def projection_terms(self) -> ProjectionTerms:
-        """The constants that finish a projection (:func:`npt_dask.engine.blocks.finish_parts`)."""
+        """The constants that finish a projection
+        (:func:`npt_dask.engine.projection.finish_parts`)."""
         return projection_terms(
             self.projection_matrix, self.row_means, self.grand_mean, self.center
         )

@@ -425,7 +425,7 @@ def fit(
         pandas index: reordered when the labels are the same, refused when
         they differ, as ``xarray.align(join="exact")``), else by position.
         The fit then also
-        returns ``model.moments`` (:class:`~npt_dask.engine.blocks.LinearMoments`),
+        returns ``model.moments`` (:class:`~npt_dask.engine.moments.LinearMoments`),
         the sufficient statistics of ridge on the coordinates of every row of
         X, for ``RidgeClassifier().fit_moments(model.moments)`` (or
         ``Ridge``). With ``landmarks`` they come from the same pass as the

@@ -30,8 +30,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from npt_dask.engine.blocks import finish_parts
-from npt_dask.engine.operator import kernel_diagonal
+from npt_dask.engine.kernel_matrix import kernel_diagonal
+from npt_dask.engine.projection import finish_parts
 from npt_dask.errors import InputError, ResidualWarning, StoreIntegrityError, warn
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.fitted import FittedModel, SolverDiagnostics
@@ -422,7 +422,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
 
 def _given_diag_residual(parts: np.ndarray, grand_mean: float, center: bool) -> np.ndarray:
     """Lemma 5's residual from ``[y | kappa(z) 1 / n | k(z, z)]`` (one decision:
-    :func:`npt_dask.engine.blocks.finish_parts`; ``y`` is already finished)."""
+    :func:`npt_dask.engine.projection.finish_parts`; ``y`` is already finished)."""
     r = parts.shape[1] - 2
     none = np.zeros(r)
     _, res, _ = finish_parts(parts[:, : r + 1], parts[:, r + 1], none, none, grand_mean, center)

@@ -49,7 +49,7 @@ from dask import delayed
 from dask.array import PerformanceWarning
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.blocks import (
+from npt_dask.linalg.tall import (
     chunk_seeds,
     column_squares,
     gaussian_block,

@@ -30,7 +30,8 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
-from npt_dask.engine.blocks import FAN_IN, fixed_point_terms
+from npt_dask.engine.blocks import as_float64_block, scratch_block
+from npt_dask.engine.sums import FAN_IN
 from npt_dask.errors import InputError, NPTError
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.scheduler import compute
@@ -42,6 +43,7 @@ __all__ = [
     "InverseMapFitter",
     "PreimageMap",
     "fit_inverse_map",
+    "fixed_point_terms",
     "rbf_preimage",
     "register_inverse_map",
 ]
@@ -202,3 +204,22 @@ def rbf_preimage(
         if step <= tol * scale:
             break
     return z
+
+
+def fixed_point_terms(
+    z: np.ndarray,
+    x: np.ndarray,
+    a: np.ndarray,
+    beta: np.ndarray,
+    c: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:
+    """One training block's share of a fixed-point pre-image step: ``[num | den]``.
+
+    The weights ``w_ij = g_ij kappa(z_i, x_j)`` with the feature-space
+    coefficients ``g = beta A_j^T + c`` give ``num = w x`` and
+    ``den = w 1`` (Mika et al. 1999: ``z <- num / den``).
+    """
+    w = as_float64_block(scratch_block(z, x, kernel)) * (beta @ a.T + c[:, None])
+    xf = np.asarray(x, dtype=np.float64)
+    return np.hstack([w @ xf, w.sum(axis=1, keepdims=True)])

@@ -42,9 +42,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from npt_dask.engine.blocks import ProjectionTerms, projection_weights
 from npt_dask.engine.consumers import Projection
 from npt_dask.engine.passes import Centres, chunk_inputs, chunk_tasks, map_rows
+from npt_dask.engine.projection import ProjectionTerms, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.fitted import FittedModel

@@ -10,7 +10,7 @@ consumers of each chunk's block (:mod:`npt_dask.engine.consumers`):
 
 * :class:`~npt_dask.engine.consumers.Certificate`: the chunk's residuals and centred
   self-similarities;
-* :class:`~npt_dask.engine.consumers.Moments`: :class:`~npt_dask.engine.blocks.LinearMoments`
+* :class:`~npt_dask.engine.consumers.Moments`: :class:`~npt_dask.engine.moments.LinearMoments`
   of the chunk's coordinates with its labels (one-hot) or targets, summed in
   float64 along fixed chains.
 
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
-from npt_dask.engine.blocks import LinearMoments, chunk_moments, one_hot
 from npt_dask.engine.consumers import Certificate, Consumer, Moments
+from npt_dask.engine.moments import LinearMoments, chunk_moments, one_hot
 from npt_dask.engine.passes import row_pass
 from npt_dask.engine.sums import chunk_sums
 from npt_dask.errors import InputError
@@ -116,7 +116,7 @@ def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> 
 
 
 def linear_moments(y: da.Array, *, labels: Any = None, targets: Any = None) -> LinearMoments:
-    """:class:`~npt_dask.engine.blocks.LinearMoments` of given row-chunked coordinates ``y``
+    """:class:`~npt_dask.engine.moments.LinearMoments` of given row-chunked coordinates ``y``
     with class ``labels`` or numeric ``targets``, one pass over the chunks
     (:func:`npt_dask.engine.sums.chunk_sums`)."""
     if (labels is None) == (targets is None):

@@ -59,7 +59,8 @@ import dask.array as da
 import numpy as np
 
 from npt_dask._version import __version__
-from npt_dask.engine.blocks import LinearMoments, projection_weights
+from npt_dask.engine.moments import LinearMoments
+from npt_dask.engine.projection import projection_weights
 from npt_dask.errors import (
     StoreError,
     StoreIntegrityError,

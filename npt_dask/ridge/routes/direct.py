@@ -163,7 +163,7 @@ class ExactDirect(Route):
     ) -> RidgeSolution:  # fmt: skip
         """scikit-learn's ``_solve_cholesky_kernel``: ``(S K S + alpha I) c' = S Y``,
         ``c = S c'``."""
-        from npt_dask.engine.operator import kernel_matrix
+        from npt_dask.engine.kernel_matrix import kernel_matrix
 
         clock = Clock()
         rows = problem.rows
@@ -201,11 +201,11 @@ class ExactDirect(Route):
 def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
     """:meth:`ExactDirect.solve` where the rows live (a device, whose budget the plan
     counted the ``n x n`` matrix and its factor against): ``K`` built there
-    (:func:`npt_dask.engine.operator.kernel_matrix` keeps the rows' array type), in
+    (:func:`npt_dask.engine.kernel_matrix.kernel_matrix` keeps the rows' array type), in
     :func:`~npt_dask.linalg.cholesky.normal_matrix_dtype` (float64), weighted and
     factored there (no jitter, least squares on the host when singular, as scikit-learn);
     ``c`` crosses once."""
-    from npt_dask.engine.operator import kernel_matrix
+    from npt_dask.engine.kernel_matrix import kernel_matrix
 
     rows = problem.rows
     xp, device = namespace_and_device(rows)
