@@ -16,16 +16,12 @@ import scipy.linalg
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from npt_dask.arrays.host import count_crossings
-from npt_dask.linalg import cg
-from npt_dask.linalg import symmetric as dense
-from npt_dask.linalg.cholesky import (
-    cho_solve,
-    cholesky,
-    normal_matrix_dtype,
-    preconditioner_like,
-    solve_triangular,
-)
+from npt_dask.linalg import cg, symmetric
+from npt_dask.linalg import cholesky as cholesky_module
+from npt_dask.linalg.cholesky import cho_solve, cholesky, solve_triangular
+from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, low_rank_from_coordinates
+from npt_dask.linalg.symmetric import normal_matrix_dtype
 
 xs = pytest.importorskip("array_api_strict")
 
@@ -184,10 +180,10 @@ def test_cholesky_is_numpys_on_numpy_and_array_api_strict(upper):
 
 
 def test_cholesky_on_numpy_is_blocked(monkeypatch):
-    """numpy's factor comes from the tiles of :func:`dense.cholesky_upper` (the guard
+    """numpy's factor comes from the tiles of :func:`cholesky_module.cholesky_upper` (the guard
     against OpenBLAS's crash on large matrices), tiles narrower than the matrix here."""
-    monkeypatch.setattr(dense, "CHOLESKY_TILE", 7)
-    monkeypatch.setattr(dense, "SYRK_TILE", 7)
+    monkeypatch.setattr(cholesky_module, "CHOLESKY_TILE", 7)
+    monkeypatch.setattr(symmetric, "SYRK_TILE", 7)
     a = _spd(40)
     np.testing.assert_allclose(cholesky(a), np.linalg.cholesky(a), rtol=1e-12, atol=1e-12)
 

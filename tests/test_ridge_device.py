@@ -20,7 +20,7 @@ from npt_dask import KernelRidge
 from npt_dask.arrays.host import count_crossings
 from npt_dask.errors import InputError, MemoryBudgetWarning
 from npt_dask.linalg import cg
-from npt_dask.linalg.cholesky import preconditioner_like
+from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.iterations import Iterations, finish

@@ -1,23 +1,19 @@
-"""Dense linear algebra in the namespace of its arrays: Cholesky, triangular solves and
-the ridge preconditioners' solves, on a GPU when the arrays are CuPy's.
+"""Cholesky factorisation and the solves that use a factor, in the namespace of their
+arrays (numpy, CuPy, torch, any array API library).
 
-* :func:`cholesky` -- ``xp.linalg.cholesky``; on numpy the blocked
-  :func:`~npt_dask.linalg.symmetric.cholesky_upper` (OpenBLAS's threaded ``potrf`` crashes
-  from about 16,000 rows). A matrix that is not positive definite gives None on every
-  namespace (CuPy writes NaNs where numpy raises: the diagonal is checked, one crossing
-  of one flag).
+* :func:`cholesky_upper` -- numpy's blocked right-looking Cholesky in place (LAPACK on
+  diagonal blocks of :data:`CHOLESKY_TILE`, ``trsm`` for the panels,
+  :func:`~npt_dask.linalg.symmetric.syrk_update` for the trailing matrix: ``m^3 / 3``
+  flops at the product rate): OpenBLAS's threaded ``potrf`` crashes from about 16,000
+  rows.
+* :func:`cholesky` -- ``xp.linalg.cholesky``; on numpy :func:`cholesky_upper`. A matrix
+  that is not positive definite gives None on every namespace (CuPy writes NaNs where
+  numpy raises: the diagonal is checked, one crossing of one flag).
 * :func:`solve_triangular` -- scipy's on numpy, ``cupyx.scipy.linalg``'s on CuPy,
   ``torch.linalg.solve_triangular`` on torch; any other namespace (``array_api_strict``
   in the tests) falls back to the standard's general ``xp.linalg.solve`` (right, but
   ``m^3`` flops a call: a namespace with a triangular solver should get its own branch).
 * :func:`cho_solve` -- two triangular solves with a factor of :func:`cholesky`.
-* :func:`normal_matrix_dtype` -- the precision policy of kernel ridge's normal matrix
-  and its factor on a device (float64; see there why).
-* :func:`preconditioner_like` -- a ridge preconditioner
-  (:class:`~npt_dask.linalg.preconditioners.FalkonCholesky`,
-  :class:`~npt_dask.linalg.preconditioners.LowRank`, built on the host) whose solves run
-  in the namespace and on the device of given vectors (its factors copied there once);
-  on numpy the preconditioner itself.
 
 Layer rule: arrays of one namespace in, the same namespace out.
 """
@@ -25,68 +21,58 @@ Layer rule: arrays of one namespace in, the same namespace out.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from typing import Any
 
 import array_api_compat
 import numpy as np
 
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of, on_device
-from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank
-from npt_dask.linalg.symmetric import cholesky_upper
+from npt_dask.arrays.namespace import is_numpy, namespace_of
+from npt_dask.linalg.symmetric import routine, same_buffer, syrk_update
 
 __all__ = [
+    "CHOLESKY_TILE",
     "cho_solve",
     "cholesky",
-    "normal_matrix_dtype",
-    "plus_diagonal",
-    "preconditioner_like",
+    "cholesky_upper",
     "solve_triangular",
 ]
-
-
-def normal_matrix_dtype(xp: Any) -> Any:
-    """The dtype kernel ridge's normal matrix (``K_nm^T W K_nm + alpha K_mm``, or the
-    exact ``K + alpha I``) is accumulated and Cholesky-factored in: float64, on the host
-    and on every device, whatever the kernel blocks' precision.
-
-    Why not float32 on a GPU: on H100/H200-class GPUs float64 runs at the float32 rate
-    (float64 tensor cores: GEMM about 51 TFLOP/s in float32 and 57 in float64 on one
-    H200), so float32 would save memory but no time. And it would cost the answer: the
-    normal equations square the conditioning of ``K_nm``. On MNIST at its best settings
-    (RBF, gamma = 0.02, alpha = 0.01) the normal matrix of only 10,000 rows and 2,000
-    centres already has a condition number near 8e8, far beyond float32's
-    1 / eps ~ 1.7e7: the solve through its float32 Cholesky factor is 6 % off in norm,
-    and more rows or centres make it worse. The kernel blocks themselves may be float32 (each
-    entry needs only its own 7 digits); their products are summed in float64.
-
-    >>> import numpy as np
-    >>> normal_matrix_dtype(np) == np.float64
-    True
-    """
-    return xp.float64
 
 
 # --- Cholesky ------------------------------------------------------------------------------
 
 
-def plus_diagonal(a: Any, value: float) -> Any:
-    """``a + value I`` for a square C-contiguous ``a``, written into ``a`` where its flat
-    view is a view (numpy, CuPy, torch): no ``n x n`` identity or temporary. Returns the
-    result (a view of ``a``, or a new array where the namespace's reshape copied).
+CHOLESKY_TILE = 4096
+"""Block width of :func:`cholesky_upper` (LAPACK factors the diagonal blocks, BLAS-3
+updates the rest in tiles of this size)."""
 
-    >>> import numpy as np
-    >>> a = np.zeros((2, 2)); plus_diagonal(a, 3.0).tolist(), a.tolist()
-    ([[3.0, 0.0], [0.0, 3.0]], [[3.0, 0.0], [0.0, 3.0]])
+
+def cholesky_upper(a: np.ndarray) -> bool:
+    """Factor ``a = U^T U`` in place (upper triangle of a Fortran-order array), blocked.
+
+    OpenBLAS's threaded ``potrf`` crashes from about 16,000 rows (float64, seen on these
+    machines), so LAPACK factors only diagonal blocks of :data:`CHOLESKY_TILE` rows; the
+    row panels right of them are solved in place (``trsm``) and the trailing matrix is
+    updated by :func:`syrk_update` (``m^3 / 3`` flops in all, at the product rate).
+    Returns False (``a`` partly overwritten) when ``a`` is not positive definite.
     """
-    if not value:
-        return a
-    xp = namespace_of(a)
-    n = int(a.shape[0])
-    flat = xp.reshape(a, (n * n,))
-    flat[:: n + 1] += value
-    return xp.reshape(flat, (n, n))
+    potrf, trsm = routine(a.dtype, "potrf"), routine(a.dtype, "trsm")
+    m = a.shape[0]
+    for k0 in range(0, m, CHOLESKY_TILE):
+        k1 = min(m, k0 + CHOLESKY_TILE)
+        diag = a[k0:k1, k0:k1]
+        factor, info = potrf(diag, lower=0, clean=0, overwrite_a=1)
+        if info != 0:
+            return False
+        if not same_buffer(factor, diag):
+            diag[...] = factor
+        for j0 in range(k1, m, CHOLESKY_TILE):  # U12 = U11^-T A12, panel by panel
+            j1 = min(m, j0 + CHOLESKY_TILE)
+            panel = a[k0:k1, j0:j1]
+            panel[...] = trsm(1.0, factor, panel, lower=0, trans_a=1)
+        if k1 < m:  # A22 -= U12^T U12
+            syrk_update(a[k1:, k1:], a[k0:k1, k1:], -1.0, CHOLESKY_TILE)
+    return True
 
 
 def cholesky(a: Any, *, upper: bool = False) -> Any | None:
@@ -94,7 +80,7 @@ def cholesky(a: Any, *, upper: bool = False) -> Any | None:
     ``a = L L^T``, or with ``upper`` ``U = L^T``), in ``a``'s namespace; None when ``a``
     is not positive definite (to rounding). ``a`` itself is not changed.
 
-    On numpy the factorisation is blocked (:func:`~npt_dask.linalg.symmetric.cholesky_upper`:
+    On numpy the factorisation is blocked (:func:`~npt_dask.linalg.cholesky.cholesky_upper`:
     LAPACK on diagonal tiles only, clear of OpenBLAS's crash from about 16,000 rows);
     elsewhere ``xp.linalg.cholesky``.
 
@@ -175,62 +161,3 @@ def cho_solve(factor: Any, b: Any, *, upper: bool = False) -> Any:
         return solve_triangular(factor, y, lower=False)
     y = solve_triangular(factor, b, lower=True)
     return solve_triangular(factor, y, lower=True, trans=True)
-
-
-# --- the ridge preconditioners on a device ---------------------------------------------------
-
-
-def preconditioner_like(pc: Callable[[Any], Any], like: Any) -> Callable[[Any], Any]:
-    """``pc`` with its solves in the namespace and on the device of ``like`` (the CG
-    vectors, or the operator's products): a :class:`FalkonCholesky` or :class:`LowRank`
-    gets its factors copied there once (float64 vectors in, float64 out, the solves in
-    the factors' precision, as on the host); on numpy, or for any other callable, ``pc``
-    itself."""
-    xp, device = namespace_of(like), device_of(like)
-    if is_numpy(xp):
-        return pc
-    if isinstance(pc, FalkonCholesky):
-        return _falkon_on(pc, xp, device)
-    if isinstance(pc, LowRank):
-        return _low_rank_on(pc, xp, device)
-    return pc
-
-
-def _falkon_on(pc: FalkonCholesky, xp: Any, device: Any) -> Callable[[Any], Any]:
-    """``P^-1 r = T^-1 A^-1 A^-T T^-T r`` with ``T^T`` (lower) and ``A`` (upper) on the
-    device, two m x m arrays (the host keeps them in one)."""
-    f = pc.factors
-    t_lower = np.tril(f, -1)
-    t_lower[np.diag_indices_from(t_lower)] = pc.diag_t
-    a_upper = np.triu(f, 1)
-    a_upper[np.diag_indices_from(a_upper)] = pc.diag_a
-    t_dev, a_dev = on_device(t_lower, xp, device), on_device(a_upper, xp, device)
-    dtype = t_dev.dtype
-
-    def apply(r: Any) -> Any:
-        x = xp.astype(r, dtype)
-        x = solve_triangular(t_dev, x, lower=True)  # T^-T: T^T is the lower factor
-        x = solve_triangular(a_dev, x, lower=False, trans=True)
-        x = solve_triangular(a_dev, x, lower=False)
-        x = solve_triangular(t_dev, x, lower=True, trans=True)
-        return xp.astype(x, xp.float64)
-
-    return apply
-
-
-def _low_rank_on(pc: LowRank, xp: Any, device: Any) -> Callable[[Any], Any]:
-    """``P^-1 r = r + U ((lam_r + alpha) / (lam + alpha) - 1) U^T r`` with ``U`` on the
-    device."""
-    u = on_device(pc.u, xp, device)
-    if pc.u.shape[1] == 0:
-        return lambda r: xp.asarray(xp.astype(r, xp.float64), copy=True)
-    scale = (pc.values[-1] + pc.alpha) / (pc.values + pc.alpha) - 1.0
-    scale_dev = on_device(np.asarray(scale, dtype=np.float64), xp, device)
-
-    def apply(r: Any) -> Any:
-        r = xp.astype(r, xp.float64)
-        y = xp.astype(xp.linalg.matrix_transpose(u) @ xp.astype(r, u.dtype), xp.float64)
-        correction = u @ xp.astype(scale_dev[:, None] * y, u.dtype)
-        return r + xp.astype(correction, xp.float64)
-
-    return apply

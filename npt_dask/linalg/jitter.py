@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from npt_dask.linalg.symmetric import cholesky_upper, upper_from_lower
+from npt_dask.linalg.cholesky import cholesky_upper
+from npt_dask.linalg.symmetric import upper_from_lower
 
 __all__ = ["JITTER_MOST", "dense_attempt", "jitter_ladder", "jittered_cholesky"]
 

@@ -26,9 +26,9 @@ import numpy as np
 import scipy.linalg
 
 from npt_dask.errors import InputError
+from npt_dask.linalg.cholesky import cholesky_upper
 from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
 from npt_dask.linalg.symmetric import (
-    cholesky_upper,
     routine,
     same_buffer,
     symmetric_from_upper,

@@ -24,8 +24,9 @@ import scipy.linalg
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import device_of, namespace_of
 from npt_dask.errors import RidgeWarning, warn
-from npt_dask.linalg.cholesky import cho_solve, cholesky, normal_matrix_dtype, plus_diagonal
+from npt_dask.linalg.cholesky import cho_solve, cholesky
 from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
+from npt_dask.linalg.symmetric import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import TiledUpper
 
 __all__ = [
@@ -172,7 +173,7 @@ def solve_moments_like(
 ) -> tuple[np.ndarray, float]:
     """:func:`solve_moments` where the pass's sums live (a device): ``G`` (the whole
     ``m x m`` sum), ``K_mm`` and ``B`` in their namespace; ``G + alpha K_mm`` in
-    :func:`~npt_dask.linalg.cholesky.normal_matrix_dtype` (float64) factored there,
+    :func:`~npt_dask.linalg.symmetric.normal_matrix_dtype` (float64) factored there,
     one per distinct alpha. ``c`` (host numpy, ``m x k``) crosses once."""
     xp, device = namespace_of(gram), device_of(gram)
     dtype = normal_matrix_dtype(xp)

@@ -40,7 +40,7 @@ from npt_dask.engine.blocks import PREPARED_BYTES
 from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
 from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
 from npt_dask.engine.passes import Centres, map_rows, row_pass
-from npt_dask.linalg.cholesky import preconditioner_like
+from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.centre_rows import (
     assemble_like,

@@ -28,7 +28,7 @@ from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.passes import row_pass
-from npt_dask.linalg.cholesky import normal_matrix_dtype, plus_diagonal
+from npt_dask.linalg.symmetric import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
 from npt_dask.ridge.centre_rows import assemble, assemble_like, centres_of, nystrom_rows, slot_array
 from npt_dask.ridge.checkpoint import Checkpoint
@@ -202,7 +202,7 @@ def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
     """:meth:`ExactDirect.solve` where the rows live (a device, whose budget the plan
     counted the ``n x n`` matrix and its factor against): ``K`` built there
     (:func:`npt_dask.engine.kernel_matrix.kernel_matrix` keeps the rows' array type), in
-    :func:`~npt_dask.linalg.cholesky.normal_matrix_dtype` (float64), weighted and
+    :func:`~npt_dask.linalg.symmetric.normal_matrix_dtype` (float64), weighted and
     factored there (no jitter, least squares on the host when singular, as scikit-learn);
     ``c`` crosses once."""
     from npt_dask.engine.kernel_matrix import kernel_matrix
