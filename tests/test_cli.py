@@ -123,17 +123,17 @@ def test_a_bug_is_not_reported_as_bad_input(monkeypatch, tmp_path):
     """Only the library's own errors (and file errors) become exit status 2 with a
     message: a TypeError from a bug keeps its traceback."""
     from npt_dask.interface import cli
-    from npt_dask.storage import store
+    from npt_dask.interface.cli import info
 
     def broken(path):
         raise TypeError("unsupported operand type(s)")  # what a bug looks like
 
-    monkeypatch.setattr(store, "read_manifest", broken)
+    monkeypatch.setattr(info, "read_manifest", broken)
     with pytest.raises(TypeError, match="unsupported operand"):
         cli.main(["info", str(tmp_path)])
 
     def refused(path):
         raise npt.StoreError(f"{path} is not a zarr store")
 
-    monkeypatch.setattr(store, "read_manifest", refused)
+    monkeypatch.setattr(info, "read_manifest", refused)
     assert cli.main(["info", str(tmp_path)]) == 2

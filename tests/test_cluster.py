@@ -10,7 +10,7 @@ import pytest
 from distributed import Client
 
 import npt_dask as npt
-from npt_dask.interface import cli
+from npt_dask.interface.cli import options
 from npt_dask.runtime import scheduler as _scheduler
 from npt_dask.runtime.cluster import TLSConfig, connect, default_layout, spill_directory
 
@@ -100,23 +100,23 @@ def test_default_layout_rule():
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    cli._cluster_options(parser)
+    options.cluster_options(parser)
     return parser.parse_args(argv)
 
 
 def test_cli_options_make_the_client(tmp_path):
-    with cli._client_from_args(_args()) as client:
+    with options.client_from_args(_args()) as client:
         assert client is None  # no options: local threads
     with connect(n_workers=1, threads_per_worker=1, local_directory=tmp_path) as owner:
         address = owner.scheduler.address
         (tmp_path / "s.json").write_text(json.dumps({"address": address}))
         for argv in (["--scheduler", address], ["--scheduler-file", str(tmp_path / "s.json")]):
-            with cli._client_from_args(_args(*argv)) as client:
+            with options.client_from_args(_args(*argv)) as client:
                 assert isinstance(client, Client)
                 assert client.scheduler_info()["address"] == address
     with (
         pytest.raises(npt.InputError, match="--tls-ca-file"),
-        cli._client_from_args(_args("--tls-cert", "c.pem")),
+        options.client_from_args(_args("--tls-cert", "c.pem")),
     ):
         pass
 

@@ -18,7 +18,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 import npt_dask as npt
 from npt_dask.engine.operator import KernelBlocks, KernelOperator, PrecomputedBlocks, block_source
 from npt_dask.errors import InputError, KernelParameterError
-from npt_dask.interface import cli
+from npt_dask.interface.cli.messages import for_the_command_line
 from npt_dask.kernels import (
     CallableKernel,
     KernelSpec,
@@ -142,14 +142,14 @@ def test_parameter_errors_name_their_parameter_and_keep_it_through_pickling():
     assert caught.value.param == "tol"
     back = pickle.loads(pickle.dumps(caught.value))
     assert (type(back), back.param, str(back)) == (type(caught.value), "tol", str(caught.value))
-    assert cli.for_the_command_line(caught.value).startswith("The --tol option must be")
+    assert for_the_command_line(caught.value).startswith("The --tol option must be")
 
 
 def test_the_command_line_spells_only_what_the_error_says_it_carries():
     plain = InputError("The 'tol' parameter must be small; pass resume=False.")
-    assert cli.for_the_command_line(plain) == str(plain)  # nothing carried: unchanged
+    assert for_the_command_line(plain) == str(plain)  # nothing carried: unchanged
     carried = InputError("pass resume=False.", spellings={"resume=False": "--overwrite"})
-    assert cli.for_the_command_line(carried) == "pass --overwrite."
+    assert for_the_command_line(carried) == "pass --overwrite."
 
 
 def test_projecting_into_another_models_store_says_overwrite_on_the_command_line(tmp_path):
@@ -161,7 +161,7 @@ def test_projecting_into_another_models_store_says_overwrite_on_the_command_line
     with pytest.raises(npt.ProjectionError) as caught:
         npt.project(other, x, out)
     assert "resume=False" in str(caught.value)
-    assert "--overwrite" in cli.for_the_command_line(caught.value)
+    assert "--overwrite" in for_the_command_line(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import pytest
 import npt_dask as npt
 from npt_dask.errors import NPTError
 from npt_dask.interface import cli
+from npt_dask.interface.cli.main import build_parser
 from npt_dask.interface.pipeline.config import MODEL_DEFAULTS, PipelineConfig
 from npt_dask.npt.params import ESTIMATOR_PARAMS, PARAMS, FitParams, fit_defaults
 
@@ -152,7 +153,7 @@ def test_defaults_live_in_the_table():
     extra = {p.name: p.default for p in ESTIMATOR_PARAMS}
     for name, value in est.items():
         assert {**extra, **table}[name] == value, name
-    parser = cli._parser()
+    parser = build_parser()
     fit_parser = next(
         a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
     ).choices["fit"]
@@ -181,7 +182,7 @@ def test_gamma_scale_is_resolved_once_and_recorded():
 
 
 def test_every_fit_option_is_reachable_from_cli_and_config():
-    parser = cli._parser()
+    parser = build_parser()
     fit_parser = next(
         a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
     ).choices["fit"]
