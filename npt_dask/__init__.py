@@ -10,47 +10,56 @@
 
 from __future__ import annotations
 
-from npt_dask import _aliases
-from npt_dask._version import __version__
-from npt_dask.errors import (
-    CheckpointError,
-    ClusterError,
-    ConvergenceWarning,
-    DegenerateKernelError,
-    DeviceError,
-    InputError,
-    InputTypeError,
-    KernelParameterError,
-    KernelScaleWarning,
-    KernelValueError,
-    NegativeDefiniteKernelError,
-    NegativeEigenvalueError,
-    NegativeEigenvalueWarning,
-    NotFittedError,
-    NPTError,
-    ProjectionError,
-    RankWarning,
-    RefitWarning,
-    ResidualWarning,
-    RidgeWarning,
-    ScratchError,
-    StoreError,
-)
-from npt_dask.kernels import KERNELS, KernelSpec, make_kernel
-from npt_dask.npt import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
-from npt_dask.npt.estimator import NonlinearProjection
-from npt_dask.npt.fitting import fit
-from npt_dask.npt.model import NPTModel, SolverDiagnostics, load
-from npt_dask.npt.projection_store import project
-from npt_dask.ridge import inverse_map as _inverse_map  # noqa: F401  (registers the pre-image map)
-from npt_dask.ridge.classifier import KernelRidgeClassifier
-from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
-from npt_dask.ridge.load import load_ridge
-from npt_dask.ridge.regressor import KernelRidge
-from npt_dask.runtime.cluster import TLSConfig, connect
-from npt_dask.storage.store import ModelManifest
+from typing import TYPE_CHECKING
 
-_aliases.install()
+from npt_dask._lazy import lazy_exports
+from npt_dask.npt import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
+
+_EXPORTS: dict[str, str] = {
+    "__version__": "npt_dask._version",
+    "CheckpointError": "npt_dask.errors",
+    "ClusterError": "npt_dask.errors",
+    "ConvergenceWarning": "npt_dask.errors",
+    "DegenerateKernelError": "npt_dask.errors",
+    "DeviceError": "npt_dask.errors",
+    "InputError": "npt_dask.errors",
+    "InputTypeError": "npt_dask.errors",
+    "KernelParameterError": "npt_dask.errors",
+    "KernelScaleWarning": "npt_dask.errors",
+    "KernelValueError": "npt_dask.errors",
+    "NegativeDefiniteKernelError": "npt_dask.errors",
+    "NegativeEigenvalueError": "npt_dask.errors",
+    "NegativeEigenvalueWarning": "npt_dask.errors",
+    "NotFittedError": "npt_dask.errors",
+    "NPTError": "npt_dask.errors",
+    "ProjectionError": "npt_dask.errors",
+    "RankWarning": "npt_dask.errors",
+    "RefitWarning": "npt_dask.errors",
+    "ResidualWarning": "npt_dask.errors",
+    "RidgeWarning": "npt_dask.errors",
+    "ScratchError": "npt_dask.errors",
+    "StoreError": "npt_dask.errors",
+    "KERNELS": "npt_dask.kernels.specs",
+    "KernelSpec": "npt_dask.kernels.specs",
+    "make_kernel": "npt_dask.kernels.specs",
+    "NonlinearProjection": "npt_dask.npt.estimator",
+    "fit": "npt_dask.npt.fitting",
+    "NPTModel": "npt_dask.npt.model",
+    "load": "npt_dask.npt.model",
+    "SolverDiagnostics": "npt_dask.npt.fitted",
+    "project": "npt_dask.npt.projection_store",
+    "KernelRidge": "npt_dask.ridge.regressor",
+    "KernelRidgeClassifier": "npt_dask.ridge.classifier",
+    "KernelRidgeCV": "npt_dask.ridge.cv",
+    "KernelRidgeClassifierCV": "npt_dask.ridge.cv",
+    "load_ridge": "npt_dask.ridge.load",
+    "TLSConfig": "npt_dask.runtime.cluster",
+    "connect": "npt_dask.runtime.cluster",
+    "ModelManifest": "npt_dask.storage.store",
+}
+"""Each public name and the module that defines it: imported on first use
+(:mod:`npt_dask._lazy`), so ``import npt_dask`` imports no module of its own but the
+``.npt`` accessor."""
 
 __all__ = [
     "KERNELS",
@@ -94,3 +103,45 @@ __all__ = [
     "make_kernel",
     "project",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from npt_dask._version import __version__
+    from npt_dask.errors import (
+        CheckpointError,
+        ClusterError,
+        ConvergenceWarning,
+        DegenerateKernelError,
+        DeviceError,
+        InputError,
+        InputTypeError,
+        KernelParameterError,
+        KernelScaleWarning,
+        KernelValueError,
+        NegativeDefiniteKernelError,
+        NegativeEigenvalueError,
+        NegativeEigenvalueWarning,
+        NotFittedError,
+        NPTError,
+        ProjectionError,
+        RankWarning,
+        RefitWarning,
+        ResidualWarning,
+        RidgeWarning,
+        ScratchError,
+        StoreError,
+    )
+    from npt_dask.kernels.specs import KERNELS, KernelSpec, make_kernel
+    from npt_dask.npt.estimator import NonlinearProjection
+    from npt_dask.npt.fitted import SolverDiagnostics
+    from npt_dask.npt.fitting import fit
+    from npt_dask.npt.model import NPTModel, load
+    from npt_dask.npt.projection_store import project
+    from npt_dask.ridge.classifier import KernelRidgeClassifier
+    from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
+    from npt_dask.ridge.load import load_ridge
+    from npt_dask.ridge.regressor import KernelRidge
+    from npt_dask.runtime.cluster import TLSConfig, connect
+    from npt_dask.storage.store import ModelManifest

@@ -274,8 +274,12 @@ def test_block_engine_is_numpy_only():
 
 # --- the layers, one folder each ----------------------------------------------------------
 
+SHIMS = ["npt_dask.cli", "npt_dask.cluster", "npt_dask.datasets", "npt_dask.pipeline",
+         "npt_dask.plot"]  # fmt: skip
+"""Old module paths kept as modules that warn and re-export, until npt-dask 0.3.0."""
+
 LAYERS: list[list[str]] = [
-    ["npt_dask.errors", "npt_dask._version", "npt_dask._aliases"],
+    ["npt_dask.errors", "npt_dask._version", "npt_dask._lazy"],
     ["npt_dask.params"],
     ["npt_dask.arrays"],
     ["npt_dask.kernels"],
@@ -285,7 +289,7 @@ LAYERS: list[list[str]] = [
     ["npt_dask.storage"],
     ["npt_dask.npt"],
     ["npt_dask.ridge", "npt_dask.methods"],
-    ["npt_dask.interface", "npt_dask.__main__"],
+    ["npt_dask.interface", "npt_dask.__main__", *SHIMS],
 ]
 """The layers, lowest first: a module imports from its own layer or those below it."""
 
@@ -328,11 +332,12 @@ def test_every_module_has_a_layer():
 
 
 def test_the_top_holds_only_the_face():
-    """Beside the folders, the top holds the facade, the errors, the version and the table
-    of moved module paths, nothing else."""
+    """Beside the folders, the top holds the facade, the errors, the version, the lazy
+    exports of the facade and the old module paths that warn (:data:`SHIMS`), nothing
+    else."""
     top = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name != "__init__.py"}
-    assert top == {"npt_dask.errors", "npt_dask._version", "npt_dask._aliases",
-                   "npt_dask.__main__"}, top  # fmt: skip
+    assert top == {"npt_dask.errors", "npt_dask._version", "npt_dask._lazy",
+                   "npt_dask.__main__", *SHIMS} - {"npt_dask.pipeline"}, top  # fmt: skip
 
 
 def test_imports_follow_the_layer_order():
@@ -354,8 +359,10 @@ BENCHMARKS = sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
 
 def test_benchmarks_import_only_public_names_that_exist():
     """Every ``from npt_dask... import name`` in benchmarks/, also inside functions (which a
-    plain import of the script does not run), names a public attribute that exists."""
+    plain import of the script does not run), names a public attribute or module that
+    exists."""
     import importlib
+    import importlib.util
 
     offenders = []
     for path in BENCHMARKS:
@@ -365,7 +372,9 @@ def test_benchmarks_import_only_public_names_that_exist():
             module = importlib.import_module(node.module or "")
             for alias in node.names:
                 private = alias.name.startswith("_") and alias.name != "__version__"
-                if private or not hasattr(module, alias.name):
+                package = hasattr(module, "__path__")
+                submodule = package and importlib.util.find_spec(f"{node.module}.{alias.name}")
+                if private or not (hasattr(module, alias.name) or submodule):
                     offenders.append(f"{path.name}: from {node.module} import {alias.name}")
     assert not offenders, offenders
 
@@ -515,29 +524,136 @@ def test_the_plans_split_device_from_host_memory():
         assert ridge.to_dict()["device_bytes"] == ridge.device_bytes
 
 
-# --- the old public module paths -----------------------------------------------------------
+# --- the old public module paths, and first imports from several threads -------------------
 
 
-def test_old_module_paths_are_the_moved_modules_themselves():
-    """``npt_dask.datasets``, ``.plot``, ``.cluster``, ``.cli``, ``.pipeline`` (and a moved
-    package's submodules) import as the very module objects of their folders, keep those
-    modules' own specs, and ``python -m npt_dask.cli`` runs the command line (in a fresh
-    interpreter: the first import decides)."""
+def test_old_module_paths_warn_and_give_the_moved_modules_names():
+    """``npt_dask.datasets``, ``.plot``, ``.cluster``, ``.cli``, ``.pipeline`` (and the
+    pipeline's modules) are plain modules that warn once imported (a DeprecationWarning
+    at the importing line, naming the new path and the release that removes them) and
+    hand on the moved modules' names, the very objects; ``python -m npt_dask.cli`` runs
+    the command line (in a fresh interpreter: the first import decides)."""
     import subprocess
     import sys
 
-    code = (
-        "import sys, npt_dask\n"
-        "import npt_dask.pipeline.config as a, npt_dask.interface.pipeline.config as b\n"
-        "from npt_dask.datasets import load_npz\n"
-        "import npt_dask.storage.datasets as d, npt_dask.cli as c, npt_dask.interface.cli as e\n"
-        "assert a is b and c is e and load_npz is d.load_npz\n"
-        "assert sys.modules['npt_dask.pipeline'] is sys.modules['npt_dask.interface.pipeline']\n"
-        "assert b.__spec__.name == 'npt_dask.interface.pipeline.config'\n"
-        "assert sys.modules['npt_dask.interface.pipeline'].__spec__.name == "
-        "'npt_dask.interface.pipeline'\n"
-    )
+    code = """
+import warnings
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    import npt_dask.pipeline.config as a, npt_dask.interface.pipeline.config as b
+    from npt_dask.datasets import load_npz
+    from npt_dask.cli import main
+    from npt_dask.plot import spectrum
+    from npt_dask.cluster import connect
+import npt_dask.storage.datasets as d, npt_dask.interface.cli.program as e
+import npt_dask.interface.plot as f, npt_dask.runtime.cluster as g
+assert a.PipelineConfig is b.PipelineConfig and a.load_config is b.load_config
+assert load_npz is d.load_npz and main is e.main and spectrum is f.spectrum
+assert connect is g.connect
+words = [str(w.message) for w in seen if w.category is DeprecationWarning]
+for old, new in [("npt_dask.pipeline.config", "npt_dask.interface.pipeline.config"),
+                 ("npt_dask.datasets", "npt_dask.storage.datasets"),
+                 ("npt_dask.cli", "npt_dask.interface.cli"),
+                 ("npt_dask.plot", "npt_dask.interface.plot"),
+                 ("npt_dask.cluster", "npt_dask.runtime.cluster")]:
+    assert any(w.startswith(old + " is deprecated") and "0.3.0" in w and new in w
+               for w in words), (old, words)
+assert all(w.filename == "<string>" for w in seen), [w.filename for w in seen]
+"""
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     out = subprocess.run([sys.executable, "-m", "npt_dask.cli", "--help"], check=True,
                          capture_output=True, text=True, timeout=120).stdout  # fmt: skip
     assert out.startswith("usage: npt")
+
+
+_THREADED_IMPORTS = """
+import importlib, sys, threading, warnings
+warnings.simplefilter("ignore", DeprecationWarning)
+targets = sys.argv[1:]
+barrier = threading.Barrier(len(targets))
+errors = []
+
+def load(target):
+    module, _, name = target.partition(":")
+    barrier.wait()  # every thread starts its first import at once
+    try:
+        value = importlib.import_module(module)
+        if name:
+            getattr(value, name)
+    except BaseException as exc:
+        errors.append(f"{target}: {exc!r}")
+
+threads = [threading.Thread(target=load, args=(t,)) for t in targets]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+assert not errors, errors
+"""
+
+FIRST_IMPORTS = [
+    "npt_dask", "npt_dask:fit", "npt_dask:KernelRidge", "npt_dask.storage.datasets",
+    "npt_dask.interface.cli", "npt_dask.interface.cli.fit", "npt_dask.interface.pipeline",
+    "npt_dask.interface.pipeline.runner", "npt_dask.kernels", "npt_dask.kernels.specs",
+    "npt_dask.methods", "npt_dask.methods.kfd", "npt_dask.engine.operator",
+    "npt_dask.ridge.planning", "npt_dask.cli", "npt_dask.datasets", "npt_dask.pipeline.config",
+    "npt_dask.plot", "npt_dask.cluster",
+]  # fmt: skip
+"""First imports made at once: packages and their own modules, new paths and old."""
+
+
+def test_a_first_import_from_many_threads_at_once_works():
+    """Each thread of a fresh interpreter imports one of :data:`FIRST_IMPORTS` at the same
+    moment (a module, or a name of the package ``npt_dask``), three times, each time
+    another thread first: none fails, none gets a half-initialised module. A package
+    that imported its own modules when imported could deadlock here (the importing
+    thread takes a module's lock before it runs its package's ``__init__``), so the
+    packages hand on their names lazily (:mod:`npt_dask._lazy`)."""
+    import subprocess
+    import sys
+
+    for attempt in range(3):
+        order = FIRST_IMPORTS[attempt:] + FIRST_IMPORTS[:attempt]
+        subprocess.run([sys.executable, "-c", _THREADED_IMPORTS, *order], check=True,
+                       timeout=300)  # fmt: skip
+
+
+def test_the_threaded_import_check_can_fail(tmp_path):
+    """A package whose ``__init__`` imports its own modules, imported from one thread
+    while another imports one of those modules (which imports a sub-package: a wait
+    for the package to finish), fails the check."""
+    import subprocess
+    import sys
+
+    (tmp_path / "eager" / "sub").mkdir(parents=True)
+    (tmp_path / "eager" / "__init__.py").write_text(
+        "import time\ntime.sleep(0.2)\nfrom eager.a import A\n"
+    )
+    (tmp_path / "eager" / "a.py").write_text("from eager.b import B\nA = 1\n")
+    (tmp_path / "eager" / "b.py").write_text("from eager.sub.c import C\nB = 2\n")
+    (tmp_path / "eager" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "eager" / "sub" / "c.py").write_text("C = 3\n")
+    runs = [
+        subprocess.run([sys.executable, "-c", _THREADED_IMPORTS, *order], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+        for order in (["eager.b", "eager"], ["eager", "eager.b"])
+    ]  # fmt: skip
+    assert any(run.returncode != 0 and "eager" in run.stderr for run in runs)
+
+
+def test_the_packages_import_none_of_their_own_modules_when_imported():
+    """The rule the threaded imports need: a package ``__init__`` that re-exports names
+    does so lazily (under ``if TYPE_CHECKING:`` for the type checker; the ``.npt``
+    accessor and the route registry excepted), and no module imports the package
+    ``npt_dask`` itself (it would wait for the facade to finish)."""
+    eager = {}
+    for name, path in MODULES.items():
+        found = [t for t, _ in _imports(name)]
+        if path.name == "__init__.py":
+            own = [t for t in found if t.startswith(name + ".")]
+            own = [t for t in own if t not in ("npt_dask._lazy", "npt_dask.npt.accessor")]
+            if own and name != "npt_dask.ridge.routes":
+                eager[name] = own
+        elif "npt_dask" in found:
+            eager[name] = ["npt_dask"]
+    assert not eager, eager

@@ -178,7 +178,7 @@ def _owners() -> list[typing.Any]:
     """``(name, estimator class or function, its table)`` for every owner of a table."""
     from npt_dask import methods
     from npt_dask.methods import kfd, ksvm, linear_ridge, pcal1
-    from npt_dask.ridge import base as kernel_ridge
+    from npt_dask.ridge import params as kernel_ridge
 
     fit_only = {"block_size", "max_basis", "basis", "max_passes", "on_negative", "start"}
     fit_only.add("progress")  # npt.fit's; the estimator keeps their defaults

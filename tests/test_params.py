@@ -18,7 +18,7 @@ import pytest
 import npt_dask as npt
 from npt_dask.errors import NPTError
 from npt_dask.interface import cli
-from npt_dask.interface.cli.main import build_parser
+from npt_dask.interface.cli.program import build_parser
 from npt_dask.interface.pipeline.config import MODEL_DEFAULTS, PipelineConfig
 from npt_dask.npt.params import ESTIMATOR_PARAMS, PARAMS, FitParams, fit_defaults
 

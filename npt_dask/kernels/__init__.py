@@ -16,20 +16,29 @@ Layer rule: arrays in, arrays out (numpy, scipy.sparse or any array API namespac
 nothing here knows dask, xarray or zarr.
 """
 
-from npt_dask.kernels.callables import KERNEL_FORM, CallableKernel, blockwise, pairwise
-from npt_dask.kernels.numerics import Prepared
-from npt_dask.kernels.specs import (
-    CALLABLE,
-    GAMMA_SCALE,
-    KERNELS,
-    PRECOMPUTED,
-    KernelSpec,
-    NamedKernel,
-    PrecomputedKernel,
-    make_kernel,
-    resolve_kernel,
-    spec_of,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from npt_dask._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "KERNEL_FORM": "npt_dask.kernels.callables",
+    "CallableKernel": "npt_dask.kernels.callables",
+    "blockwise": "npt_dask.kernels.callables",
+    "pairwise": "npt_dask.kernels.callables",
+    "Prepared": "npt_dask.kernels.numerics",
+    "CALLABLE": "npt_dask.kernels.specs",
+    "GAMMA_SCALE": "npt_dask.kernels.specs",
+    "KERNELS": "npt_dask.kernels.specs",
+    "PRECOMPUTED": "npt_dask.kernels.specs",
+    "KernelSpec": "npt_dask.kernels.specs",
+    "NamedKernel": "npt_dask.kernels.specs",
+    "PrecomputedKernel": "npt_dask.kernels.specs",
+    "make_kernel": "npt_dask.kernels.specs",
+    "resolve_kernel": "npt_dask.kernels.specs",
+    "spec_of": "npt_dask.kernels.specs",
+}
 
 __all__ = [
     "CALLABLE",
@@ -48,3 +57,21 @@ __all__ = [
     "resolve_kernel",
     "spec_of",
 ]
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from npt_dask.kernels.callables import KERNEL_FORM, CallableKernel, blockwise, pairwise
+    from npt_dask.kernels.numerics import Prepared
+    from npt_dask.kernels.specs import (
+        CALLABLE,
+        GAMMA_SCALE,
+        KERNELS,
+        PRECOMPUTED,
+        KernelSpec,
+        NamedKernel,
+        PrecomputedKernel,
+        make_kernel,
+        resolve_kernel,
+        spec_of,
+    )

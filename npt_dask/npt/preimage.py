@@ -23,6 +23,7 @@ Layer rule: graph code over numpy blocks (:mod:`npt_dask.engine.blocks`), like
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from npt_dask.npt.model import NPTModel
 
 __all__ = [
+    "DEFAULT_INVERSE_MAP",
     "InverseMapFitter",
     "PreimageMap",
     "fit_inverse_map",
@@ -66,12 +68,16 @@ InverseMapFitter = Callable[..., PreimageMap]
 
 _FITTERS: dict[str, InverseMapFitter] = {}
 
+DEFAULT_INVERSE_MAP = "npt_dask.ridge.inverse_map"
+"""The module that registers the default fitter (kernel ridge's) when imported: loaded by
+name on the first fit of an inverse map, so this layer never imports kernel ridge's."""
+
 
 def register_inverse_map(fitter: InverseMapFitter) -> None:
     """Make ``fitter`` the function :func:`fit_inverse_map` delegates to.
 
     :mod:`npt_dask.ridge.inverse_map` registers its kernel ridge fit when imported
-    (the package ``npt_dask`` imports it).
+    (:func:`fit_inverse_map` imports it, :data:`DEFAULT_INVERSE_MAP`, when none is).
     """
     _FITTERS["inverse_map"] = fitter
 
@@ -87,6 +93,8 @@ def fit_inverse_map(
     ``kernel`` the model's, ``alpha`` the ridge; ``options`` (``tol``, ``max_passes``,
     ``memory_budget``) passed on as they are.
     """
+    if "inverse_map" not in _FITTERS:
+        importlib.import_module(DEFAULT_INVERSE_MAP)  # registers kernel ridge's fit
     fitter = _FITTERS.get("inverse_map")
     if fitter is None:
         raise NPTError(

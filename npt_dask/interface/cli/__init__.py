@@ -20,13 +20,26 @@ array, or an xarray dataset in zarr (``--var``). ``npt ridge`` looks a relative
 divides by ``--scale``; no output path of a command may be one of its inputs.
 Errors print one line and exit with status 2; a finished command exits 0.
 
-The rooms: :mod:`~npt_dask.interface.cli.main` (the parser and :func:`main`), one module
+The rooms: :mod:`~npt_dask.interface.cli.program` (the parser and :func:`main`), one module
 per subcommand (:mod:`~npt_dask.interface.cli.fit`, ``project``, ``grow``, ``info``,
 ``ridge``, ``run``), and what they share: :mod:`~npt_dask.interface.cli.options`,
 :mod:`~npt_dask.interface.cli.checks`, :mod:`~npt_dask.interface.cli.messages`,
 :mod:`~npt_dask.interface.cli.ridge_files`.
 """
 
-from npt_dask.interface.cli.main import main
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from npt_dask._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "main": "npt_dask.interface.cli.program",
+}
 
 __all__ = ["main"]
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from npt_dask.interface.cli.program import main

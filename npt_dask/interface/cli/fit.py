@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import npt_dask as npt
 from npt_dask.arrays.device import check_device
 from npt_dask.errors import InputError
 from npt_dask.interface.cli.checks import check_not_an_input, check_parent
@@ -22,6 +21,7 @@ from npt_dask.interface.cli.options import (
     select_rows,
 )
 from npt_dask.npt.fitting import fit_params
+from npt_dask.npt.model import load
 from npt_dask.npt.params import PARAMS, FitParams
 from npt_dask.npt.projection_store import open_data
 from npt_dask.storage.store import check_target
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     check_target(Path(args.out))  # a file or foreign data there: refused before the fit
     data = on_device(select_rows(open_data(args.data, key=args.key, var=args.var), args.rows), args)
     with client_from_args(args):
-        model = _fit_model(npt, data, args)
+        model = _fit_model(data, args)
         model.save(args.out, overwrite=args.overwrite)
     return {
         "model": str(args.out),
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _fit_model(npt: Any, data: Any, args: argparse.Namespace) -> Any:
+def _fit_model(data: Any, args: argparse.Namespace) -> Any:
     values = {p.name: getattr(args, p.name, p.default) for p in PARAMS if p.name not in CLI_OWN}
-    start = npt.load(args.start) if args.start else None
+    start = load(args.start) if args.start else None
     return fit_params(data, FitParams(**values, start=start, progress=not args.quiet))

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import npt_dask as npt
 from npt_dask.errors import InputError
 from npt_dask.interface.cli.checks import check_not_an_input
 from npt_dask.interface.cli.options import data_options, grow_options
 from npt_dask.npt.growth import GROW_PARAMS
+from npt_dask.npt.model import load
 from npt_dask.npt.projection_store import open_data
 from npt_dask.params.constraints import check_table
 from npt_dask.storage.store import check_target
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     check_target(Path(args.out))
-    model: Any = npt.load(args.model)
+    model: Any = load(args.model)
     for path in args.data:
         batch = open_data(path, key=args.key, var=args.var)
         model = model.partial_fit(batch, **options)

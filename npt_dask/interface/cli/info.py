@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import npt_dask as npt
 from npt_dask.npt.display import landmark_summary
+from npt_dask.npt.model import load
 from npt_dask.storage.store import manifest_checksum, read_manifest
 
 __all__ = ["add", "run"]
@@ -23,7 +23,7 @@ def add(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """A model's manifest, checksum, spectrum, plan and landmark summary."""
     manifest = read_manifest(Path(args.model))
-    model = npt.load(args.model, verify=False)
+    model = load(args.model, verify=False)
     lam = model.eigenvalues
     shown = manifest.to_dict() | {"checksums": "..."}
     diagnostics = dict(shown.get("diagnostics", {}))

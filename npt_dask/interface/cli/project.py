@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import npt_dask as npt
 from npt_dask.arrays.device import check_device
 from npt_dask.interface.cli.checks import check_not_an_input, check_parent
 from npt_dask.interface.cli.options import (
@@ -20,7 +19,8 @@ from npt_dask.interface.cli.options import (
     rows_option,
     select_rows,
 )
-from npt_dask.npt.projection_store import open_data
+from npt_dask.npt.model import load
+from npt_dask.npt.projection_store import open_data, project
 
 __all__ = ["add", "run"]
 
@@ -55,12 +55,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     check_not_an_input("--out", args.out, {"MODEL": Path(args.model), "DATA": Path(args.data)})
     check_parent(args.out)
-    model = npt.load(args.model)
+    model = load(args.model)
     data = args.data
     if args.rows is not None:
         data = select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
     with client_from_args(args):
-        ds = npt.project(
+        ds = project(
             model,
             data,
             args.out,

@@ -14,7 +14,6 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 
-import npt_dask as npt
 from npt_dask.arrays.device import check_device
 from npt_dask.arrays.host import to_host
 from npt_dask.errors import ClusterError, InputError
@@ -41,7 +40,11 @@ from npt_dask.interface.cli.ridge_files import (
     save_npy,
 )
 from npt_dask.npt.projection_store import scheduler_lost
+from npt_dask.ridge.classifier import KernelRidgeClassifier
+from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
+from npt_dask.ridge.load import load_ridge
 from npt_dask.ridge.params import RIDGE_PARAMS
+from npt_dask.ridge.regressor import KernelRidge
 from npt_dask.ridge.search import SEARCH_PARAMS
 from npt_dask.runtime.inputs import is_lazy
 from npt_dask.runtime.progress import progress_label
@@ -118,8 +121,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         values["gammas"] = [float(values.pop("gamma"))]
     values.pop("gamma", None) if search else None
     kinds = {
-        (False, False): npt.KernelRidgeClassifier, (False, True): npt.KernelRidgeClassifierCV,
-        (True, False): npt.KernelRidge, (True, True): npt.KernelRidgeCV,
+        (False, False): KernelRidgeClassifier, (False, True): KernelRidgeClassifierCV,
+        (True, False): KernelRidge, (True, True): KernelRidgeCV,
     }  # fmt: skip
     est = kinds[(args.regression, search)](**values, progress=not args.quiet)
     result: dict[str, Any] = {}
@@ -202,7 +205,7 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
     if args.test_labels:
         files["--test-labels"] = find_input(args.test_labels, "--test-labels")
     check_ridge_outputs(args, files)  # the fit's checks: never over an input, as found
-    est = npt.load_ridge(args.model)
+    est = load_ridge(args.model)
     z = ridge_rows(files["--test"], args, args.test_rows, "--test", note=True)
     result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__}
     with client_from_args(args):

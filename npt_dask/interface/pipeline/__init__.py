@@ -9,7 +9,20 @@
 
 from __future__ import annotations
 
-from npt_dask.interface.pipeline.config import PipelineConfig, load_config
-from npt_dask.interface.pipeline.runner import run
+from typing import TYPE_CHECKING
+
+from npt_dask._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    "PipelineConfig": "npt_dask.interface.pipeline.config",
+    "load_config": "npt_dask.interface.pipeline.config",
+    "run": "npt_dask.interface.pipeline.runner",
+}
 
 __all__ = ["PipelineConfig", "load_config", "run"]
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from npt_dask.interface.pipeline.config import PipelineConfig, load_config
+    from npt_dask.interface.pipeline.runner import run

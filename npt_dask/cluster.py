@@ -1,0 +1,25 @@
+"""Deprecated: ``npt_dask.cluster`` is now :mod:`npt_dask.runtime.cluster`.
+
+This path warns and goes in npt-dask 0.3.0.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from npt_dask.runtime import cluster as _moved
+from npt_dask.runtime.cluster import *  # noqa: F403
+
+__all__ = list(_moved.__all__)
+
+warnings.warn(
+    f"npt_dask.cluster is deprecated and goes in npt-dask 0.3.0; import {_moved.__name__} instead.",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Any other name of the module, from where it lives now."""
+    return getattr(_moved, name)
