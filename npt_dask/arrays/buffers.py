@@ -1,15 +1,13 @@
 """Big numpy buffers without paying for page faults one page at a time.
 
-On the development VMs transparent huge pages are never granted, so the
-first touch of a fresh 134 MB kernel block costs ~0.35 s of page faults --
-more than half the time of the block's own matrix product (measured: a
-4096 x 4096 x 784 product takes 0.51 s into a reused buffer, 0.77 s into a
-fresh one). Two remedies:
+Where transparent huge pages are not granted, the first touch of a fresh
+kernel block takes one page fault per 4 KiB page, a cost of the order of the block's
+own matrix product. Two remedies:
 
 * :func:`scratch` -- a per-thread buffer reused by every task the thread runs
   (kernel blocks that are consumed inside the task);
 * :func:`populated_empty` -- an array whose pages the kernel maps in one go
-  (``MAP_POPULATE``; 0.07 s for 134 MB), for blocks that are kept.
+  (``MAP_POPULATE``), for blocks that are kept.
 
 Numeric helpers only: numpy in, numpy out.
 """

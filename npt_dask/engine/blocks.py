@@ -98,9 +98,8 @@ def sym_gram_block(upper: Any, lower: Any) -> Any:
 PREPARED_BYTES = 256 * 2**20
 """Most bytes of prepared right-hand rows (:meth:`~npt_dask.kernels.KernelSpec.prepare`:
 for rbf the rows shifted to their mean and their norms, about the rows' own size) one
-process keeps for :func:`scratch_block`, least recently used first out. A pass's centres
-(m x d) are prepared once per process, not once per row chunk: at m = 20,000, d = 784 that
-was a fifth of each block's time."""
+process keeps for :func:`scratch_block`, least recently used first out: a pass's centres
+(m x d) are prepared once per process, not once per row chunk."""
 
 
 class _Prepared:
@@ -171,13 +170,11 @@ def block_products(block: Any, v_i: Any, v_j: Any, diagonal: bool) -> tuple[Any,
 
     The block is read a panel of rows at a time and each panel serves both
     products while it is still in cache, so B leaves memory once per pass,
-    not twice (measured 15-27% faster on 4096^2 blocks, two tasks at once). A float32
-    block with float32 panels (conjugate gradient in float32) is multiplied as it is,
-    panel by panel, at the single-precision rate (17% faster fused than as two
-    products), ``B^T V_i`` summed over the panels in float64.
-    The narrow products themselves run at 45-72% of BLAS's square-product
-    rate for b = 20-160 (``benchmarks/blas.py``): that, not memory traffic,
-    bounds a kept-block pass. ``(V_i^T P)`` reads the panel row-major, like
+    not twice. A float32 block with float32 panels (conjugate gradient in float32) is
+    multiplied as it is, panel by panel, at the single-precision rate, ``B^T V_i``
+    summed over the panels in float64. The narrow products themselves run below
+    BLAS's square-product rate (``benchmarks/blas.py`` measures it): that, not memory
+    traffic, bounds a kept-block pass. ``(V_i^T P)`` reads the panel row-major, like
     ``P V_j``. A float32 block is converted panel by panel, never copied
     whole. On numpy each panel's product is written into its rows of the result;
     another namespace concatenates them.

@@ -376,7 +376,7 @@ class Cross(Consumer):
     makes ``sqrt(w) B`` in float64 anyway), or with ``block_precision`` in the block's
     precision, each chunk's part summed in float64 (CG's right-hand side: its rounding is
     that of the float32 products, which CG's true-residual check sees; a float64 copy of a
-    float32 block made that pass 2.3 times its flops)."""
+    float32 block would more than double that pass's work)."""
 
     block_precision: bool = False
     kind: ClassVar[str] = "sum"

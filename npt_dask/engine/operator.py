@@ -99,8 +99,8 @@ def _chain_sum(items: Sequence[tuple[Delayed, int | None]], key: str) -> Delayed
 
     A pass's pair products each feed two row sums; a tree over them keeps a
     pair's output alive until both rows' groups are complete, and the
-    scheduler ran many pairs ahead of the sums (measured: about 22 row
-    panels of ``n x (b + 1)`` alive at once). A running sum, in the order
+    scheduler runs many pairs ahead of the sums: many row panels of
+    ``n x (b + 1)`` alive at once. A running sum, in the order
     the pairs are laid out, releases each output as soon as both rows have
     added it: about one panel (the sums themselves) plus the pairs in flight.
     """

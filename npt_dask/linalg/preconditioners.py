@@ -51,7 +51,7 @@ raised by the one policy of :func:`npt_dask.linalg.jitter.jittered_cholesky` whi
 factorisation fails. Falkon takes 1e-5 in float32 and also adds the jitter to the system
 it solves; here the system keeps the exact ``alpha K_mm``, so a preconditioner built on a
 larger jitter than needed only mismatches it (at m = 20,000, 1e-5 m is a fifth of the
-diagonal: CG took several times the iterations)."""
+diagonal: CG then needs several times the iterations)."""
 
 
 def _scale_upper(f: np.ndarray, scale: float, shift: float) -> None:

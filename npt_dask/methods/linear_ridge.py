@@ -196,8 +196,8 @@ class _Solution:
 CHOLESKY_MAX_ALPHAS = 4
 """Up to this many candidate alphas are solved by one Cholesky factorisation each
 (``r^3/3``, and ``r^3/3`` more for GCV's ``tr (G + alpha I)^-1``); more share one
-eigendecomposition of the Gram (then ``O(r^2 k)`` per alpha). Measured at
-r = 5,000 (2 cores): 2.3 s per alpha against 12 s for the eigendecomposition."""
+eigendecomposition of the Gram (then ``O(r^2 k)`` per alpha), which costs about as
+much as five factorisations."""
 
 
 @dataclass(frozen=True)

@@ -88,26 +88,19 @@ DENSE_MAX_SAMPLES = 2000
 """``solver="auto"`` uses the dense solver up to this many training rows."""
 
 FIXED_OVERHEAD = 64 * 2**20
-"""Bytes a fit may add beyond its plan: thread pools, BLAS buffers, small temporaries.
-
-Measured growth of peak RSS over the RSS after loading the input (n = 6,000 /
-12,000 / 20,000, budgets 48 / 96 / 384 MiB): 53 / 81 / 286 MiB against plans
-of 46 / 94 / 369 MiB. The interpreter and libraries (~160 MiB) come before."""
+"""Bytes a fit may add beyond its plan: thread pools, BLAS buffers, small temporaries
+(the interpreter and libraries come before: the RSS after loading the input)."""
 
 ELEMENTWISE_FLOPS = 60.0
-"""Flop-equivalents of the elementwise work per kernel entry (exp, norms, casts).
-
-Measured: a 4096 x 4096 float64 RBF block spends ~25 ms outside its matrix
-product on one core (~1.5 ns an entry, ~70 flops at 49 GFLOP/s)."""
+"""Flop-equivalents of the elementwise work per kernel entry (exp, norms, casts): the
+time an RBF block spends outside its matrix product, in flops at the product rate."""
 
 PRODUCT_EFFICIENCY = 0.75
 """Block times a skinny (b ~ 100) panel runs at ~75% of the square-product rate."""
 
 PASS_PANELS = 6
-"""n-row panels of width ``b + 1`` a pass holds where its tasks run (see :func:`pass_bytes`).
-
-Measured with the basis off the driver, one pass, b = 40, chunks of 1,000 rows: peak RSS
-grew by 53 MB at n = 10,000 and 108 MB at n = 40,000, 5.6 panels per row."""
+"""n-row panels of width ``b + 1`` a pass holds where its tasks run (see :func:`pass_bytes`),
+with room to spare."""
 
 
 LARGE_R = 200
@@ -164,9 +157,9 @@ decomposes the operator explicitly (see its ``dense_fraction``)."""
 
 AUTO_DENSE_FRACTION = 0.15
 """From ``r >= AUTO_DENSE_FRACTION * n`` on, ``solver="auto"`` takes the dense solver when
-the explicit matrix fits the memory budget. Measured on 10,000 MNIST rows (RBF, float32
-blocks, 2 cores): Krylov r = 1,000 / 1,500 / 2,000 took 25 / 62 / 172 s, the dense
-solver (tridiagonal reduction, the wanted pairs only) 64 / 68 / 73 s."""
+the explicit matrix fits the memory budget: there the dense solver (one tridiagonal
+reduction, the wanted pairs only) costs about what Krylov does, and its cost hardly grows
+with r while Krylov's does (``benchmarks/large_r.py`` times both)."""
 
 
 def takes_explicit_path(
@@ -234,8 +227,8 @@ def panel_bytes(n: int, columns: int, b: int, n_components: int) -> int:
 DENSE_VECTORS = 64
 """n-vectors of float64 the dense solver holds besides its n x n arrays: LAPACK's
 ``6 n + 1`` real and ``5 n + 3`` integer work, the eigenvalues, the row sums and means,
-the residual norms and signs, the kernel evaluation's and dask's bookkeeping (measured:
-about 40 at n = 1,800, laplacian)."""
+the residual norms and signs, the kernel evaluation's and dask's bookkeeping, with room
+to spare."""
 
 
 def dense_bytes(n: int) -> int:

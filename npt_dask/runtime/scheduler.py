@@ -231,8 +231,7 @@ def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
     """``per_task`` BLAS threads (default one) while the local threaded scheduler runs tasks.
 
     dask's threaded scheduler runs one task per core; each task's BLAS call
-    spawning a thread per core as well oversubscribes the machine (measured:
-    a 10k MNIST fit took 25 s instead of 21 s on 2 cores). Distributed
+    spawning a thread per core as well oversubscribes the machine. Distributed
     workers already start with ``OPENBLAS_NUM_THREADS=1``; the synchronous
     scheduler keeps BLAS's own threads.
     """

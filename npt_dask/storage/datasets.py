@@ -2,9 +2,9 @@
 and a seeded generator of deformed MNIST digits written to zarr.
 
 npt-dask never ships data. Point these loaders at your own files, or set
-``NPT_DATA_DIR`` to a folder holding them (on the development machines that
-is ``../shared/data``: ``mnist.npz``, ``fashion_mnist_8class.npz``,
-``covertype_odds.npz``). Files are read with ``allow_pickle=False``.
+``NPT_DATA_DIR`` to a folder holding them (``mnist.npz``,
+``fashion_mnist_8class.npz``, ``covertype_odds.npz``). Files are read with
+``allow_pickle=False``.
 
 :func:`deformed_mnist` grows MNIST's 60,000 training digits to any number of
 rows in the manner of infiMNIST/MNIST8M: row ``i`` beyond the originals is
