@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 SIZE = 4096
 
 SMOKE_ARGS = ["--size", "64", "--widths", "4", "--repeat", "1"]
-"""A tiny run (``tests/test_benchmarks_smoke.py``): the code paths, not the figures."""
+"""A tiny run (``tests/architecture/test_benchmarks_smoke.py``): the code paths, not the figures."""
 
 
 def _best(func, repeat: int) -> float:

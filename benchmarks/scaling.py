@@ -50,7 +50,7 @@ FAN_IN = 8
 
 
 SMOKE_ARGS = ["--table"]
-"""A tiny run (``tests/test_benchmarks_smoke.py``): the on-paper table, no cluster."""
+"""A tiny run (``tests/architecture/test_benchmarks_smoke.py``): the on-paper table, no cluster."""
 
 
 def model(

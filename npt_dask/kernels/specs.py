@@ -30,6 +30,7 @@ xarray or zarr.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -105,7 +106,18 @@ and positive semi-definiteness rule."""
 
 _KINDS: dict[str, type[KernelSpec]] = {}
 """The class of each kind (filled as the classes are defined); a name that is not a
-special kind's is a :class:`NamedKernel`'s."""
+special kind's is a :class:`NamedKernel`'s. Read through :func:`kinds`."""
+
+CALLABLE_MODULE = "npt_dask.kernels.callables"
+"""The module that defines (and so registers) the callable kind, above this one."""
+
+
+def kinds() -> dict[str, type[KernelSpec]]:
+    """The class of each kind, the callable kind's module loaded by name first (it
+    subclasses :class:`KernelSpec` here, so this module cannot import it)."""
+    if CALLABLE not in _KINDS:
+        importlib.import_module(CALLABLE_MODULE)
+    return _KINDS
 
 
 class _ByKind(type):
@@ -221,7 +233,7 @@ class KernelSpec(metaclass=_ByKind):
             )
         if "name" not in data:
             raise KernelParameterError("A kernel spec dict needs a 'name' key.")
-        unknown = set(data) - _KINDS.get(data["name"], NamedKernel).spec_keys()
+        unknown = set(data) - kinds().get(data["name"], NamedKernel).spec_keys()
         if unknown:
             raise KernelParameterError(f"Unknown kernel spec keys {sorted(unknown)}.")
         return spec_of(**dict(data))
@@ -531,7 +543,7 @@ def spec_of(
         )
         raise KernelParameterError(f"A {name} kernel takes no {given}; {fix}")
     if name == CALLABLE:
-        return _KINDS[CALLABLE](function=function, params=params)  # type: ignore[call-arg]
+        return kinds()[CALLABLE](function=function, params=params)  # type: ignore[call-arg]
     if function is not None or params:
         raise KernelParameterError(
             f"The {name!r} kernel takes no function or kernel_params; pass the function itself "

@@ -35,7 +35,7 @@ its own budget, and a plan whose device part does not fit is refused before any 
 (:func:`~npt_dask.engine.budget.check_budgets`: naming both budgets and the fix).
 
 A fixed overhead (thread pools, BLAS buffers: :data:`FIXED_OVERHEAD`) comes
-on top; ``tests/test_planning.py`` measures peak RSS against the RSS after
+on top; ``tests/npt/test_planning.py`` measures peak RSS against the RSS after
 loading the input + budget + overhead.
 """
 

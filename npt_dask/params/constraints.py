@@ -17,7 +17,7 @@ tables share lives with what it sets (the memory budgets in
 landmarks in :mod:`npt_dask.engine.centres`). An estimator checks its
 parameters by its table when it fits (:func:`check_estimator`), a function its
 arguments (:func:`check_table`); the signature takes its defaults from the table
-(:func:`table_defaults`), and ``tests/test_params.py`` holds the signatures and the
+(:func:`table_defaults`), and ``tests/params/test_params.py`` holds the signatures and the
 docstrings to the tables.
 """
 

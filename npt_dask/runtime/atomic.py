@@ -1,6 +1,6 @@
 """The one atomic writer: stores (directories) and small files moved into place whole.
 
-Every rename of a store happens here (``tests/test_architecture.py`` checks it), and
+Every rename of a store happens here (``tests/architecture/test_architecture.py`` checks it), and
 so does every name given to something that is not (yet, or any more) at its path.
 Beside a store at ``<dir>/<name>`` a writer uses siblings named by their kind and
 their owner (:mod:`npt_dask.runtime.owners`)::

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "npt_dask"
+PACKAGE = Path(__file__).resolve().parents[2] / "npt_dask"
 
 
 def _module_name(path: Path) -> str:

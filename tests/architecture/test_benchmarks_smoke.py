@@ -4,7 +4,7 @@ A script opts into the tiny run by defining ``SMOKE_ARGS`` (its command-line
 arguments for a run of well under a second: the code paths, not the figures).
 Scripts that need real data, child processes or a cluster only import here; every
 ``npt_dask`` name they import anywhere (also inside functions) is checked to
-exist by ``tests/test_architecture.py``.
+exist by ``tests/architecture/test_architecture.py``.
 """
 
 from __future__ import annotations

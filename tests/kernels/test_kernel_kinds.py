@@ -229,3 +229,18 @@ def test_rpcholesky_stopping_early_names_the_rank_it_found():
     with pytest.raises(InputError, match=r"stopped at 10 of 50 landmarks.*at most 9 components"):
         npt.fit(x, gamma=0.5, n_components=20, landmarks=50,
                 landmark_method="rpcholesky", random_state=0)  # fmt: skip
+
+
+def test_the_callable_kind_is_there_without_importing_its_module():
+    """A fresh interpreter that imports only the specs module makes a callable kernel (the
+    kind's module is loaded by name, :func:`npt_dask.kernels.specs.kinds`)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from npt_dask.kernels.specs import make_kernel\n"
+        "assert 'npt_dask.kernels.callables' not in sys.modules\n"
+        "assert make_kernel(lambda a, b: a @ b.T).name == 'callable'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

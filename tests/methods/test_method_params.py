@@ -4,7 +4,7 @@ their parameters as data beside them (tables of :class:`npt_dask.params.constrai
 and refuse each bad value the table generates with the table's one error, before any work.
 
 The bad values come from the declarations (``Param.invalid_values``), as the fit's do
-(tests/test_params.py); each is refused with exactly the class and message that the
+(tests/params/test_params.py); each is refused with exactly the class and message that the
 table's own ``check`` gives.
 """
 

@@ -243,6 +243,28 @@ def test_krylov_shape():
     assert cap == 50
 
 
+def test_slow_decay(rng):
+    """r = 150 of n = 600 with an algebraically decaying spectrum (the rule of
+    :func:`test_large_r_slow_decay`, at a quarter of its size)."""
+    spectrum = 1.0 / (1.0 + np.arange(600) / 30.0)
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(lambda v: k @ v, 600, 150, tol=1e-8, random_state=0, dense_fraction=1.0)
+    assert "dense" not in res.info
+    _check_against_dense(k, res, 150, 1e-8)
+
+
+def test_clusters(rng):
+    """Repeated and tightly clustered eigenvalues, r = 100 of n = 600 cutting through none
+    of them (the rule of :func:`test_large_r_clusters`, at a quarter of its size)."""
+    top = np.repeat(np.linspace(10.0, 1.0, 10), 10)  # 10 eigenvalues of multiplicity 10
+    top = top + np.tile(np.arange(10) * 1e-12, 10)  # ... split at rounding level
+    spectrum = np.concatenate([top, np.linspace(0.5, 0.0, 500)])
+    k = _matrix(rng, spectrum)
+    res = block_krylov_eigh(lambda v: k @ v, 600, 100, tol=1e-9, random_state=1, dense_fraction=1.0)
+    _check_against_dense(k, res, 100, 1e-9)
+
+
+@pytest.mark.slow  # test_slow_decay checks the same rule at r = 150 of 600
 def test_large_r_slow_decay(rng):
     """r = 500 of n = 1,500 with an algebraically decaying spectrum."""
     spectrum = 1.0 / (1.0 + np.arange(1500) / 30.0)
@@ -254,6 +276,7 @@ def test_large_r_slow_decay(rng):
     _check_against_dense(k, res, 500, 1e-8)
 
 
+@pytest.mark.slow  # test_clusters checks the same rule at r = 100 of 600
 def test_large_r_clusters(rng):
     """Repeated and tightly clustered eigenvalues, r = 500 cutting through none of them."""
     top = np.repeat(np.linspace(10.0, 1.0, 50), 10)  # 50 eigenvalues of multiplicity 10

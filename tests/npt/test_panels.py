@@ -217,12 +217,14 @@ def test_peak_rss_within_plan_with_the_basis_on_local_disk():
         assert run["growth"] <= plan["driver_bytes"] + plan["worker_bytes"] + FIXED_OVERHEAD, run
 
 
+@pytest.mark.slow  # test_basis_on_cluster_workers_equals_driver (the basis on the workers)
+# and test_peak_rss_within_plan_with_the_basis_on_local_disk (RSS within the plan) cover it
 def test_driver_peak_rss_stays_flat_while_n_grows_on_a_cluster():
     """The driver (the client process) with the basis on the workers: 6 passes of 60
     columns, n = 8,000 then 24,000. On the driver the basis alone would grow by
     16,000 x 2 x 360 x 8 bytes = 92 MB (its work arrays as much again); chunked, the
-    driver holds 10 columns of result and 600 x 600 matrices (measured: 22 MB more at
-    24,000 rows, the graphs' and the client's own buffers)."""
+    driver holds 10 columns of result and 600 x 600 matrices, and the graphs' and the
+    client's own buffers."""
     small = _growth(8_000, "chunked", cluster=True)
     large = _growth(24_000, "chunked", cluster=True)
     assert large["plan"]["basis_home"] == "workers"

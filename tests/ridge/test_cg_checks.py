@@ -19,15 +19,9 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from npt_dask import KernelRidge
 from npt_dask.errors import ConvergenceWarning, InputError, RidgeWarning
 from npt_dask.linalg import cg
+from tests.ridge.conftest import ridge_data
 
 GAMMA = 0.3
-
-
-def _data(n=400, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, d))
-    t = np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0]) * x[:, 1]])
-    return x, t + 0.05 * rng.normal(size=t.shape)
 
 
 def _true_residuals(est, x, t, dtype=np.float64):
@@ -45,7 +39,7 @@ def _true_residuals(est, x, t, dtype=np.float64):
 
 @pytest.mark.parametrize("tol", [1e-3, 1e-6])
 def test_the_reported_residual_is_the_true_one_and_meets_tol(tol):
-    x, t = _data()
+    x, t = ridge_data(n=400, test=0)[:2]
     est = KernelRidge(alpha=1e-2, kernel="rbf", gamma=GAMMA, landmarks=80, solver="cg",
                       tol=tol, max_iter=500, random_state=0).fit(x, t)  # fmt: skip
     true = _true_residuals(est, x, t)
@@ -56,7 +50,7 @@ def test_the_reported_residual_is_the_true_one_and_meets_tol(tol):
 
 
 def test_float32_blocks_below_their_resolution_are_never_claimed_and_say_the_fix():
-    x, t = _data()
+    x, t = ridge_data(n=400, test=0)[:2]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = KernelRidge(alpha=1e-3, kernel="rbf", gamma=GAMMA, landmarks=80, solver="cg",
@@ -79,7 +73,7 @@ def test_a_column_stopped_by_divergence_reports_its_true_residual():
     and the columns stop at their best iterates; what the warning and solve_details_
     report is the true residual of those iterates (measured in one pass more), not the
     drifted one."""
-    x, t = _data()
+    x, t = ridge_data(n=400, test=0)[:2]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = KernelRidge(alpha=1e-3, kernel="rbf", gamma=GAMMA, landmarks=80, solver="cg",
@@ -97,7 +91,7 @@ def test_a_column_stopped_by_divergence_reports_its_true_residual():
 
 
 def test_resuming_under_a_tighter_tol_iterates_on(tmp_path):
-    x, t = _data()
+    x, t = ridge_data(n=400, test=0)[:2]
     kw = {"alpha": 1e-3, "kernel": "rbf", "gamma": GAMMA, "landmarks": 80, "random_state": 0,
           "solver": "cg", "max_iter": 5000}  # fmt: skip
     path = tmp_path / "cg.npz"
@@ -153,7 +147,7 @@ def test_a_diverging_column_stops_at_its_best_iterate():
     [(0.0, "non-zero"), (-1.0, ">= 0"), ("dask-negative", ">= 0"), ("dask-nan", "finite")],
 )
 def test_weights_of_every_kind_are_checked_before_any_pass(weight, match):
-    x, t = _data(n=200)
+    x, t = ridge_data(n=200, test=0)[:2]
     if weight == "dask-negative":
         weight = da.from_array(np.where(np.arange(200) % 40 == 0, -2.0, 1.0), chunks=50)
     elif weight == "dask-nan":
@@ -165,7 +159,7 @@ def test_weights_of_every_kind_are_checked_before_any_pass(weight, match):
 
 
 def test_a_scalar_weight_is_every_rows_weight():
-    x, t = _data(n=200)
+    x, t = ridge_data(n=200, test=0)[:2]
     kw = {"alpha": 0.1, "gamma": GAMMA, "kernel": "rbf", "landmarks": 40, "random_state": 0}
     a = KernelRidge(**kw).fit(x, t, sample_weight=2.0)
     b = KernelRidge(**kw).fit(x, t, sample_weight=np.full(200, 2.0))

@@ -27,16 +27,9 @@ from npt_dask.errors import CheckpointError, ConvergenceWarning, InputError, Rid
 from npt_dask.kernels import blockwise
 from npt_dask.methods import Ridge
 from npt_dask.ridge.search import TIE_TOL
+from tests.ridge.conftest import ridge_data
 
 GAMMA = 0.3
-
-
-def _data(n=300, d=5, seed=0, k=2):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n + 40, d))
-    t = np.column_stack([np.sin(x.sum(axis=1)), np.cos(x[:, 0]) * x[:, 1]])[:, :k]
-    t = t + 0.05 * rng.normal(size=t.shape)
-    return x[:n], t[:n], x[n:]
 
 
 def _rel(got, ref):
@@ -61,14 +54,14 @@ def _nystrom_reference(x, t, z, idx, alpha, weights=None, kernel="rbf", **params
      ("linear", {}), ("cosine", {})],
 )  # fmt: skip
 def test_exact_direct_equals_scikit_learn(kernel, params):
-    x, t, z = _data()
+    x, t, z = ridge_data()
     ref = SkKernelRidge(alpha=0.3, kernel=kernel, **params).fit(x, t).predict(z)
     got = KernelRidge(alpha=0.3, kernel=kernel, **params).fit(x, t).predict(z)
     assert _rel(got, ref) < 1e-8
 
 
 def test_exact_with_weights_and_per_target_alpha_equals_scikit_learn():
-    x, t, z = _data()
+    x, t, z = ridge_data()
     w = np.random.default_rng(1).uniform(0.2, 3.0, len(x))
     ref = SkKernelRidge(alpha=[0.1, 2.0], kernel="rbf", gamma=GAMMA)
     ref = ref.fit(x, t, sample_weight=w).predict(z)
@@ -81,7 +74,7 @@ def test_exact_is_scikit_learns_solve_whenever_the_kernel_matrix_fits(alpha):
     """At an n where counted flops once made auto take CG (at tol 1e-3), exact ridge
     is scikit-learn's: predictions and dual coefficients within 1e-8, the classifier's
     decisions too."""
-    x, t, z = _data(n=1500, d=3, k=1)
+    x, t, z = ridge_data(n=1500, d=3, k=1)
     sk = SkKernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
     est = KernelRidge(alpha=alpha, kernel="rbf", gamma=0.5).fit(x, t[:, 0])
     assert est.solver_ == "direct"
@@ -112,7 +105,7 @@ def test_the_plan_takes_exact_ridges_direct_route_whatever_n_when_it_fits(n):
 def test_exact_ridge_says_once_when_the_kernel_matrix_does_not_fit():
     """Only a budget below the n x n matrix makes auto iterate, and one warning says so:
     the tolerance, and the budget that gives scikit-learn's exact solve."""
-    x, t, _ = _data(n=1500, d=3, k=1)
+    x, t, _ = ridge_data(n=1500, d=3, k=1)
     budget = 8 * 1500**2  # the CG route fits, the matrix and its solve (16 n^2 bytes) not
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -133,7 +126,7 @@ def test_exact_ridge_says_once_when_the_kernel_matrix_does_not_fit():
 
 @pytest.mark.parametrize("container", ["dask", "xarray", "sparse"])
 def test_exact_takes_lazy_labelled_and_sparse_rows(container):
-    x, t, z = _data()
+    x, t, z = ridge_data()
     ref = SkKernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, t[:, 0]).predict(z)
     if container == "dask":
         fit_x, pred_z = da.from_array(x, chunks=(70, -1)), da.from_array(z, chunks=(13, -1))
@@ -154,7 +147,7 @@ def test_exact_takes_lazy_labelled_and_sparse_rows(container):
 
 
 def test_precomputed_exact_and_nystrom():
-    x, t, z = _data()
+    x, t, z = ridge_data()
     k = pairwise_kernels(x, metric="rbf", gamma=GAMMA)
     kz = pairwise_kernels(z, x, metric="rbf", gamma=GAMMA)
     ref = SkKernelRidge(alpha=0.3, kernel="precomputed").fit(k, t).predict(kz)
@@ -194,7 +187,7 @@ def test_scikit_learns_own_kernel_ridge_tests_pass(monkeypatch):
 
 @pytest.mark.parametrize("chunks", [None, (37, 101, 90, 72)])
 def test_nystrom_direct_equals_dense_numpy(chunks):
-    x, t, z = _data()
+    x, t, z = ridge_data()
     idx = np.sort(np.random.default_rng(2).choice(len(x), 60, replace=False))
     w = np.random.default_rng(3).uniform(0.5, 2.0, len(x))
     fit_x = x if chunks is None else da.from_array(x, chunks=(chunks, -1))
@@ -210,7 +203,7 @@ def test_nystrom_direct_equals_dense_numpy(chunks):
 def test_nystrom_direct_equals_todays_eigen_frame_route():
     """Ridge (no intercept) on the full-rank uncentred landmark NPT coordinates is the
     same Nyström kernel ridge."""
-    x, t, z = _data()
+    x, t, z = ridge_data()
     idx = np.sort(np.random.default_rng(4).choice(len(x), 50, replace=False))
     model = npt.fit(x, "rbf", gamma=GAMMA, landmarks=idx, center=False, n_components=None,
                     targets=t)  # fmt: skip
@@ -223,7 +216,7 @@ def test_nystrom_direct_equals_todays_eigen_frame_route():
 
 @pytest.mark.parametrize("landmarks", [None, 60])
 def test_iterative_equals_direct_to_its_tolerance(landmarks):
-    x, t, z = _data(n=400)
+    x, t, z = ridge_data(n=400)
     common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": landmarks,
               "random_state": 0, "chunk_size": 96}  # fmt: skip
     direct = KernelRidge(solver="direct", **common).fit(x, t)
@@ -242,7 +235,7 @@ def test_float32_route_is_within_its_stated_tolerance():
     """float32 kernel blocks (and CG's products) with float64 sums and solves: decision
     values within 1e-4 of the largest (the docstring's figure) of the float64 solve; CG at
     a tol float32 resolves (1e-5: its true residual is checked, 1e-6 is not reached)."""
-    x, t, z = _data(n=400)
+    x, t, z = ridge_data(n=400)
     for landmarks, solver in [(60, "direct"), (60, "cg"), (None, "cg")]:
         common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": landmarks,
                   "solver": solver, "tol": 1e-5, "max_iter": 300, "random_state": 0}  # fmt: skip
@@ -257,7 +250,7 @@ def test_float32_route_is_within_its_stated_tolerance():
 
 @pytest.mark.parametrize("classes", [2, 4])
 def test_classifier_matches_scikit_learn_decisions(classes):
-    x, _, z = _data()
+    x, _, z = ridge_data()
     labels = np.array(["ant", "bee", "cat", "dog"])[:classes]
     y = labels[(np.floor(x[:, 0] * 2) % classes).astype(int)]
     targets = LabelBinarizer(neg_label=-1).fit_transform(y).astype(float)
@@ -272,7 +265,7 @@ def test_classifier_matches_scikit_learn_decisions(classes):
 
 
 def test_classifier_lazy_input_gives_lazy_labels():
-    x, _, z = _data()
+    x, _, z = ridge_data()
     y = (x[:, 0] > 0).astype(int)
     clf = KernelRidgeClassifier(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=40, random_state=0)
     clf.fit(da.from_array(x, chunks=(64, -1)), y)
@@ -318,7 +311,7 @@ def _counting_kernel():
 
 
 def test_each_block_is_evaluated_once_per_iteration():
-    x, t, _ = _data(n=400)
+    x, t, _ = ridge_data(n=400)
     kernel, calls = _counting_kernel()
     est = KernelRidge(alpha=0.05, kernel=kernel, landmarks=60, solver="cg", tol=1e-12,
                       max_iter=7, random_state=0)  # fmt: skip
@@ -344,7 +337,7 @@ def test_each_block_is_evaluated_once_per_iteration():
 
 
 def test_direct_route_reads_each_block_once():
-    x, t, _ = _data(n=400)
+    x, t, _ = ridge_data(n=400)
     kernel, calls = _counting_kernel()
     est = KernelRidge(alpha=0.05, kernel=kernel, landmarks=60, solver="direct").fit(x, t)
     chunks = -(-400 // est.plan_["row_chunk"])
@@ -355,7 +348,7 @@ def test_direct_route_reads_each_block_once():
 
 
 def test_a_stopped_iterative_fit_resumes_to_the_same_answer(tmp_path):
-    x, t, _ = _data(n=400)
+    x, t, _ = ridge_data(n=400)
     common = {"alpha": 0.05, "kernel": "rbf", "gamma": GAMMA, "landmarks": 60, "solver": "cg",
               "tol": 1e-12, "random_state": 0}  # fmt: skip
     with pytest.warns(ConvergenceWarning):
@@ -391,7 +384,7 @@ def test_a_stopped_iterative_fit_resumes_to_the_same_answer(tmp_path):
     ],
 )
 def test_bad_input_is_refused_before_any_pass(params, fit, match):
-    x, t, _ = _data()
+    x, t, _ = ridge_data()
     kernel, calls = _counting_kernel()
     y = fit.get("y", t)
     if fit.get("x_nan"):
@@ -418,7 +411,7 @@ def test_lazy_targets_and_weights_that_are_not_finite_are_refused_before_any_pas
     container, solver, landmarks
 ):
     """Lazy targets and weights are read (one compute) and refused as numpy ones are."""
-    x, t, _ = _data()
+    x, t, _ = ridge_data()
     kernel, calls = _counting_kernel()
     est = KernelRidge(kernel=kernel, solver=solver, landmarks=landmarks, random_state=0)
     for bad in (np.nan, np.inf):
@@ -434,7 +427,7 @@ def test_lazy_targets_and_weights_that_are_not_finite_are_refused_before_any_pas
 
 
 def test_the_plan_says_which_route_and_why():
-    x, t, _ = _data()
+    x, t, _ = ridge_data()
     est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=60, random_state=0)
     est.fit(x, t)
     plan = est.plan_
@@ -451,7 +444,7 @@ def test_the_plan_says_which_route_and_why():
 
 
 def test_targets_and_weights_are_matched_by_label():
-    x, t, z = _data()
+    x, t, z = ridge_data()
     rows = xr.DataArray(x, dims=("sample", "feature"), coords={"sample": np.arange(300) * 3})
     perm = np.random.default_rng(5).permutation(300)
     y = xr.DataArray(t[:, 0], dims=("sample",), coords={"sample": np.arange(300) * 3})
@@ -466,14 +459,14 @@ def test_targets_and_weights_are_matched_by_label():
 
 
 def test_rows_on_another_scale_are_warned_about_at_predict():
-    x, t, z = _data()
+    x, t, z = ridge_data()
     est = KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA).fit(x, t)
     with pytest.warns(npt.KernelScaleWarning, match="unlike every training row"):
         est.predict(z * 1000.0)
 
 
 def test_progress_reports_the_pass_and_every_iteration(capsys):
-    x, t, _ = _data(n=400)
+    x, t, _ = ridge_data(n=400)
     KernelRidge(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=60, solver="direct",
                 progress=True).fit(x, t)  # fmt: skip
     err = capsys.readouterr().err
@@ -494,7 +487,7 @@ def test_progress_reports_the_pass_and_every_iteration(capsys):
 def test_the_search_scores_every_pair_as_an_independent_refit_does():
     """Each (gamma, alpha) is scored as scikit-learn's KernelRidge fitted on the search's
     rows (alpha scaled by rows / n) scores on its held-out rows; the best pair is fitted."""
-    x, t, z = _data(n=400)
+    x, t, z = ridge_data(n=400)
     est = npt.KernelRidgeCV(alphas=[1e-3, 1e-1, 10.0], gammas=[0.05, 0.3, 3.0],
                             search_rows=300, random_state=0).fit(x, t)  # fmt: skip
     res = est.cv_results_
@@ -519,7 +512,7 @@ def test_a_search_with_as_many_landmarks_as_rows_scores_exact_ridge():
     """m >= the subproblem's fit rows: every row is a centre, and the search solves exact
     kernel ridge (as scikit-learn's KernelRidge on those rows scores), not Nyström's
     normal equations at three times the flops."""
-    x, t, _ = _data(n=400)
+    x, t, _ = ridge_data(n=400)
     est = npt.KernelRidgeCV(alphas=[1e-3, 1e-1], gammas=[0.3], landmarks=350, search_rows=300,
                             random_state=0).fit(x, t)  # fmt: skip
     res = est.cv_results_
@@ -535,7 +528,7 @@ def test_a_search_with_as_many_landmarks_as_rows_scores_exact_ridge():
 
 
 def test_the_classifier_search_takes_gamma_from_the_scale_heuristic_and_landmarks():
-    x, _, _ = _data(n=500)
+    x, _, _ = ridge_data(n=500)
     y = (np.sin(2 * x[:, 0]) > 0).astype(int)
     clf = npt.KernelRidgeClassifierCV(landmarks=80, random_state=0).fit(x, y)
     res = clf.cv_results_
@@ -682,7 +675,7 @@ def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, 
 
     from npt_dask.interface.cli import main
 
-    x, _, _ = _data(n=340)
+    x, _, _ = ridge_data(n=340)
     y = (np.sin(2 * x[:, 0]) > 0).astype(int)
     np.savez(tmp_path / "d.npz", x=x, y=y)
     args = ["ridge", str(tmp_path / "d.npz"), "--rows", "0:300", "--test-rows", "300:340",
@@ -705,7 +698,7 @@ def test_npt_ridge_command_scores_the_test_rows_as_the_estimator_does(tmp_path, 
 def test_the_certificate_is_lemma_5_against_the_landmarks_span():
     """Each sampled row's residual is sqrt(k(x, x) - k^T K_mm^-1 k) (dense numpy); the
     landmarks themselves have none; the summary is the landmark route's."""
-    x, t, _ = _data(n=300)
+    x, t, _ = ridge_data(n=300)
     est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=40, random_state=0)
     est.fit(x, t)
     cert = est.certificate(x, rows=300, random_state=1)
@@ -722,7 +715,7 @@ def test_the_certificate_is_lemma_5_against_the_landmarks_span():
 
 
 def test_progress_from_python_is_labelled_by_the_estimator(capsys):
-    x, t, _ = _data(n=300)
+    x, t, _ = ridge_data(n=300)
     npt.KernelRidgeClassifier(alpha=0.3, kernel="rbf", gamma=GAMMA, landmarks=40,
                               solver="direct", progress=True).fit(x, t[:, 0] > 0)  # fmt: skip
     err = capsys.readouterr().err

@@ -62,7 +62,7 @@ def test_without_bokeh_the_line_says_how_to_get_it(tmp_path, capsys, monkeypatch
 def test_the_dashboard_extra_installs_the_bokeh_distributed_asks_for():
     from packaging.requirements import Requirement
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
     (extra,) = (Requirement(r) for r in project["optional-dependencies"]["dashboard"])
     wanted = Requirement(bokeh_requirement())
     assert extra.name == wanted.name == "bokeh"

@@ -18,14 +18,6 @@ from npt_dask.storage import store
 from tests.conftest import dead_owner_tag
 
 
-@pytest.fixture(scope="module")
-def fitted():
-    rng = np.random.default_rng(5)
-    x, z = rng.normal(size=(200, 5)), rng.normal(size=(30, 5))
-    model = npt.fit(x, "rbf", gamma=0.3, n_components=4, chunk_size=64, random_state=0)
-    return model, z
-
-
 def _edit_manifest(path: Path, edit) -> None:
     meta = json.loads((path / "zarr.json").read_text())
     edit(meta["attributes"]["npt"])
