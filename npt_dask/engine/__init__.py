@@ -1,1 +1,2 @@
-"""The kernel applied out of core: blocks, consumers, the passes over row chunks, budgets."""
+"""The kernel applied out of core: blocks, their sums, moments and projections, consumers,
+the passes over row chunks, the kernel operator and matrix, centres, budgets."""

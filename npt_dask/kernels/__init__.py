@@ -1,4 +1,4 @@
-"""Kernels: frozen, validated, serialisable specs and their blocks, in three rooms.
+"""Kernels: frozen, validated, serialisable specs and their blocks.
 
 * :mod:`~npt_dask.kernels.numerics` -- the block and diagonal functions, written once
   against the array API (numpy keeps its fast paths);
@@ -8,9 +8,13 @@
   spec_of`, behind ``KernelSpec(...)``, :meth:`KernelSpec.from_dict` and
   :func:`make_kernel`) and the resolution of ``gamma`` (:func:`resolve_kernel`);
 * :mod:`~npt_dask.kernels.callables` -- :class:`CallableKernel`, the probing of a
-  function's convention, :func:`blockwise` and :func:`pairwise`.
+  function's convention, :func:`blockwise` and :func:`pairwise`;
+* :mod:`~npt_dask.kernels.params` -- the kernel table, the hyperparameters' and the
+  kernel's entries and their lookup, the block precision;
+* :mod:`~npt_dask.kernels.scale` -- the one kernel-scale rule, on samples.
 
-This package re-exports the names other modules use.
+This package re-exports the names other modules use, each imported on first use
+(:mod:`npt_dask._lazy`).
 
 Layer rule: arrays in, arrays out (numpy, scipy.sparse or any array API namespace);
 nothing here knows dask, xarray or zarr.

@@ -1,1 +1,2 @@
-"""Driver-side algebra: dense symmetric solves, upper tiles, conjugate gradient, preconditioners."""
+"""Driver-side algebra: Cholesky and symmetric products, upper tiles, tall panels,
+conjugate gradient, preconditioners."""

@@ -1,1 +1,2 @@
-"""The NPT model: plan, eigensolvers, landmarks, the model, projection, growth, pre-images."""
+"""The NPT model: its parameters, plan, eigensolvers, the model, projection, growth,
+pre-images."""

@@ -1,1 +1,2 @@
-"""Kernel ridge at any n and m: plan, solvers, search, checkpoints and the estimators."""
+"""Kernel ridge at any n and m: the problem, routes, plan, solves, search, checkpoints and
+the estimators."""

@@ -1,2 +1,2 @@
-"""Where work runs and what comes in: scheduler, cluster, progress, inputs, parameters,
+"""Where work runs and what comes in: scheduler, cluster, progress, inputs, labels,
 atomic writes and the owners of locks."""
