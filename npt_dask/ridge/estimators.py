@@ -55,6 +55,7 @@ from npt_dask.linalg.preconditioners import FALKON_JITTER, factor_with_jitter
 from npt_dask.npt.landmarks import certificate, check_landmarks, select_landmarks
 from npt_dask.npt.training import class_labels
 from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.magnitudes import check_magnitudes
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.search import (
     GAMMA_FACTORS,
@@ -443,6 +444,7 @@ class _KernelRidgeBase(BaseEstimator):
         rows, _ = self._chunked(X, fitting=True)
         n, k = int(rows.shape[0]), int(t.shape[1])
         weights = _checked_values(t, sample_weight, n)
+        check_magnitudes(t, weights, str(rows.dtype))  # before any pass, the search's too
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)
@@ -759,10 +761,10 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     targets, weights, alpha or precision, or another kernel -- a kernel function
     is compared by its values on a few rows of the data, so a changed parameter
     it closes over is seen, and a resume applies the operator to the saved state
-    once (one pass more), so a change away from those rows is seen. So are a file altered since it was written (every
-    array's SHA-256 is recorded and checked), a file that is not a checkpoint
-    (left as it is), and a second fit on the same path while one runs (a lock
-    beside the file). A symbolic link is written through to its target.
+    once (one pass more), so a change away from those rows is seen. So are a file
+    altered since it was written (every array's SHA-256 is recorded and checked),
+    a file that is not a checkpoint (left as it is), and a second fit on the same
+    path while one runs (a lock beside the file). A symbolic link is written through to its target.
 
     Examples
     --------
@@ -913,10 +915,10 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     targets, weights, alpha or precision, or another kernel -- a kernel function
     is compared by its values on a few rows of the data, so a changed parameter
     it closes over is seen, and a resume applies the operator to the saved state
-    once (one pass more), so a change away from those rows is seen. So are a file altered since it was written (every
-    array's SHA-256 is recorded and checked), a file that is not a checkpoint
-    (left as it is), and a second fit on the same path while one runs (a lock
-    beside the file). A symbolic link is written through to its target.
+    once (one pass more), so a change away from those rows is seen. So are a file
+    altered since it was written (every array's SHA-256 is recorded and checked),
+    a file that is not a checkpoint (left as it is), and a second fit on the same
+    path while one runs (a lock beside the file). A symbolic link is written through to its target.
 
     Examples
     --------
