@@ -60,6 +60,7 @@ __all__ = [
     "gather",
     "host_state",
     "relative_residuals",
+    "replace_residuals",
     "residuals_of",
     "retarget",
     "start",
@@ -343,4 +344,17 @@ def step(
     state.p = _set_columns(xp, state.p, cols, z + beta * p)
     state.rz[cols] = rz_new
     state.history.append(float(rel[considered].max(initial=0.0)))  # a broken column: its last
+    return state
+
+
+def replace_residuals(state: CGState, hx: Any, cols: np.ndarray, which: np.ndarray) -> CGState:
+    """``r = b - H x`` for the columns ``which`` (some of ``cols``, whose ``H x`` is ``hx``),
+    in place: a column whose iterate was put back to its best (breakdown, divergence),
+    once measured, holds that iterate's residual, as every other column does."""
+    if not which.size:
+        return state
+    xp = namespace_of(state.r)
+    at = {int(c): i for i, c in enumerate(cols)}
+    part = _columns(xp, hx, np.array([at[int(c)] for c in which], dtype=np.intp))
+    state.r = _set_columns(xp, state.r, which, _columns(xp, state.b, which) - part)
     return state

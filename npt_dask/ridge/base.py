@@ -57,6 +57,7 @@ from npt_dask.params.constraints import (
 )
 from npt_dask.ridge.centre_rows import centre_kernel, centre_rows
 from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.magnitudes import check_magnitudes
 from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.problem import RidgeProblem
@@ -333,6 +334,7 @@ class KernelRidgeBase(BaseEstimator):
         rows, _ = self._chunked(X, fitting=True)
         n, k = int(rows.shape[0]), int(t.shape[1])
         weights = _checked_values(t, sample_weight, n)
+        check_magnitudes(t, weights, str(rows.dtype))  # before any pass, the search's too
         alpha, gamma = self._hyper(rows, t, weights)
         alphas = _alphas(alpha, k, type(self).__name__)
         spec = self._spec(rows, gamma)

@@ -25,8 +25,10 @@ row chunk, :class:`~npt_dask.engine.consumers.Digest`), targets, sample weights,
 kernel's parameters, alpha, centres, precision and route --, the kernel's
 *values* on a small fixed probe of the data (a kernel function's code says
 nothing of the values it closes over: compared within the precision's
-rounding), and the right-hand side recomputed from the data. A checkpoint of
-another problem is refused (:class:`~npt_dask.errors.CheckpointError`), never
+rounding), and the right-hand side recomputed from the data; then, before any step,
+the state itself: the operator of the problem at hand applied to the saved iterate
+(one pass more, :mod:`npt_dask.ridge.resume`). A checkpoint of another problem is
+refused (:class:`~npt_dask.errors.CheckpointError`), never
 continued. The centres are kept too: a fit that draws its landmarks without a
 seed resumes on the saved ones.
 

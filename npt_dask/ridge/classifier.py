@@ -136,10 +136,11 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
     a re-run. Another problem is refused (``CheckpointError``): other data,
     targets, weights, alpha or precision, or another kernel -- a kernel function
     is compared by its values on a few rows of the data, so a changed parameter
-    it closes over is seen. So are a file altered since it was written (every
-    array's SHA-256 is recorded and checked), a file that is not a checkpoint
-    (left as it is), and a second fit on the same path while one runs (a lock
-    beside the file). A symbolic link is written through to its target.
+    it closes over is seen, and a resume applies the operator to the saved state
+    once (one pass more), so a change away from those rows is seen. So are a file
+    altered since it was written (every array's SHA-256 is recorded and checked),
+    a file that is not a checkpoint (left as it is), and a second fit on the same
+    path while one runs (a lock beside the file). A symbolic link is written through to its target.
 
     Examples
     --------

@@ -7,7 +7,9 @@ preconditioner; the driver owns everything else, the same for every such route:
 * the start, or the resume from a checkpoint (:mod:`npt_dask.ridge.checkpoint`: one
   file format for any route's state, pinned by the problem's fingerprint -- the route's
   name among its parts --, the kernel's values on a probe of the data, and the
-  right-hand side);
+  right-hand side), and a resumed state checked against the problem itself: ``H x``
+  of the saved iterate against its saved residual (:mod:`npt_dask.ridge.resume`: one
+  pass more at a resume);
 * the steps of preconditioned CG (:mod:`npt_dask.linalg.cg`), with the check of each
   converged column against its true residual ``b - H x`` and the measure of the columns
   that stop without converging, beside the next pass's products;
@@ -32,6 +34,7 @@ from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.linalg import cg
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
 from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSolution
+from npt_dask.ridge.resume import check_resumed
 from npt_dask.runtime.progress import FitProgress, label_in_force
 from npt_dask.runtime.scheduler import compute
 
@@ -105,6 +108,7 @@ class Iterations:
         self.probe = np.zeros((0, 0))
         self.passes = 0  # operator products: iterations and the checks of converged columns
         self.measured: dict[int, float] = {}  # stopped columns' true relative residuals
+        self.resumed = False  # a saved state, to be checked against this problem's operator
 
     def start(
         self,
@@ -128,6 +132,7 @@ class Iterations:
         if state is None:
             return cg.start(b, precondition, tol)
         state = cg.state_like(state, b)
+        self.resumed = True
         cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
         self.report.stage(f"cg: resuming at iteration {state.iteration} "
                           f"from {self.checkpoint.user_path}")  # fmt: skip
@@ -159,6 +164,17 @@ class Iterations:
             self.checkpoint.save(cg.host_state(state), self.key, self.problem.centres,
                                  self.probe)  # fmt: skip
 
+    def _check_resumed(self, state: cg.CGState, product: Callable[[Any, np.ndarray], Any]) -> None:
+        """The saved state checked against this problem's operator, before any step
+        (:func:`npt_dask.ridge.resume.check_resumed`: one pass more at a resume)."""
+        assert self.checkpoint is not None
+        gaps = check_resumed(state, product, precision=self.problem.plan.precision,
+                             path=self.checkpoint.user_path)  # fmt: skip
+        self.passes += 1
+        self.resumed = False
+        self.report.stage(f"cg: the saved state checked against b - H x of this problem "
+                          f"(largest gap {gaps.max(initial=0.0):.2e} of ||b||)")  # fmt: skip
+
     def _stopped(self, state: cg.CGState, at_end: bool) -> np.ndarray:
         """Columns stopped without a verified convergence whose true residual is not yet
         measured: broken down or diverged (their best iterate is final), and at
@@ -174,6 +190,9 @@ class Iterations:
         numbers cross)."""
         rel = cg.residuals_of(state, hx, cols)
         self.measured.update({int(c): float(v) for c, v in zip(cols, rel, strict=True)})
+        back = state.breakdown[cols]  # put back to their best iterates: r, best made theirs
+        cg.replace_residuals(state, hx, cols, cols[back])
+        state.best[cols[back]] = rel[back]
         met = cols[rel <= self.problem.plan.tol]  # it met tol after all: converged
         state.converged[met] = state.verified[met] = True
         state.breakdown[met] = False
@@ -198,6 +217,8 @@ class Iterations:
         ``precondition`` maps that namespace to itself, and each iteration crosses only
         k numbers at a time (the step's dots, the residuals checked)."""
         plan = self.problem.plan
+        if self.resumed:
+            self._check_resumed(state, product)
         while True:
             act, unv = np.flatnonzero(state.active), np.flatnonzero(state.unverified)
             at_end = state.iteration >= plan.max_iter

@@ -197,11 +197,15 @@ def test_another_layout_is_refused_by_name(tmp_path, version, words):
 
 
 def test_a_forged_converged_state_is_checked_against_the_true_residual(tmp_path):
-    """Zeroed iterates and residuals flagged converged, digests recomputed: the flags
-    are not believed; the fit reaches the true normal equations' solution."""
+    """Zeroed iterates and residuals flagged converged, digests recomputed: a residual
+    that is not ``b - H x`` is refused; with the residual that is (``r = b`` at ``x = 0``)
+    the flags are not believed and the fit reaches the true normal equations' solution."""
     path = tmp_path / "cg.npz"
     _stopped(path, tol=1e-8, gamma=GAMMA)
     _rewrite(path, _zero_converged, digests=True)
+    with pytest.raises(CheckpointError, match="not of this problem"):
+        _resumed(path, tol=1e-8, max_iter=200, gamma=GAMMA)
+    _rewrite(path, lambda a: a["r"].__setitem__(slice(None), a["b"]), digests=True)
     est = _resumed(path, tol=1e-8, max_iter=200, gamma=GAMMA)
     x, t = _data()
     c = x[est.landmarks_]
