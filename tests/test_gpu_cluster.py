@@ -8,6 +8,8 @@ CuPy really runs on workers, and ``client.run`` really reads each worker's GPU.
 
 from __future__ import annotations
 
+import importlib.machinery
+import json
 import sys
 import types
 
@@ -22,6 +24,7 @@ from npt_dask.arrays import device
 from npt_dask.arrays.device import device_memory_budget
 from npt_dask.engine.budget import default_device_budget
 from npt_dask.runtime.cluster import CupyFromRMMPool, connect
+from tests._clusters import recipe
 
 GB = 10**9
 
@@ -61,6 +64,7 @@ def _stack(monkeypatch, *, free=20 * GB, cached=GB, pool=60 * GB, used=None, rmm
     cupy = types.ModuleType("cupy")
     cupy.is_available = lambda: True
     cupy.cuda = cuda
+    cupy.ones = lambda n: np.ones(4)
     cupy.get_default_memory_pool = lambda: types.SimpleNamespace(free_bytes=lambda: cached)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     if not rmm:
@@ -132,6 +136,32 @@ def test_pool_without_cupy_is_refused_naming_it(monkeypatch, cuda_cluster, tmp_p
     with pytest.raises(npt.DeviceError, match=r"CuPy is not installed here: pip install") as no:
         connect(gpu=True, rmm_pool_size=GB, local_directory=tmp_path)
     _one_line(no)
+    assert cuda_cluster == {}
+
+
+def test_an_rmm_that_does_not_import_says_why(monkeypatch, cuda_cluster, tmp_path):
+    _stack(monkeypatch)
+    monkeypatch.delitem(sys.modules, "rmm")
+
+    class Broken:  # rmm installed, but its CUDA library missing
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "rmm":
+                return importlib.machinery.ModuleSpec("rmm", Broken)
+            return None
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            raise ImportError("libcuda.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(sys, "meta_path", [Broken, *sys.meta_path])
+    with pytest.raises(npt.DeviceError) as broken:
+        connect(gpu=True, rmm_pool_size="60GB", local_directory=tmp_path)
+    assert "rmm does not import (ImportError: libcuda.so.1: cannot open" in _one_line(broken)
     assert cuda_cluster == {}
 
 
@@ -209,6 +239,23 @@ def test_workers_that_cannot_take_the_pool_close_the_cluster_with_one_line(monke
         connect(gpu=True, rmm_pool_size="60GB", local_directory=tmp_path, show_dashboard=False)
     assert "ModuleNotFoundError: import of rmm.allocators.cupy" in _one_line(failed)
     assert started[0].status.name == "closed"
+
+
+def test_the_pool_check_recipe_reports_each_worker(monkeypatch, cuda_cluster, capsys):
+    _stack(monkeypatch, free=18 * GB, cached=0, pool=60 * GB)
+    check = recipe("gpu/check_pool.py")
+    assert check.main(["--rmm-pool-size", "60GB"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert cuda_cluster["rmm_pool_size"] == "60GB"
+    assert len(report["workers"]) == 2
+    for worker in report["workers"].values():
+        assert worker == {"cupy_allocates_from_rmm": True, "rmm_pool_bytes": 60 * GB,
+                          "device_free_bytes": 18 * GB}  # fmt: skip
+    assert report["device_memory_budget_gib"] == round(0.75 * 78 * GB / 2**30, 2)
+    monkeypatch.setitem(sys.modules, "rmm", None)
+    assert check.main(["--rmm-pool-size", "60GB"]) == 2
+    assert "check_pool.py: error: connect(gpu=True, rmm_pool_size='60GB')" in (
+        capsys.readouterr().err)  # fmt: skip
 
 
 # --- the device budget, read on the workers --------------------------------------------------

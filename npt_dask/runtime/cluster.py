@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -598,10 +599,13 @@ def _check_rmm_pool(size: Any) -> None:
     for module, package in (("rmm", "rmm-cu13 or rmm-cu12"), ("cupy", "CuPy")):
         try:
             importlib.import_module(module)
-        except ImportError:
+        except ImportError as exc:
+            problem = f"{package} is not installed here"
+            if importlib.util.find_spec(module) is not None:  # installed, but broken
+                problem = f"{module} does not import ({type(exc).__name__}: {exc})"
             raise DeviceError(
                 f"connect(gpu=True, rmm_pool_size={size!r}) gives each GPU worker an RMM pool "
-                f"for CuPy, and {package} is not installed here: {GPU_INSTALL}; or leave "
+                f"for CuPy, and {' '.join(problem.split())}: {GPU_INSTALL}; or leave "
                 "rmm_pool_size=None (CuPy then keeps its own memory pool)."
             ) from None
 
