@@ -43,7 +43,8 @@ quick | job)
     export PYTHONPATH="/tmp/site:$PWD" NPT_DATA_DIR="$PWD/$CARRY/data" PYTHONUNBUFFERED=1
     out=${OUT:-results/gpu-check}
     mkdir -p "$out"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    "$PY" -c "import importlib.metadata as m; print(*(f'{p} {m.version(p)}' for p in ('cupy-cuda13x', 'dask', 'distributed', 'dask-cuda', 'rmm-cu13', 'numpy')), sep=', ')" || true
     if [ "$1" = quick ]; then
         # the routes on real CuPy (the stand-in suite's twin), then the RMM pool
         "$PY" -m pytest tests/gpu -m gpu -q -o addopts="" -p no:cacheprovider \
