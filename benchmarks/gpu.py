@@ -3,29 +3,41 @@
 At start-up the device's GEMM rate is measured (float32 and float64, CuPy). Then each
 job runs twice on the same rows in this process: the floor (CuPy alone: the kernel on
 the device, dense or streamed in row blocks, and cuSOLVER) and npt-dask's route with the
-rows' chunks on the device (``to_device(x, "gpu")``). Reported per job and route:
-seconds, accuracy (or eigenvalue agreement and residual), the ratio to the floor, and
-the kernel pass's rate against the GEMM rate.
+rows' chunks on the device (``to_device(x, "gpu")``). Each job prints one JSON object:
+seconds, accuracy (or eigenvalue agreement and residual), the ratio to the floor, the
+share of the GEMM rate, the CuPy pool's high-water mark, and the issue's targets (met or
+not; they apply at the full sizes).
 
-Jobs (``--jobs``, default all):
+Jobs (``--list`` prints this table with the sizes, targets and flop estimates):
 
 * ``exact_ridge``: exact kernel ridge, MNIST 60,000 train / 10,000 test, gamma 0.02,
   alpha 0.01 (floor: K on the device in float64, Cholesky, two triangular solves);
-* ``nystrom_ridge``: Nystrom kernel ridge on the deformed MNIST rows
-  (``npt_dask.storage.datasets.deformed_mnist``, seed 0; ``--store`` reads rows written
-  by ``benchmarks/make_mnist1m.py``), m = 50,000 uniform landmarks, float64 (floor: the
-  m x m normal matrix streamed over row blocks, Cholesky);
+  target >= 98.8 % in <= 10 s;
+* ``nystrom_ridge``: Nystrom kernel ridge on 10^6 deformed MNIST rows
+  (``npt_dask.storage.datasets.deformed_mnist``, seed 0, generated on the host first;
+  ``--rows`` reads rows written by ``benchmarks/make_mnist1m.py``), m = 50,000 uniform
+  landmarks, float64 (floor: the m x m normal matrix streamed over row blocks,
+  Cholesky); target >= 99.0 % in <= 150 s;
 * ``kpca60k``: exact kernel PCA of 60,000 MNIST rows, r = 100 (floor: the centred K on
   the device, ``cupyx.scipy.sparse.linalg.eigsh``);
 * ``kpca250k``: exact kernel PCA of 250,000 deformed rows, r = 100 (floor: block subspace
-  iteration, the centred K streamed in row blocks, never held);
+  iteration, the centred K streamed in row blocks, never held); target <= 180 s;
 * ``pass``: one streamed pass ``K(X, X) @ V``, n = 200,000, V n x 128, float32.
 
-    NPT_DATA_DIR=../shared/data python benchmarks/gpu.py [--jobs exact_ridge,pass] \\
-        [--n 60000] [--quick] [--store results/mnist1m.zarr]
+Every route's target is also <= 1.5 x its floor.
 
-``--quick`` is a smoke run of every job at a few thousand rows (the code paths, not
-the figures). Without CuPy or a CUDA device it says so and exits with status 2.
+    NPT_DATA_DIR=../shared/data python benchmarks/gpu.py --quick --store results/gpu-quick
+    NPT_DATA_DIR=../shared/data python benchmarks/gpu.py --job nystrom_ridge --store results/gpu
+    python benchmarks/gpu.py --summary results/gpu      # stored jobs against the targets
+    python benchmarks/gpu.py --list                     # jobs, sizes, targets, estimates
+
+``--quick`` runs every job at a size that runs in seconds on an H100 (the same code
+paths and parameters, fewer rows and landmarks; the whole run within 4 minutes);
+the full jobs take longer, so run one per call (``--job NAME``) and keep each one's
+JSON with ``--store DIR`` (``DIR/NAME.json``). ``--side floor`` or ``--side npt`` runs
+one side only; a second call with the other side completes the stored job. Without
+CuPy or a CUDA device it says so and exits with status 2 (``--list`` and ``--summary``
+need neither).
 """
 
 from __future__ import annotations
@@ -33,9 +45,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +60,43 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 GAMMA = 0.02
 ALPHA = 0.01
-JOBS = ("exact_ridge", "nystrom_ridge", "kpca60k", "kpca250k", "pass")
-FULL = {"exact_ridge": 60_000, "nystrom_ridge": 1_000_000, "kpca60k": 60_000,
-        "kpca250k": 250_000, "pass": 200_000}  # fmt: skip
-QUICK = {"exact_ridge": 2_000, "nystrom_ridge": 4_000, "kpca60k": 2_000,
-         "kpca250k": 4_000, "pass": 4_000}  # fmt: skip
+NYSTROM_ALPHA = 1e-3
+RATIO_MAX = 1.5
+"""Every route's target: at most this many times its floor's seconds."""
+
+NOMINAL = {"float64": 50e12, "float32": 50e12, "bytes": 3.0e12}
+"""An H100's rates for the estimates (FLOP/s of DGEMM and SGEMM as cuBLAS reaches them,
+HBM bytes/s): estimates only; a run measures its own GEMM rate."""
+
+SMOKE_ARGS = ["--list"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One benchmark job: its rows at full size and in ``--quick``, the landmarks of a
+    Nystrom job, and the targets that hold at full size."""
+
+    name: str
+    what: str
+    full: int
+    quick: int
+    m: tuple[int, int] | None = None  # (full, quick) landmarks
+    targets: Mapping[str, float] = field(default_factory=dict)
+
+
+JOB_TABLE = (
+    Job("exact_ridge", "exact kernel ridge, MNIST rows, float64, direct", 60_000, 20_000,
+        targets={"accuracy_min": 0.988, "seconds_max": 10.0}),
+    Job("nystrom_ridge", "Nystrom kernel ridge, deformed MNIST rows, float64, direct",
+        1_000_000, 100_000, m=(50_000, 10_000),
+        targets={"accuracy_min": 0.990, "seconds_max": 150.0}),
+    Job("kpca60k", "exact kernel PCA, MNIST rows, r = 100, float64, K held", 60_000, 20_000),
+    Job("kpca250k", "exact kernel PCA, deformed rows, r = 100, float32 blocks, streamed",
+        250_000, 50_000, targets={"seconds_max": 180.0}),
+    Job("pass", "one streamed pass K(X, X) @ V, V n x 128, float32", 200_000, 50_000),
+)  # fmt: skip
+JOBS = {job.name: job for job in JOB_TABLE}
+SIDES = ("floor", "npt")
 
 
 def _cupy() -> Any:
@@ -100,25 +147,96 @@ def _signs(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return np.where(y[:, None] == classes[None, :], 1.0, -1.0)
 
 
+# --- sizes and estimates ---------------------------------------------------------------------
+
+
+def job_sizes(job: Job, args: argparse.Namespace) -> dict[str, int]:
+    """Rows (and landmarks, components, passes) of ``job`` in this run."""
+    n = args.n or (job.quick if args.quick else job.full)
+    sizes = {"n": n}
+    if job.m is not None:
+        sizes["m"] = min(args.m or job.m[1 if args.quick else 0], n // 2)
+    if job.name.startswith("kpca"):
+        sizes["r"] = min(args.r, n // 4)
+    if job.name == "kpca250k":
+        sizes["passes"] = args.passes
+    if job.name == "pass":
+        sizes["width"] = args.width
+    return sizes
+
+
+def estimate(job: Job, sizes: Mapping[str, int], d: int = 784, classes: int = 10,
+             n_test: int = 10_000) -> dict[str, Any]:  # fmt: skip
+    """The floor's dominant work in ``job`` and its seconds at :data:`NOMINAL` (an H100's
+    rates): its products' flops, and the bytes of its elementwise passes over kernel
+    entries (``_rbf``: about six reads and writes of each) and of reading a held K
+    (an estimate to plan a run with, not a measurement)."""
+    n = sizes["n"]
+    if job.name == "exact_ridge":
+        dtype = "float64"
+        flops = 2 * n * n * d + n**3 / 3 + 4 * n * n * classes + 2 * n_test * n * (d + classes)
+        entries, reads = n * n + n_test * n, 0
+    elif job.name == "nystrom_ridge":
+        dtype, m = "float64", sizes["m"]
+        flops = 2 * n * m * (d + m) + 2 * m * m * d + m**3 / 3 + 2 * n_test * m * d
+        entries, reads = n * m + m * m + n_test * m, 0
+    elif job.name == "kpca60k":  # K, then Lanczos: some 5 r products with the held K
+        dtype, products = "float64", 5 * sizes["r"]
+        flops = 2 * n * n * d + products * 2 * n * n
+        entries, reads = n * n, products * n * n
+    elif job.name == "kpca250k":  # the row sums, then passes + 1 products with r + 20 columns
+        dtype, passes = "float32", sizes["passes"] + 2
+        flops = passes * 2 * n * n * (d + sizes["r"] + 20)
+        entries, reads = passes * n * n, 0
+    else:
+        dtype = "float32"
+        flops = 2 * n * n * (d + sizes["width"])
+        entries, reads = n * n, 0
+    itemsize = 8 if dtype == "float64" else 4
+    moved = (12 * entries + reads) * itemsize
+    seconds = flops / NOMINAL[dtype] + moved / NOMINAL["bytes"]
+    return {"gflop": round(flops / 1e9, 1), "dtype": dtype, "floor_seconds_h100": round(seconds, 2)}
+
+
+def full_size(job: Job, sizes: Mapping[str, int]) -> bool:
+    """Whether ``sizes`` are the job's full ones (where the issue's targets apply)."""
+    return dict(sizes) == job_sizes(job, _parser().parse_args([]))
+
+
+def job_table() -> dict[str, Any]:
+    """The jobs, each at full and quick size, with its targets and the floor's estimate."""
+    table: dict[str, Any] = {}
+    for job in JOB_TABLE:
+        entry: dict[str, Any] = {"what": job.what, "targets": dict(job.targets),
+                                 "ratio_to_floor_max": RATIO_MAX}  # fmt: skip
+        for mode in ("full", "quick"):
+            sizes = job_sizes(job, _parser().parse_args(["--quick"] if mode == "quick" else []))
+            entry[mode] = {**sizes, "estimate": estimate(job, sizes)}
+        table[job.name] = entry
+    quick = sum(e["quick"]["estimate"]["floor_seconds_h100"] for e in table.values())
+    return {"jobs": table, "quick_floors_seconds_h100": round(quick, 1)}
+
+
 # --- data -----------------------------------------------------------------------------------
 
 
 def _mnist(n_train: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first ``n_train`` MNIST training rows and the 10,000 test rows, in [0, 1]."""
     from npt_dask.storage.datasets import data_path, load_npz
 
     x, y = load_npz(data_path("mnist.npz"), scale=255.0, dtype=np.float32)
-    n_test = min(10_000, max(1, n_train // 6))
-    return x[:n_train], y[:n_train], x[60_000 : 60_000 + n_test], y[60_000 : 60_000 + n_test]
+    return x[:n_train], y[:n_train], x[60_000:70_000], y[60_000:70_000]
 
 
-def _deformed(n: int, store: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``n`` deformed rows (seed 0), in host memory: the floor (a plain CuPy
-    script) holds them whole, and npt-dask's route takes the same array in row chunks
-    (``to_device``), so neither side's time includes generating or reading them."""
-    if store is not None:
+def _deformed(n: int, rows: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``n`` deformed rows (seed 0; the first 60,000 are MNIST's training rows),
+    in host memory: the floor (a plain CuPy script) holds them whole, and npt-dask's route
+    takes the same array in row chunks (``to_device``), so neither side's time includes
+    generating or reading them."""
+    if rows is not None:
         import xarray as xr
 
-        ds = xr.open_zarr(store)
+        ds = xr.open_zarr(rows)
         return np.asarray(ds["x"].data[:n], np.float32), np.asarray(ds["y"].data[:n])
     from npt_dask.storage.datasets import data_path, deformed_mnist, load_npz
 
@@ -242,24 +360,31 @@ def _host(a: Any) -> np.ndarray:
 
 
 def npt_ridge(xtr: np.ndarray, ytr: np.ndarray, xte: np.ndarray, chunk: int,
-              **params: Any) -> np.ndarray:  # fmt: skip
+              **params: Any) -> tuple[np.ndarray, dict[str, Any]]:  # fmt: skip
+    """Predicted classes of ``xte``, and the route the fit took."""
     import npt_dask as npt
 
     clf = npt.KernelRidgeClassifier(kernel="rbf", gamma=GAMMA, precision="float64",
                                     progress=False, **params)  # fmt: skip
     clf.fit(_on_device(xtr, chunk), ytr)
-    return _host(clf.predict(_on_device(xte, chunk)))
+    phases = {k: round(float(v), 3) for k, v in clf.fit_seconds_.items()}
+    route = {"solver": clf.solver_, "iterations": int(clf.n_iter_), "phases_seconds": phases}
+    return _host(clf.predict(_on_device(xte, chunk))), route
 
 
-def npt_kpca(x: np.ndarray, r: int, chunk: int, precision: str) -> tuple[np.ndarray, float]:
+def npt_kpca(x: np.ndarray, r: int, chunk: int,
+             precision: str) -> tuple[tuple[np.ndarray, float], dict[str, Any]]:  # fmt: skip
     """The top ``r`` eigenvalues and the top ten's largest residual ``||K u - lambda u|| /
-    lambda_1`` (the floor's measure)."""
+    lambda_1`` (the floor's measure), and the route the fit took."""
     import npt_dask as npt
 
     model = npt.fit(_on_device(x, chunk), kernel="rbf", gamma=GAMMA, n_components=r,
                     precision=precision, progress=False)  # fmt: skip
-    residuals = np.asarray(model.diagnostics.residuals, dtype=np.float64)[:10]
-    return np.asarray(model.eigenvalues), float(residuals.max(initial=0.0))
+    found = model.diagnostics
+    residuals = np.asarray(found.residuals, dtype=np.float64)[:10]
+    route = {"solver": found.solver, "passes": int(found.passes), "cache": found.cache,
+             "converged": bool(found.converged)}  # fmt: skip
+    return (np.asarray(model.eigenvalues), float(residuals.max(initial=0.0))), route
 
 
 def npt_pass(x: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
@@ -271,92 +396,112 @@ def npt_pass(x: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
     return _host(op.uncentered_matmat(v))
 
 
-# --- the jobs -------------------------------------------------------------------------------
+# --- running a side -----------------------------------------------------------------------------
+
+
+def _where(exc: BaseException) -> str | None:
+    """``path:line function`` of the innermost npt_dask frame of ``exc``'s traceback."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "npt_dask" in f.filename]
+    if not frames:
+        return None
+    frame = frames[-1]
+    path = frame.filename[frame.filename.rindex("npt_dask") :]
+    return f"{path}:{frame.lineno} {frame.name}"
 
 
 def _route(cp: Any, func: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
-    """``func()`` timed on the device; an error is reported, not raised (a route that does
-    not run on the device yet says why)."""
+    """``func()`` timed on the device from an emptied CuPy pool; an error is reported, not
+    raised (a route that does not run on the device yet says why and where).
+    ``device_pool_gib``: what CuPy's pool held at the end (its cached blocks too): the
+    side's device peak, unless the pool released blocks under memory pressure."""
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
     try:
         out, seconds = _timed(cp, func)
+        entry: dict[str, Any] = {"seconds": round(seconds, 3)}
     except Exception as exc:
-        return None, {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    return out, {"seconds": round(seconds, 3)}
+        out, entry = None, {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+        if (where := _where(exc)) is not None:
+            entry["where"] = where
+    entry["device_pool_gib"] = round(pool.total_bytes() / 2**30, 2)
+    pool.free_all_blocks()
+    return out, entry
 
 
-def _compare(floor: dict[str, Any], ours: dict[str, Any]) -> None:
-    if "seconds" in floor and "seconds" in ours:
-        ours["ratio_to_floor"] = round(ours["seconds"] / floor["seconds"], 3)
+def _share_of_gemm(report: dict[str, Any], rates: Mapping[str, float]) -> None:
+    gflop, dtype = report["estimate"]["gflop"], report["estimate"]["dtype"]
+    for side in SIDES:
+        entry = report.get(side, {})
+        if "seconds" in entry and entry["seconds"] > 0:
+            entry["share_of_gemm"] = round(gflop / entry["seconds"] / rates[dtype], 3)
 
 
-def _pass_rate(n: int, d: int, width: int, seconds: float, passes: int, gemm: float) -> float:
-    """Share of the GEMM rate a kernel pass runs at (2 n^2 d for the block, 2 n^2 b for
-    the product, per pass)."""
-    flops = passes * 2.0 * n * n * (d + width)
-    return round(flops / seconds / 1e9 / gemm, 3)
+# --- the jobs -------------------------------------------------------------------------------
 
 
-def job_ridge(cp: Any, args: argparse.Namespace, n: int, nystrom: bool) -> dict[str, Any]:
+def job_ridge(cp: Any, args: argparse.Namespace, sizes: Mapping[str, int],
+              nystrom: bool) -> dict[str, Any]:  # fmt: skip
+    n, started = sizes["n"], time.perf_counter()
+    xtr, ytr, xte, yte = _mnist(0 if nystrom else n)
     if nystrom:
-        xtr, ytr = _deformed(n, args.store)
-        _, _, xte, yte = _mnist(60_000 if n >= 60_000 else n)
-    else:
-        xtr, ytr, xte, yte = _mnist(n)
-    m = min(args.m, n // 2) if nystrom else None
+        xtr, ytr = _deformed(n, args.rows)
+    m = sizes.get("m")
     alpha = args.nystrom_alpha if nystrom else ALPHA
+    report: dict[str, Any] = {**sizes, "n_test": len(xte), "gamma": GAMMA, "alpha": alpha,
+                              "data_seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    params = {"alpha": alpha, "solver": args.solver}
+    params |= {"landmarks": m, "random_state": 0} if nystrom else {}
 
-    def floor() -> np.ndarray:
+    def floor() -> tuple[np.ndarray, None]:
         if nystrom:
-            return floor_nystrom_ridge(cp, xtr, ytr, xte, m, GAMMA, alpha, args.block)
-        return floor_exact_ridge(cp, xtr, ytr, xte, GAMMA, alpha)
+            return floor_nystrom_ridge(cp, xtr, ytr, xte, m, GAMMA, alpha, args.block), None
+        return floor_exact_ridge(cp, xtr, ytr, xte, GAMMA, alpha), None
 
-    params = {"alpha": alpha} | ({"landmarks": m, "random_state": 0} if nystrom else {})
-    report: dict[str, Any] = {"n": n, "n_test": len(xte), "gamma": GAMMA, "alpha": alpha}
-    if m is not None:
-        report["m"] = m
-    ours = lambda: npt_ridge(xtr, ytr, xte, args.chunk, **params)  # noqa: E731
-    for name, func in (("floor", floor), ("npt", ours)):
-        pred, entry = _route(cp, func)
-        if pred is not None:
-            entry["accuracy"] = float(np.mean(pred == yte))
+    sides = {"floor": floor, "npt": lambda: npt_ridge(xtr, ytr, xte, args.chunk, **params)}
+    for name in _sides(args):
+        out, entry = _route(cp, sides[name])
+        if out is not None:
+            pred, route = out
+            entry["accuracy"] = round(float(np.mean(pred == yte)), 5)
+            if route is not None:
+                entry["route"] = route
         report[name] = entry
-    _compare(report["floor"], report["npt"])
     return report
 
 
-def job_kpca(cp: Any, args: argparse.Namespace, n: int, streamed: bool,
-             rates: dict[str, float]) -> dict[str, Any]:  # fmt: skip
-    x = _deformed(n, args.store)[0] if streamed else _mnist(n)[0]
-    r = min(args.r, n // 4)
-    report: dict[str, Any] = {"n": n, "r": r, "gamma": GAMMA}
+def job_kpca(cp: Any, args: argparse.Namespace, sizes: Mapping[str, int],
+             streamed: bool) -> dict[str, Any]:  # fmt: skip
+    n, r, started = sizes["n"], sizes["r"], time.perf_counter()
+    x = _deformed(n, args.rows)[0] if streamed else _mnist(n)[0]
+    report: dict[str, Any] = {**sizes, "gamma": GAMMA,
+                              "data_seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     if streamed:
         floor = lambda: floor_kpca_streamed(cp, x, r, GAMMA, args.passes, args.block)  # noqa: E731
     else:
         floor = lambda: floor_kpca_dense(cp, x, r, GAMMA)  # noqa: E731
-    found, report["floor"] = _route(cp, floor)
-    if found is not None:
-        report["floor"]["top10_residual"] = found[1]
-        if streamed:
-            report["floor"]["passes"] = args.passes + 1
-            report["floor"]["pass_share_of_gemm"] = _pass_rate(
-                n, x.shape[1], r + 20, report["floor"]["seconds"], args.passes + 1,
-                rates["float32"],
-            )  # fmt: skip
     precision = "float32" if streamed else "float64"
-    ours, report["npt"] = _route(cp, lambda: npt_kpca(x, r, args.chunk, precision))
-    if ours is not None:  # both sides' accuracy, by the same measure
-        report["npt"]["top10_residual"] = ours[1]
-    if ours is not None and found is not None:
-        lam = found[0][: len(ours[0])]
-        report["npt"]["eigenvalue_rel_diff_max"] = float(np.max(np.abs(ours[0] - lam) / lam[0]))
-    _compare(report["floor"], report["npt"])
+    found = ours = None
+    if "floor" in _sides(args):
+        found, report["floor"] = _route(cp, floor)
+        if found is not None:
+            report["floor"]["top10_residual"] = found[1]
+    if "npt" in _sides(args):
+        out, report["npt"] = _route(cp, lambda: npt_kpca(x, r, args.chunk, precision))
+        if out is not None:
+            ours, report["npt"]["route"] = out
+            report["npt"]["top10_residual"] = ours[1]
+            report["npt"]["eigenvalues_top10"] = [float(v) for v in ours[0][:10]]
+    if found is not None:
+        report["floor"]["eigenvalues_top10"] = [float(v) for v in found[0][:10]]
     return report
 
 
-def job_pass(cp: Any, args: argparse.Namespace, n: int, rates: dict[str, float]) -> dict:
-    x = _deformed(n, args.store)[0] if n > 60_000 else _mnist(n)[0]
+def job_pass(cp: Any, args: argparse.Namespace, sizes: Mapping[str, int]) -> dict[str, Any]:
+    n, started = sizes["n"], time.perf_counter()
+    x = _deformed(n, args.rows)[0] if n > 60_000 else _mnist(n)[0]
     v = np.random.default_rng(0).standard_normal((n, args.width)).astype(np.float32)
-    report: dict[str, Any] = {"n": n, "width": args.width, "d": x.shape[1]}
+    report: dict[str, Any] = {**sizes, "d": x.shape[1],
+                              "data_seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     # the same work timed on both sides: host rows and V in, K V back on the host, after
     # a warm-up of each
     _streamed_kv(cp, cp.asarray(x[: args.block]), cp.asarray(v[: args.block]), GAMMA, args.block)
@@ -366,28 +511,127 @@ def job_pass(cp: Any, args: argparse.Namespace, n: int, rates: dict[str, float])
     def floor() -> np.ndarray:
         return cp.asnumpy(_streamed_kv(cp, cp.asarray(x), cp.asarray(v), GAMMA, args.block))
 
-    floor_out, report["floor"] = _route(cp, floor)
-    ours, report["npt"] = _route(cp, lambda: npt_pass(x, v, args.chunk))
-    for name in ("floor", "npt"):
-        if "seconds" in report[name]:
-            report[name]["share_of_gemm_float32"] = _pass_rate(
-                n, x.shape[1], args.width, report[name]["seconds"], 1, rates["float32"]
-            )
-    if ours is not None and floor_out is not None:
-        ref = np.asarray(floor_out)
-        report["npt"]["rel_diff_max"] = float(np.max(np.abs(ours - ref)) / np.max(np.abs(ref)))
-    _compare(report["floor"], report["npt"])
+    sides = {"floor": floor, "npt": lambda: npt_pass(x, v, args.chunk)}
+    outs = {}
+    for name in _sides(args):
+        outs[name], report[name] = _route(cp, sides[name])
+    if outs.get("npt") is not None and outs.get("floor") is not None:
+        ref = np.asarray(outs["floor"])
+        diff = np.max(np.abs(outs["npt"] - ref)) / np.max(np.abs(ref))
+        report["npt"]["rel_diff_max"] = float(diff)
     return report
 
 
+def _sides(args: argparse.Namespace) -> tuple[str, ...]:
+    return SIDES if args.side == "both" else (args.side,)
+
+
+def run_job(cp: Any, name: str, args: argparse.Namespace,
+            rates: Mapping[str, float]) -> dict[str, Any]:  # fmt: skip
+    job = JOBS[name]
+    sizes = job_sizes(job, args)
+    if name in ("exact_ridge", "nystrom_ridge"):
+        report = job_ridge(cp, args, sizes, nystrom=name == "nystrom_ridge")
+    elif name in ("kpca60k", "kpca250k"):
+        report = job_kpca(cp, args, sizes, streamed=name == "kpca250k")
+    else:
+        report = job_pass(cp, args, sizes)
+    report["estimate"] = estimate(job, sizes)
+    _share_of_gemm(report, rates)
+    return judge(name, report)
+
+
+# --- the targets and the stored jobs ----------------------------------------------------------
+
+
+def judge(name: str, report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with its ratio to the floor and ``targets``: each of the job's targets
+    with the value found and whether it is met (None: not measured); ``applies`` is False
+    away from the full sizes, where the targets are not the issue's."""
+    job = JOBS[name]
+    floor, ours = report.get("floor", {}), report.get("npt", {})
+    if "seconds" in floor and "seconds" in ours:
+        ours["ratio_to_floor"] = round(ours["seconds"] / max(floor["seconds"], 1e-9), 3)
+    limits = {**job.targets, "ratio_to_floor_max": RATIO_MAX}
+    found = {"accuracy_min": ours.get("accuracy"), "seconds_max": ours.get("seconds"),
+             "ratio_to_floor_max": ours.get("ratio_to_floor")}  # fmt: skip
+    sizes = {k: report[k] for k in job_sizes(job, _parser().parse_args([])) if k in report}
+    targets: dict[str, Any] = {"applies": full_size(job, sizes)}
+    for key, limit in limits.items():
+        value = found[key]
+        met = None if value is None else (value >= limit if key.endswith("min") else value <= limit)
+        targets[key] = {"limit": limit, "value": value, "met": met}
+    report["targets"] = targets
+    return report
+
+
+def store_job(directory: str | os.PathLike, name: str, report: dict[str, Any],
+              header: Mapping[str, Any]) -> Path:  # fmt: skip
+    """Write ``DIR/NAME.json`` (the run's header and the job), keeping a side that an
+    earlier call stored at the same sizes and this call did not run (with that call's
+    header beside it); atomic (a killed call leaves the earlier file whole)."""
+    path = Path(directory) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged = dict(report)
+    sizes = job_sizes(JOBS[name], _parser().parse_args([]))
+    if path.exists():
+        earlier = json.loads(path.read_text())
+        job = earlier.get("job", {})
+        if all(job.get(k) == report.get(k) for k in sizes):
+            for side in SIDES:
+                if side not in merged and side in job:
+                    merged[side] = {**job[side], "call": job[side].get("call", earlier["header"])}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"header": dict(header), "job": judge(name, merged)}, indent=2))
+    os.replace(tmp, path)
+    return path
+
+
+def summary(directory: str | os.PathLike) -> list[str]:
+    """One line per stored job: each side's seconds and accuracy, and each target."""
+    lines = []
+    for path in sorted(Path(directory).glob("*.json")):
+        stored = json.loads(path.read_text())
+        header, job = stored["header"], stored["job"]
+        words = [f"{path.stem} n={job.get('n')}"]
+        for side in SIDES:
+            entry = job.get(side, {})
+            if "error" in entry:
+                words.append(f"{side}: {entry['error'][:80]} at {entry.get('where')}")
+            elif "seconds" in entry:
+                acc = f" {entry['accuracy']:.2%}" if "accuracy" in entry else ""
+                words.append(f"{side} {entry['seconds']:.1f}s{acc}")
+        targets = job.get("targets", {})
+        scope = "targets" if targets.get("applies") else "targets (quick size: not the issue's)"
+        checks = [f"{k} {v['value']} vs {v['limit']}: {_met(v['met'])}"
+                  for k, v in targets.items() if k != "applies"]  # fmt: skip
+        lines.append(f"{'; '.join(words)} | {scope}: {', '.join(checks)} [{header.get('device')}]")
+    return lines
+
+
+def _met(met: bool | None) -> str:
+    return {True: "met", False: "MISSED", None: "not measured"}[met]
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", default=",".join(JOBS), help=f"comma-separated, of {JOBS}")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--job", action="append", choices=list(JOBS), help="one job (repeatable)")
+    parser.add_argument("--jobs", help=f"comma-separated, of {', '.join(JOBS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="every job small (<= 4 min, H100)")
+    parser.add_argument("--side", choices=("both", *SIDES), default="both",
+                        help="run the floor, npt-dask's route, or both (default)")  # fmt: skip
+    parser.add_argument("--store", help="folder: write each job's JSON to STORE/JOB.json")
+    parser.add_argument("--summary", metavar="DIR", help="print the stored jobs against targets")
+    parser.add_argument("--list", action="store_true", help="print the job table and exit")
     parser.add_argument("--n", type=int, help="rows of every job picked (default: each job's)")
-    parser.add_argument("--quick", action="store_true", help="a tiny smoke run of each job")
-    parser.add_argument("--store", help="deformed rows from make_mnist1m.py (default: generate)")
-    parser.add_argument("--m", type=int, default=50_000, help="Nystrom landmarks")
-    parser.add_argument("--nystrom-alpha", type=float, default=1e-3, help="Nystrom ridge alpha")
+    parser.add_argument("--rows", help="deformed rows from make_mnist1m.py (default: generate)")
+    parser.add_argument("--m", type=int, help="Nystrom landmarks (default 50,000; quick 10,000)")
+    parser.add_argument("--solver", default="direct", choices=("direct", "cg", "auto"),
+                        help="npt-dask's ridge solver (default: direct, the floor's)")  # fmt: skip
+    parser.add_argument("--nystrom-alpha", type=float, default=NYSTROM_ALPHA)
     parser.add_argument("--r", type=int, default=100, help="kernel PCA components")
     parser.add_argument("--passes", type=int, default=9, help="subspace iterations (streamed)")
     parser.add_argument("--width", type=int, default=128, help="columns of V in the pass job")
@@ -396,36 +640,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
-    args = _parser().parse_args()
-    jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
-    unknown = sorted(set(jobs) - set(JOBS))
+def selected_jobs(args: argparse.Namespace) -> list[str]:
+    """The jobs asked for (``--job``, ``--jobs``; all by default), checked."""
+    names = list(args.job or [])
+    names += [j.strip() for j in (args.jobs or "").split(",") if j.strip()]
+    unknown = sorted(set(names) - set(JOBS))
     if unknown:
-        raise SystemExit(f"benchmarks/gpu.py: unknown jobs {unknown}; pick from {JOBS}.")
+        raise SystemExit(f"benchmarks/gpu.py: unknown jobs {unknown}; pick from {list(JOBS)}.")
+    return list(dict.fromkeys(names)) or list(JOBS)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.list:
+        print(json.dumps(job_table(), indent=2))
+        return
+    if args.summary:
+        print("\n".join(summary(args.summary)) or f"no stored jobs in {args.summary}")
+        return
+    jobs = selected_jobs(args)
     cp = _cupy()
-    if args.quick:
-        args.m, args.r, args.passes = min(args.m, 500), min(args.r, 10), min(args.passes, 3)
-        args.block = args.chunk = min(args.block, 1024)
-    size = 1024 if args.quick else 8192
-    rates = {dtype: device_gemm_rate(cp, dtype, size) for dtype in ("float32", "float64")}
+    started = time.perf_counter()
+    rates = {dtype: device_gemm_rate(cp, dtype) for dtype in ("float32", "float64")}
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     name = props["name"]
-    report: dict[str, Any] = {
+    header: dict[str, Any] = {
         "device": name.decode() if isinstance(name, bytes) else str(name),
         "gemm_gflops": {k: round(v, 1) for k, v in rates.items()},
-        "quick": args.quick,
-        "jobs": {},
+        "quick": args.quick or args.n is not None,
+        "side": args.side,
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    report: dict[str, Any] = {**header, "jobs": {}}
     for job in jobs:
-        n = args.n or (QUICK if args.quick else FULL)[job]
-        if job in ("exact_ridge", "nystrom_ridge"):
-            result = job_ridge(cp, args, n, nystrom=job == "nystrom_ridge")
-        elif job in ("kpca60k", "kpca250k"):
-            result = job_kpca(cp, args, n, streamed=job == "kpca250k", rates=rates)
-        else:
-            result = job_pass(cp, args, n, rates)
+        result = run_job(cp, job, args, rates)
         report["jobs"][job] = result
-        print(json.dumps({job: result}), file=sys.stderr)  # each as it finishes
+        print(json.dumps({job: result}), file=sys.stderr, flush=True)  # each as it finishes
+        if args.store:
+            store_job(args.store, job, result, header)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))
 
 

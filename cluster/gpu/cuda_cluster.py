@@ -1,6 +1,6 @@
 """A dask-cuda ``LocalCUDACluster`` on this machine: one worker per GPU, kept up until Ctrl-C.
 
-Needs the ``gpu`` extra (CuPy for CUDA 12 and dask-cuda)::
+Needs a GPU extra (CuPy, dask-cuda and RMM; ``gpu-cu12`` for CUDA 12 drivers)::
 
     pip install 'npt-dask[gpu]'
     python cluster/gpu/cuda_cluster.py --scheduler-file /tmp/npt-gpu.json --rmm-pool-size 60GB
@@ -9,8 +9,9 @@ Needs the ``gpu`` extra (CuPy for CUDA 12 and dask-cuda)::
 
 Each worker is a process that sees one GPU first in its ``CUDA_VISIBLE_DEVICES``
 (``--devices 0,1`` picks which), runs one thread, and takes an RMM memory pool of
-``--rmm-pool-size`` on its GPU at start-up. Everything binds to 127.0.0.1. The same
-cluster from Python is ``npt.connect(gpu=True, rmm_pool_size="60GB")``.
+``--rmm-pool-size`` on its GPU at start-up, which CuPy then allocates from. Everything
+binds to 127.0.0.1. The same cluster from Python is
+``npt.connect(gpu=True, rmm_pool_size="60GB")``.
 """
 
 from __future__ import annotations

@@ -6,13 +6,15 @@ later step know the chunks are CuPy's); ``device="cpu"`` (or None) leaves the ro
 they are. Asking for the GPU where CuPy or a CUDA device is missing is refused at once,
 naming the fix, before anything is read or written.
 
-CuPy is optional (``pip install 'npt-dask[gpu]'``): this module imports it only when
-the GPU is asked for, so everything else installs and runs without it.
+CuPy is optional (:data:`GPU_INSTALL`: the ``gpu`` extra, which is ``gpu-cu13`` for CUDA 13
+drivers, or ``gpu-cu12``): this module imports it only when the GPU is asked for, so
+everything else installs and runs without it.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -35,8 +37,15 @@ __all__ = [
 DEVICES = ("cpu", "gpu")
 """The devices a caller may name (None means ``"cpu"``: the rows stay where they are)."""
 
-GPU_INSTALL = "pip install 'npt-dask[gpu]'"
-"""The install command of the optional GPU dependencies (CuPy for CUDA 12, dask-cuda)."""
+GPU_INSTALL = (
+    "pip install 'npt-dask[gpu]' for CUDA 13 drivers (the same as [gpu-cu13]) or "
+    "'npt-dask[gpu-cu12]' for CUDA 12 ones (nvidia-smi tells), uninstalling the other "
+    "cupy-cuda13x/cupy-cuda12x first: both install cupy/"
+)
+"""How to install the optional GPU dependencies (CuPy, dask-cuda, RMM), for either CUDA."""
+
+CUPY_PACKAGES = ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")
+"""The distributions that install the ``cupy`` module (each its own copy of ``cupy/``)."""
 
 DEVICE_MEMORY_SHARE = 0.75
 """Share of the device's free memory the default device budget takes (the rest is left
@@ -55,26 +64,75 @@ def cupy_or_refuse() -> ModuleType:
     Raises
     ------
     DeviceError
-        CuPy is not installed, or it finds no usable CUDA device.
+        CuPy is not installed (or two CuPy packages overwrite each other, or it does not
+        import), or it finds no usable CUDA device; one line naming the fix.
     """
     try:
         cupy = importlib.import_module("cupy")
-    except ImportError:
-        raise DeviceError(
-            f"device='gpu' needs CuPy, which is not installed here: {GPU_INSTALL} (CuPy for "
-            "CUDA 12 and dask-cuda), or use device='cpu'.",
-            param="device",
-            spellings=_SPELLINGS,
-        ) from None
+    except ImportError as exc:
+        raise DeviceError(_no_cupy_message(exc), param="device", spellings=_SPELLINGS) from None
     if not _has_cuda_device(cupy):
-        raise DeviceError(
-            "device='gpu' found no CUDA device: CuPy is installed but cupy.is_available() is "
-            "False (no NVIDIA GPU or driver, or CUDA_VISIBLE_DEVICES hides them). Run on a "
-            "machine with a GPU, or use device='cpu'.",
-            param="device",
-            spellings=_SPELLINGS,
-        )
+        raise DeviceError(_no_device_message(), param="device", spellings=_SPELLINGS)
     return cupy
+
+
+def installed_cupy_packages() -> list[str]:
+    """The installed distributions that provide ``cupy`` (``"cupy-cuda13x 14.2.0"``):
+    more than one means they overwrote each other's ``cupy/`` folder.
+
+    >>> isinstance(installed_cupy_packages(), list)
+    True
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in CUPY_PACKAGES:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _no_cupy_message(exc: ImportError) -> str:
+    """Why ``import cupy`` failed, in one line with the fix."""
+    installed = installed_cupy_packages()
+    if len(installed) > 1:
+        return _mixed_cupy_message(installed)
+    if installed:
+        reason = " ".join(str(exc).split())[:200]
+        return (
+            f"device='gpu' needs CuPy: {installed[0]} is installed but does not import "
+            f"({type(exc).__name__}: {reason}). Reinstall it for this machine's CUDA: "
+            f"{GPU_INSTALL}; or use device='cpu'."
+        )
+    return (
+        f"device='gpu' needs CuPy, which is not installed here: {GPU_INSTALL}; or use device='cpu'."
+    )
+
+
+def _no_device_message() -> str:
+    """Why CuPy sees no device, in one line with the fix."""
+    installed = installed_cupy_packages()
+    if len(installed) > 1:
+        return _mixed_cupy_message(installed)
+    return (
+        f"device='gpu' found no CUDA device: {installed[0] if installed else 'CuPy'} is "
+        "installed but cupy.is_available() is False (no NVIDIA GPU or driver, "
+        "CUDA_VISIBLE_DEVICES hides them, or the driver is older than the package's CUDA: "
+        "cupy-cuda13x needs a CUDA 13 driver, R580 or newer; with a CUDA 12 driver pip "
+        "uninstall cupy-cuda13x, then pip install 'npt-dask[gpu-cu12]'). Run on a machine "
+        "with a GPU, or use device='cpu'."
+    )
+
+
+def _mixed_cupy_message(installed: list[str]) -> str:
+    names = " ".join(p.split()[0] for p in installed)
+    return (
+        f"device='gpu' needs CuPy, and {' and '.join(installed)} are all installed: each "
+        "writes the same cupy/ folder, which now holds a mix of them. pip uninstall -y "
+        f"{names}, then install one: {GPU_INSTALL}; or use device='cpu'."
+    )
 
 
 def _has_cuda_device(cupy: ModuleType) -> bool:
@@ -173,23 +231,74 @@ def _chunks_to_cupy(x: Any, cupy: ModuleType) -> Any:
     return x.map_blocks(cupy.asarray, dtype=x.dtype, meta=meta)
 
 
-def device_memory_budget(share: float = DEVICE_MEMORY_SHARE) -> int | None:
-    """The default device memory budget, bytes: ``share`` of the current CUDA device's
-    free memory (``cupy.cuda.Device().mem_info``); None where there is no GPU (CuPy
-    missing or no device), so a plan on the host checks its host budget only.
+def device_memory_budget(share: float = DEVICE_MEMORY_SHARE, *, client: Any = None) -> int | None:
+    """The default device memory budget, bytes: ``share`` of the memory CuPy can still take
+    on the GPU that runs the tasks; None where no GPU runs them.
+
+    Parameters
+    ----------
+    share : float
+        Share of the free memory the budget takes.
+    client : distributed.Client, optional
+        The client the tasks run on: the memory is read on each of its workers (its own GPU,
+        ``client.run``) and the least reading counts (workers without a GPU are left out;
+        None if none has one). Without a client, this process's current GPU.
+
+    Notes
+    -----
+    What CuPy can still take is the device's free memory (``mem_info``) and the blocks its
+    own memory pool holds free; where CuPy allocates from an RMM pool (``npt.connect(gpu=True,
+    rmm_pool_size=...)``), also what that pool has not handed out (RMM tells the bytes handed
+    out only under a tracking adaptor, dask-cuda's ``rmm_track_allocations``; otherwise the
+    whole pool counts as free, as it is when a fit starts).
 
     >>> budget = device_memory_budget()
     >>> budget is None or budget > 0
     True
     """
+    readings = [_free_device_bytes()] if client is None else _worker_readings(client)
+    found = [r for r in readings if r is not None]
+    return int(min(found) * share) if found else None
+
+
+def _worker_readings(client: Any) -> list[int | None]:
+    """:func:`_free_device_bytes` read on every worker of ``client``."""
+    readings: Mapping[str, int | None] = client.run(_free_device_bytes)
+    return list(readings.values())
+
+
+def _free_device_bytes() -> int | None:
+    """Bytes CuPy can still allocate on this process's current GPU (see
+    :func:`device_memory_budget`), or None without CuPy or a GPU. Runs on workers too."""
     try:
         cupy = importlib.import_module("cupy")
     except ImportError:
         return None
     if not _has_cuda_device(cupy):
         return None
-    free, _total = cupy.cuda.Device().mem_info
-    return int(free * share)
+    free = int(cupy.cuda.Device().mem_info[0])
+    pool = getattr(cupy, "get_default_memory_pool", None)
+    if pool is not None:
+        free += int(pool().free_bytes())  # blocks CuPy keeps for reuse
+    return free + _rmm_spare_bytes(cupy)
+
+
+def _rmm_spare_bytes(cupy: ModuleType) -> int:
+    """What the RMM pool CuPy allocates from has not handed out; 0 where CuPy does not
+    allocate from RMM (then the pool is not CuPy's to use)."""
+    try:
+        from rmm.allocators.cupy import rmm_cupy_allocator
+    except ImportError:
+        return 0
+    get_allocator = getattr(cupy.cuda, "get_allocator", None)
+    if get_allocator is None or get_allocator() is not rmm_cupy_allocator:
+        return 0
+    from distributed.diagnostics import rmm as rmm_diagnostics
+
+    # distributed's reading (its dashboard's): the pool's size and, under a tracking
+    # adaptor, the bytes handed out
+    sizes: dict[str, Any] = rmm_diagnostics.real_time()  # type: ignore[no-untyped-call]
+    return max(0, int(sizes["rmm-total"] or 0) - int(sizes["rmm-used"] or 0))
 
 
 DEVICE_PARAM = Param(

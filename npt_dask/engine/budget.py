@@ -49,15 +49,18 @@ def default_device_budget(*arrays: Any) -> int | None:
     """The device budget of a pass over ``arrays`` (rows, centres: numpy, CuPy, dask
     arrays or DataArrays of them): None when they live in host memory (numpy: the device
     memory is the host's, counted with it against the host budget), else
-    :func:`~npt_dask.arrays.device.device_memory_budget` (a share of the current GPU's
-    free memory; None without a GPU).
+    :func:`~npt_dask.arrays.device.device_memory_budget` (a share of the free memory of
+    the GPU that runs the tasks: under a distributed client its workers' GPUs, read on
+    each, the least counting; None without a GPU).
 
     >>> import numpy as np
     >>> default_device_budget(np.ones((3, 2))) is None
     True
     """
+    from npt_dask.runtime.scheduler import current_client
+
     xp, _device = namespace_and_device(*arrays)
-    return None if is_numpy(xp) else device_memory_budget()
+    return None if is_numpy(xp) else device_memory_budget(client=current_client())
 
 
 def resolve_device_budget(value: int | str | None, *arrays: Any) -> int | None:

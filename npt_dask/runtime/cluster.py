@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -24,10 +26,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from distributed import WorkerPlugin
+
 from npt_dask.arrays.device import GPU_INSTALL
-from npt_dask.errors import ClusterError, DeviceError, InputError, InputTypeError
+from npt_dask.errors import ClusterError, DeviceError, InputError, InputTypeError, NPTError
 
 __all__ = [
+    "CupyFromRMMPool",
     "TLSConfig",
     "bokeh_requirement",
     "connect",
@@ -250,7 +255,7 @@ def connect(
     timeout: float = 10.0,
     show_dashboard: bool = True,
     gpu: bool = False,
-    rmm_pool_size: int | str | None = None,
+    rmm_pool_size: int | float | str | None = None,
     cuda_visible_devices: str | Sequence[int] | None = None,
 ) -> Any:
     """A ``distributed.Client``: an embedded LocalCluster, or an existing scheduler.
@@ -276,10 +281,12 @@ def connect(
     gpu : bool, default False
         Embed dask-cuda's ``LocalCUDACluster`` instead: one worker process per
         visible GPU (``n_workers`` defaults to their number), one thread each; needs
-        ``pip install 'npt-dask[gpu]'``. Only without ``address`` and ``scheduler_file``.
-    rmm_pool_size : int or str, optional
-        With ``gpu=True``: each worker's RMM memory pool on its GPU (``"60GB"``, or
-        bytes), allocated once at start-up (no allocation per task).
+        ``pip install 'npt-dask[gpu]'`` (CUDA 13 drivers) or ``'npt-dask[gpu-cu12]'``.
+        Only without ``address`` and ``scheduler_file``.
+    rmm_pool_size : int, float or str, optional
+        With ``gpu=True``: each worker's RMM memory pool on its GPU (``"60GB"``, bytes,
+        or a share of the GPU's memory such as ``0.8``), allocated once at start-up, and
+        CuPy's allocations on that worker are taken from it (no allocation per task).
     cuda_visible_devices : str or list of int, optional
         With ``gpu=True``: the GPUs to use (``"0,1"`` or ``[0, 1]``); default all.
 
@@ -294,7 +301,8 @@ def connect(
     ClusterError
         The scheduler did not answer (a ValueError: the address is wrong or down).
     DeviceError
-        ``gpu=True`` without dask-cuda, or dask-cuda found no GPU to start on.
+        ``gpu=True`` without dask-cuda (or ``rmm_pool_size`` without RMM or CuPy), or
+        dask-cuda could not start on the GPUs (one line, naming the fix).
     InputError, InputTypeError
         Conflicting or malformed arguments.
 
@@ -313,6 +321,12 @@ def connect(
     * spill directory: ``local_directory``, else dask's
       ``temporary-directory``, else the system temporary directory unless it
       is a RAM disk (tmpfs), then ``~/.cache/npt-dask``.
+
+    With ``gpu=True`` and ``rmm_pool_size``, dask-cuda makes each worker's RMM pool
+    and :class:`CupyFromRMMPool` (a worker plugin, on every worker that joins) sets
+    ``cupy.cuda.set_allocator(rmm_cupy_allocator)`` there: CuPy then allocates from
+    the pool, which a fit's default ``device_memory_budget`` counts as free (it is
+    read on the workers).
 
     Examples
     --------
@@ -532,19 +546,22 @@ def _embedded_cuda(
     memory_limit: int | str | None,
     local_directory: Any,
     *,
-    rmm_pool_size: int | str | None,
+    rmm_pool_size: int | float | str | None,
     cuda_visible_devices: str | Sequence[int] | None,
 ) -> Any:
     """A client owning a dask-cuda ``LocalCUDACluster`` on 127.0.0.1: one worker per GPU
-    (dask-cuda's rule), each with its GPU in ``CUDA_VISIBLE_DEVICES`` first; closing the
-    client closes the cluster."""
+    (dask-cuda's rule), each with its GPU in ``CUDA_VISIBLE_DEVICES`` first, and with
+    ``rmm_pool_size`` an RMM pool there that CuPy allocates from; closing the client
+    closes the cluster. dask-cuda's errors are re-raised in one line naming the fix."""
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError:
         raise DeviceError(
             "connect(gpu=True) starts dask-cuda's LocalCUDACluster, and dask-cuda is not "
-            f"installed here: {GPU_INSTALL} (CuPy for CUDA 12 and dask-cuda)."
+            f"installed here: {GPU_INSTALL}."
         ) from None
+    if rmm_pool_size is not None:
+        _check_rmm_pool(rmm_pool_size)
     spill = Path(local_directory) if local_directory is not None else spill_directory()
     spill.mkdir(parents=True, exist_ok=True)
     options: dict[str, Any] = {
@@ -555,13 +572,95 @@ def _embedded_cuda(
     }  # fmt: skip
     try:
         cluster = LocalCUDACluster(**options)
-    except (ImportError, RuntimeError, OSError) as exc:  # no driver, no device (NVML)
-        raise DeviceError(
-            f"dask-cuda could not start a LocalCUDACluster ({type(exc).__name__}: {exc}). "
-            "Check that a CUDA device is visible (nvidia-smi; CUDA_VISIBLE_DEVICES), or "
-            "use npt.connect() without gpu=True."
+    except Exception as exc:  # no driver or device (NVML), a pool too large, n_workers
+        raise _cuda_cluster_error(exc, n_workers) from exc
+    client = _owning_client(cluster)
+    if rmm_pool_size is not None:
+        _hand_pool_to_cupy(client)
+    return client
+
+
+def _check_rmm_pool(size: Any) -> None:
+    """Refuse, before any worker starts, a pool size dask-cuda cannot read, or a pool where
+    RMM or CuPy is missing (dask-cuda's own message is a bare ``ValueError``)."""
+    import dask.utils
+
+    readable = isinstance(size, int | float) and not isinstance(size, bool) and size > 0
+    if isinstance(size, float):
+        readable = 0 < size <= 1
+    if isinstance(size, str):
+        with contextlib.suppress(ValueError, TypeError):
+            readable = dask.utils.parse_bytes(size) > 0
+    if not readable:
+        raise InputError(
+            f"rmm_pool_size={size!r} is not a pool size: give bytes, a size such as '60GB', "
+            "or a share of each GPU's memory such as 0.8."
+        )
+    for module, package in (("rmm", "rmm-cu13 or rmm-cu12"), ("cupy", "CuPy")):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            problem = f"{package} is not installed here"
+            if importlib.util.find_spec(module) is not None:  # installed, but broken
+                problem = f"{module} does not import ({type(exc).__name__}: {exc})"
+            raise DeviceError(
+                f"connect(gpu=True, rmm_pool_size={size!r}) gives each GPU worker an RMM pool "
+                f"for CuPy, and {' '.join(problem.split())}: {GPU_INSTALL}; or leave "
+                "rmm_pool_size=None (CuPy then keeps its own memory pool)."
+            ) from None
+
+
+def _cuda_cluster_error(exc: Exception, n_workers: int | None) -> NPTError:
+    """dask-cuda's failure to start, as one line naming the likely fix."""
+    lines = str(exc).strip().splitlines() or [""]
+    said = f"{type(exc).__name__}: {lines[0][:300]}"
+    if "scale beyond visible devices" in str(exc):
+        return ClusterError(
+            f"connect(gpu=True, n_workers={n_workers}) asks for more workers than there are "
+            f"visible GPUs ({said}); leave n_workers=None (one worker per GPU) or name more "
+            "GPUs with cuda_visible_devices."
+        )
+    return DeviceError(
+        f"dask-cuda could not start a LocalCUDACluster ({said}). Check that a CUDA device "
+        "is visible (nvidia-smi; CUDA_VISIBLE_DEVICES), that rmm_pool_size fits in each "
+        "GPU's memory, and that dask-cuda matches the CUDA driver (gpu-cu13 or gpu-cu12); "
+        "or use npt.connect() without gpu=True."
+    )
+
+
+class CupyFromRMMPool(WorkerPlugin):
+    """Makes CuPy allocate from the worker's RMM pool: ``cupy.cuda.set_allocator(
+    rmm.allocators.cupy.rmm_cupy_allocator)`` on each worker, those that join later too.
+
+    dask-cuda makes the pool (``rmm_pool_size``) but leaves CuPy on its own allocator,
+    which takes what the pool left of the GPU (a 60 GB pool on an 80 GB H100 leaves CuPy
+    some 18 GB). dask-cuda's own ``rmm_allocator_external_lib_list=["cupy"]`` (24.12 on)
+    would do the same inside dask-cuda; this plugin is the one mechanism here, so what
+    sets the allocator is npt-dask's code, tested on any machine.
+    """
+
+    name = "npt-dask-cupy-from-rmm-pool"
+
+    def setup(self, worker: Any = None) -> None:
+        cupy = importlib.import_module("cupy")
+        from rmm.allocators.cupy import rmm_cupy_allocator
+
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+
+
+def _hand_pool_to_cupy(client: Any) -> None:
+    """Register :class:`CupyFromRMMPool` on ``client``'s workers, closing the client (and
+    its cluster) with a one-line error if a worker cannot take it."""
+    try:
+        client.register_plugin(CupyFromRMMPool(), name=CupyFromRMMPool.name)
+    except Exception as exc:
+        client.close()
+        lines = str(exc).strip().splitlines() or [""]
+        raise ClusterError(
+            "The GPU workers started with their RMM pools but could not hand them to CuPy "
+            f"({type(exc).__name__}: {lines[0][:300]}). Check that rmm and CuPy import on "
+            f"the workers ({GPU_INSTALL}), or leave rmm_pool_size=None."
         ) from exc
-    return _owning_client(cluster)
 
 
 def _owning_client(cluster: Any) -> Any:

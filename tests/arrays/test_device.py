@@ -203,12 +203,12 @@ def test_connect_gpu_starts_a_cuda_cluster_and_closes_it(monkeypatch, tmp_path):
     monkeypatch.setitem(
         sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=cuda_cluster)
     )
-    with connect(gpu=True, rmm_pool_size="2GB", cuda_visible_devices="0,1",
+    with connect(gpu=True, cuda_visible_devices="0,1",
                  local_directory=tmp_path, show_dashboard=False) as client:  # fmt: skip
         cluster = client.cluster
         assert client.submit(sum, [1, 2]).result() == 3
     assert cluster.status.name == "closed"
-    assert seen["rmm_pool_size"] == "2GB"
+    assert seen["rmm_pool_size"] is None  # the pool: tests/test_gpu_cluster.py
     assert seen["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert seen["threads_per_worker"] == 1
     assert seen["n_workers"] is None  # dask-cuda's rule: one per GPU
