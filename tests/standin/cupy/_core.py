@@ -81,7 +81,7 @@ class ndarray:
 
     def __init__(self, shape: Any, dtype: Any = float, memptr: Any = None,
                  strides: Any = None, order: str = "C") -> None:  # fmt: skip
-        self._adopt(np.empty(shape, dtype=dtype, order=order))
+        self._adopt(np.empty(shape, dtype=supported(np.dtype(dtype)), order=order))
 
     def _adopt(self, a: np.ndarray) -> None:
         self._a = a
@@ -331,12 +331,22 @@ def unwrap(value: Any, seen: dict[int, ndarray] | None = None) -> Any:
     return value
 
 
+def supported(dtype: np.dtype) -> np.dtype:
+    """``dtype`` if the device holds it: booleans and numbers only (no object, string or
+    structured arrays: ``TypeError`` as CuPy 13's ``Unsupported dtype``, which dask's
+    ``arg_chunk`` catches to fall back to a dict)."""
+    if dtype.kind not in "biufc":
+        raise TypeError(f"Unsupported dtype: {dtype}")
+    return dtype
+
+
 def wrap(value: Any, seen: dict[int, ndarray] | None = None) -> Any:
     """numpy's result as the device's: arrays and numpy scalars as stand-in arrays (an
     input returned as it is stays that input), tuples and lists element by element."""
     if isinstance(value, np.ndarray):
         if seen and id(value) in seen:
             return seen[id(value)]
+        supported(value.dtype)
         return ndarray._wrap(value)
     if isinstance(value, np.generic):
         return ndarray._wrap(np.asarray(value))

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as _np
 from cupy import _standin
-from cupy._core import ndarray, unwrap
+from cupy._core import ndarray, supported, unwrap
 
 
 def is_available() -> bool:
@@ -40,6 +40,7 @@ def array(obj: Any, dtype: Any = None, copy: Any = True, order: str = "K", subok
     if hasattr(obj, "__cuda_array_interface__"):
         raise TypeError(f"Unsupported type {type(obj)}")
     host = _np.array(obj, dtype=dtype, order=order, ndmin=ndmin, copy=True)
+    supported(host.dtype)
     _standin.host_to_device(host.nbytes)
     return ndarray._wrap(host)
 
