@@ -14,6 +14,10 @@ On the stand-in each device call is metered (``cupy._standin.count``): host→de
 device→host copies, synchronisations, Fortran copies and the live-bytes peak, by route and
 phase, in :data:`COUNTS` (``NPT_STANDIN_SURVEY=path.json`` writes them at the end).
 
+The last section states the device's cost as tests (stand-in only): the model moved to the
+device once per call, the rows once per fit, no Fortran copies of factors, each route's
+device peak within its plan's ``device_bytes``.
+
 A route that fails today is marked ``xfail(strict=True)`` with where it stops, so the
 suite stays green and a fix turns the mark into a failure that says to remove it.
 """
@@ -56,6 +60,9 @@ CHUNKS = (100, 100, 90, 110)
 Z_CHUNKS = (40, 35, 25)
 COUNTS: dict[str, dict[str, dict[str, int]]] = {}
 """Stand-in counts: test id -> phase -> counter (h2d, d2h, syncs, fortran_copies, peak ...)."""
+
+
+TAKE = "(labels: map_blocks(classes_.take) without meta)"
 
 
 def fails(where: str) -> Any:
@@ -272,7 +279,7 @@ def test_transform_past_the_rank_pads_on_the_device(cupy, meter):
     assert rel(gram(y), gram(want.transform(host(d["z"], Z_CHUNKS), columns=70))) < F64
 
 
-@fails("npt/model.py:157")
+@fails("npt/model.py:157 (the projection is host-backed: a numpy unit vector)")
 def test_project_onto(cupy, meter):
     d = _data()
     model = _npt_reference("dense")[0]
@@ -398,6 +405,7 @@ def test_nonlinear_projection_with_its_inverse(cupy, meter, kernel):
 # --- kernel ridge --------------------------------------------------------------------------
 
 NYSTROM = "ridge/solvers.py:132"
+LABELS = f"ridge/estimators.py:980 {TAKE}"
 RIDGES = {
     "exact-direct": ({"landmarks": None, "solver": "direct"}, F64),
     "exact-cg": ({"landmarks": None, "solver": "cg", "tol": 1e-10, "max_iter": 500}, CG),
@@ -450,7 +458,7 @@ def test_float32_kernel_ridge_is_within_its_bound(cupy, meter):
     assert rel(out, _ridge_reference("nystrom-direct")) < F32
 
 
-@fails("ridge/iterations.py:70")
+@fails(NYSTROM)
 def test_checkpointed_kernel_ridge(cupy, meter, tmp_path):
     from npt_dask import KernelRidge
 
@@ -509,7 +517,7 @@ CLASSIFIERS = {k: RIDGES[k] for k in ("exact-direct", "nystrom-direct", "nystrom
 @pytest.mark.parametrize(
     ("name", "where"),
     [
-        pytest.param("exact-direct", "host", marks=fails("ridge/estimators.py:980")),
+        pytest.param("exact-direct", "host", marks=fails(LABELS)),
         pytest.param("exact-direct", "device", marks=fails("ridge/estimators.py:961")),
         pytest.param("nystrom-direct", "host", marks=fails(NYSTROM)),
         pytest.param("nystrom-cg", "host", marks=fails(NYSTROM)),
@@ -542,7 +550,7 @@ def test_kernel_ridge_classifier(cupy, meter, name, where):
         pytest.param("regression", None, id="regression-exact"),
         pytest.param("regression", 60, id="regression-nystrom", marks=fails(NYSTROM)),
         pytest.param("classification", None, id="classification-exact",
-                     marks=fails("ridge/estimators.py:980")),
+                     marks=fails(LABELS)),
         pytest.param("classification", 60, id="classification-nystrom", marks=fails(NYSTROM)),
     ],
 )  # fmt: skip
@@ -619,7 +627,7 @@ def test_methods_on_device_coordinates(cupy, meter, name):
         np.testing.assert_array_equal(to_numpy(predicted), to_numpy(want.predict(test_h)))
 
 
-@fails("methods/ridge.py:750")
+@fails(f"methods/ridge.py:750 {TAKE}")
 def test_fit_moments_then_predict_device_coordinates(cupy, meter):
     d = _data()
     lm = npt.fit(host(d["x"]), "rbf", gamma=GAMMA, landmarks=60, random_state=0, labels=d["y"],
@@ -717,7 +725,7 @@ def test_cli_project_on_the_device(cupy, meter, files):
     assert rel(got["coordinates"].values, want["coordinates"].values) < F64
 
 
-@fails("ridge/estimators.py:980")
+@fails(LABELS)
 def test_cli_ridge_on_the_device(cupy, meter, files):
     ridge = ["ridge", files / "x.npy", "--labels", files / "y.npy", "--test", files / "z.npy",
              "--test-labels", files / "z_labels.npy", "--kernel", "rbf", "--gamma", GAMMA,
@@ -728,7 +736,7 @@ def test_cli_ridge_on_the_device(cupy, meter, files):
     np.testing.assert_array_equal(np.load(files / "gpu.npy"), np.load(files / "cpu.npy"))
 
 
-@fails("npt/project.py:151")
+@fails("storage/store.py:337")
 def test_pipeline_on_the_device(cupy, meter, tmp_path):
     from distributed import LocalCluster
 
@@ -822,3 +830,27 @@ def test_device_fits_hold_what_their_plan_says(cupy, name):
     with _counted(cupy) as seen:
         got = npt.fit(dev(cupy, d["x"]), "rbf", gamma=GAMMA, **FITS[name])
     assert seen.peak <= got.diagnostics.plan["device_bytes"]
+
+
+def test_device_routes_on_a_cluster(cupy, meter):
+    """Under a distributed client (in-process workers), centres kept on the cluster."""
+    from distributed import LocalCluster
+
+    from npt_dask import KernelRidge
+
+    d = _data()
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
+        cluster.get_client(),
+    ):
+        with meter("fit"):
+            got = npt.fit(dev(cupy, d["x"]), "rbf", gamma=GAMMA, **FITS["krylov"])
+        y = got.transform(dev(cupy, d["z"], Z_CHUNKS))
+        assert on_device(y, cupy)
+        with meter("transform"):
+            y = to_numpy(y)
+        with meter("ridge"):
+            ridge = KernelRidge(**_ridge("exact-direct")).fit(dev(cupy, d["x"]), d["t"])
+            out = to_numpy(ridge.predict(dev(cupy, d["z"], Z_CHUNKS)))
+    assert rel(gram(y), gram(_npt_reference("krylov")[1])) < F64
+    assert rel(out, _ridge_reference("exact-direct")) < F64

@@ -107,6 +107,8 @@ def test_arrays_behave_as_cupys(xp_backend):
     assert (x[1, 2].item(), x[1:3].shape) == (5.0, (2, 3))
     assert x[cupy.asarray([0, 2])].shape == (2, 3)
     assert x[np.array([0, 2])].shape == (2, 3)  # CuPy copies a numpy index to the device
+    assert cupy.take(x, np.array([0, 2]), axis=0).shape == (2, 3)  # ... as take does
+    assert isinstance(cupy.zeros_like(np.ones(3)), cupy.ndarray)  # a prototype's shape only
     y = x.copy()
     y[0] = np.array([7.0, 8.0, 9.0])  # ... and a numpy value
     y[1] = cupy.zeros(3)
@@ -192,6 +194,11 @@ def test_crossings_are_counted(standin):
     assert (seen.h2d, seen.h2d_bytes) == (1, 320)
     assert (seen.d2h, seen.d2h_bytes) == (4, 8 + 1 + 320 + 64)
     assert seen.syncs == 4 + 1 + 1
+    with cupy._standin.count() as seen:
+        x[np.array([0, 1])]
+        x.take([0, 1], axis=0)
+        x[0] = np.zeros(4)
+    assert (seen.h2d, seen.h2d_bytes) == (3, 16 + 16 + 32)
 
 
 def test_fortran_copies_are_counted(standin):

@@ -16,8 +16,8 @@ from cupy._functions import ufunc  # noqa: F401
 __version__ = "13.6.0"
 
 TABLE = _build(globals())
-"""numpy name -> how the stand-in exports it (``DEVICE``, ``SYNC``, ``CREATE``, ``HOST``,
-``UFUNC``, ``TYPE``, ``CONSTANT``, ``SKIP``)."""
+"""numpy name -> how the stand-in exports it (``DEVICE``, ``SYNC``, ``CREATE``, ``LIKE``,
+``HOST``, ``UFUNC``, ``TYPE``, ``CONSTANT``, ``SKIP``)."""
 
 from cupy import cuda, fft, linalg, random  # noqa: E402, F401
 from cupy._transfer import (  # noqa: E402, F401

@@ -8,6 +8,8 @@ Every public numpy callable is one of:
 * ``SYNC``: as ``DEVICE``, plus one synchronisation: the output's shape depends on the
   values (CuPy reads a count back before it allocates).
 * ``CREATE``: allocates on the device from shapes and scalars (``zeros``, ``arange`` ...).
+* ``LIKE``: allocates on the device in the shape of a prototype, which may be a numpy array
+  (CuPy's ``_new_like_order_and_strides`` reads only its dtype, shape and strides).
 * ``HOST``: answers host metadata (dtypes, shapes): any operand accepted (a stand-in is read
   for its dtype and shape, no crossing), the answer returned as numpy gives it.
 * ``SKIP``: not in the stand-in (I/O, printing, datetimes, polynomials, numpy internals).
@@ -35,6 +37,7 @@ CREATE = frozenset({"arange", "diag_indices", "empty", "eye", "full", "geomspace
                     "identity", "indices", "linspace", "logspace", "ones", "tri",
                     "tril_indices", "triu_indices", "zeros", "bartlett", "blackman",
                     "hamming", "hanning", "kaiser"})  # fmt: skip
+LIKE = frozenset({"empty_like", "full_like", "ones_like", "zeros_like"})
 HOST = frozenset({"broadcast_shapes", "can_cast", "common_type", "isdtype", "iscomplexobj",
                   "isfortran", "isrealobj", "isscalar", "issubdtype", "iterable",
                   "may_share_memory", "min_scalar_type", "mintypecode", "ndim", "promote_types",
@@ -110,6 +113,17 @@ def create(fn: Any, name: str) -> Any:
     return f
 
 
+def like(fn: Any, name: str) -> Any:
+    def f(prototype: Any, *args: Any, **kwargs: Any) -> Any:
+        shape = prototype._a if isinstance(prototype, ndarray) else prototype
+        if not isinstance(shape, np.ndarray):
+            raise TypeError(f"Unsupported type {type(prototype)}")
+        return call(lambda *a, **k: fn(shape, *a, **k), args, kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
 def _meta(value: Any) -> Any:
     """A stand-in array as numpy sees its metadata (no crossing: dtype/shape only)."""
     if isinstance(value, ndarray):
@@ -141,7 +155,7 @@ def kind(name: str, obj: Any) -> str:
         return "CONSTANT"
     if not callable(obj):
         return "SKIP"
-    for table, label in ((SYNC, "SYNC"), (CREATE, "CREATE"), (HOST, "HOST")):
+    for table, label in ((SYNC, "SYNC"), (CREATE, "CREATE"), (LIKE, "LIKE"), (HOST, "HOST")):
         if name in table:
             return label
     return "DEVICE"
@@ -163,6 +177,8 @@ def build(namespace: dict[str, Any], source: Any = np) -> dict[str, str]:
             namespace[name] = device(obj, name, sync=label == "SYNC")
         elif label == "CREATE":
             namespace[name] = create(obj, name)
+        elif label == "LIKE":
+            namespace[name] = like(obj, name)
         elif label == "HOST":
             namespace[name] = host(obj, name)
     return table
