@@ -117,8 +117,8 @@ class RowBlock:
     extras (targets, weights, centre slots, a pair's ``V_i``); ``block`` a block already
     evaluated (kept between passes, or read from a given matrix) for the one panel. ``B``
     is evaluated on first use and kept for the other consumers (one evaluation per block
-    per pass); products are memoised by name. ``xp`` is the namespace of ``z`` (the one decision of the seam): the block
-    and its products live there, on ``z``'s device.
+    per pass); products are memoised by name. ``xp`` is the namespace of ``z`` (the one
+    decision of the seam): the block and its products live there, on ``z``'s device.
     """
 
     def __init__(

@@ -47,11 +47,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import array_api_compat.numpy as numpy_namespace
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.delayed import Delayed
 
-from npt_dask.arrays.namespace import namespace_of
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device, namespace_of
 from npt_dask.engine.consumers import Consumer, KeptBlock, PairProducts, RowBlock, dense_rows
 from npt_dask.engine.rows import Rows, put_like
 from npt_dask.engine.sums import add_into
@@ -73,25 +75,31 @@ __all__ = [
 ]
 
 
+Where = tuple[Any, Any] | None
+"""The namespace and device a side of the centres lives in; None: not known here (blocks
+given as Delayed or futures)."""
+
+
 @dataclass(frozen=True)
 class Centres:
     """The columns of a kernel operator, as the tasks receive them.
 
     ``x_blocks``/``w_blocks``: the centre rows and their weights in panels (locally the
-    arrays themselves; futures on a cluster, kept with lineage by
-    :func:`npt_dask.runtime.scheduler.keep_blocks`), in the namespace and on the device
-    of the rows the pass runs over (:meth:`of` with ``rows``, :meth:`on`: moved there
-    once, never per chunk); or ``store``: an object the tasks iterate for ``(x_j, w_j)``
-    (a stored model's training blocks, read where the tasks run). ``sizes`` are the
-    panels' row counts; for a precomputed kernel the x blocks are None (the rows' column
-    blocks of the given matrix stand for them).
+    arrays themselves, or Delayed; futures on a cluster, kept with lineage by
+    :func:`npt_dask.runtime.scheduler.keep_blocks`), each side living where ``x_where``
+    and ``w_where`` say; or ``store``: an object the tasks iterate for ``(x_j, w_j)`` (a
+    stored model's training blocks, read where the tasks run). :meth:`on` brings them to
+    the rows of a pass once, never per chunk. ``sizes`` are the panels' row counts; for a
+    precomputed kernel the x blocks are None (the rows' column blocks of the given matrix
+    stand for them).
     """
 
     sizes: tuple[int, ...]
     x_blocks: Sequence[Any] = ()
     w_blocks: Sequence[Any] = ()
     store: Any = None
-    where: tuple[Any, Any] | None = None  # (xp, device) the panels live in; None: as given
+    x_where: Where = None
+    w_where: Where = None
 
     @property
     def m(self) -> int:
@@ -131,27 +139,46 @@ class Centres:
         cut = [slice(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
         xs = [None] * len(cut) if x is None else keep_blocks([x[s] for s in cut])
         ws = [None] * len(cut) if weights is None else keep_blocks([weights[s] for s in cut])
-        where = None if rows is None else (rows.xp, rows.device)
-        return cls(tuple(int(s) for s in sizes), xs, ws, where=where)
+        return cls(tuple(int(s) for s in sizes), xs, ws, x_where=_where(x), w_where=_where(weights))
 
     def on(self, rows: Rows) -> Centres:
         """These centres in the namespace and on the device of ``rows``: themselves when
-        they are there (or stream from a store), else their panels moved once, here."""
-        here = (rows.xp, rows.device)
-        if self.store is not None or self.where == here:
+        they are there (or stream from a store), else their panels moved once, here (a
+        side given as Delayed blocks moves in one task a panel, run once per compute; on
+        numpy rows such a side is taken as it is)."""
+        if self.store is not None:
             return self
-        xs = [_moved_panel(b, rows) for b in self.x_blocks]
-        ws = [_moved_panel(b, rows) for b in self.w_blocks]
-        if all(a is b for a, b in zip([*xs, *ws], [*self.x_blocks, *self.w_blocks], strict=True)):
-            return replace(self, where=here)
-        return replace(self, x_blocks=xs, w_blocks=ws, where=here)
+        x_blocks, x_where = _side_on(self.x_blocks, self.x_where, rows)
+        w_blocks, w_where = _side_on(self.w_blocks, self.w_where, rows)
+        if x_where == self.x_where and w_where == self.w_where:
+            return self
+        return replace(self, x_blocks=x_blocks, w_blocks=w_blocks, x_where=x_where,
+                       w_where=w_where)  # fmt: skip
+
+
+def _where(a: Any) -> Where:
+    """Where a side of the centres lives (None sides live anywhere: numpy's)."""
+    return (numpy_namespace, None) if a is None else namespace_and_device(a)
+
+
+def _side_on(blocks: Sequence[Any], where: Where, rows: Rows) -> tuple[Sequence[Any], Where]:
+    """One side of the centres in the rows' namespace: as it is when it is there (or
+    unknown, for numpy rows), else each panel moved once."""
+    here = (rows.xp, rows.device)
+    if where is not None and ((is_numpy(where[0]) and rows.numpy) or where == here):
+        return blocks, where
+    if where is None and rows.numpy:
+        return blocks, where
+    return [_moved_panel(b, rows) for b in blocks], here
 
 
 def _moved_panel(block: Any, rows: Rows) -> Any:
-    """A panel (an array, or a future on a cluster) in the rows' namespace: as it is when
-    it is there, else moved once (a task where the panel lives, for a future)."""
+    """A panel (an array, a Delayed, or a future on a cluster) in the rows' namespace:
+    moved once (a task where the panel lives, for a Delayed or a future)."""
     if block is None:
         return None
+    if isinstance(block, Delayed):
+        return delayed(put_like, pure=True)(block, rows.meta)
     if hasattr(block, "key") and not hasattr(block, "shape"):  # a future: move it there
         client = current_client()
         assert client is not None, "futures of centres need their client"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import array_api_compat
+import array_api_compat.numpy as numpy_namespace
 import dask.array as da
 import numpy as np
 import scipy.sparse
@@ -124,15 +125,19 @@ class Rows:
         got = dense(compute(self.data[np.asarray(idx)])[0])
         return np.asarray(to_host(got)) if host and not self.numpy else got
 
-    def aligned(self, values: Any, dtype: Any = None) -> Aligned | None:
+    def aligned(self, values: Any, dtype: Any = None, *, host: bool = False) -> Aligned | None:
         """``values`` (``(n,)`` or ``(n, k)``: numpy, a device array, or a dask array of
         either) split like the rows, each block on the rows' device: moved once here,
-        reused by every pass. ``dtype`` casts them (None: as they are). None stays None."""
+        reused by every pass. ``dtype`` casts them (None: as they are). ``host``: kept in
+        host memory instead (what a task reads on the host: the centres' slots). None
+        stays None."""
         if values is None:
             return None
         if isinstance(values, Aligned):
             return values
-        if not self.numpy and not isinstance(values, np.ndarray):
+        if host:
+            return Rows(self.data, numpy_namespace, None).aligned(values, dtype)
+        if not self.numpy and not is_numpy(namespace_and_device(values)[0]):
             namespace_and_device(self.data, values)  # one library, one device (else named)
         if isinstance(values, da.Array):
             return self._aligned_lazy(values, dtype)

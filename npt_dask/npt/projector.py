@@ -42,6 +42,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.namespace import namespace_and_device
 from npt_dask.engine.consumers import Projection
 from npt_dask.engine.passes import Centres, as_rows, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.engine.projection import ProjectionTerms, projection_weights
@@ -231,7 +232,9 @@ def _ship(fitted: FittedModel) -> Centres:
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(fitted.x_train.to_delayed(optimize_graph=False).ravel())
-    return Centres(sizes, x_blocks, keep_blocks(blocks))
+    where = namespace_and_device(fitted.x_train)
+    return Centres(sizes, x_blocks, keep_blocks(blocks), x_where=where,
+                   w_where=namespace_and_device(w))  # fmt: skip
 
 
 def build_projector(fitted: FittedModel) -> Projector:

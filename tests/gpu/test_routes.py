@@ -316,7 +316,6 @@ def test_save_load_identity_of_a_device_fit(cupy, meter, tmp_path):
     assert rel(gram(y), gram(_npt_reference("dense")[1])) < F64
 
 
-@fails("engine/consumers.py:162")
 def test_a_device_fit_on_host_rows(cupy, meter):
     d = _data()
     got = npt.fit(dev(cupy, d["x"]), "rbf", gamma=GAMMA, **FITS["dense"])
