@@ -14,7 +14,8 @@ alignment pass) calls these functions as task bodies. One formula each:
 * kernel blocks: :func:`scratch_block` (reused per thread), :func:`kept_block`
   (its own memory, kept between passes), :func:`as_float64_block`, and the centres'
   prepared copy reused across a process's tasks (:data:`PREPARED_BYTES`);
-* a Krylov pass's pair products: :func:`block_products`, :func:`pair_products`,
+* a Krylov pass's pair products: :func:`block_products` (the pair pass's task body is
+  :func:`npt_dask.engine.passes.pair_task`),
   :func:`sym_gram_block`; a normal-equations pass's: :func:`normal_products`;
 * a block times weights: :func:`block_times` and :func:`kernel_times` (one training
   block's share of a projection, finished by :func:`npt_dask.engine.projection.finish_parts`).
@@ -48,7 +49,6 @@ __all__ = [
     "kept_block",
     "kernel_times",
     "normal_products",
-    "pair_products",
     "scratch_block",
     "sym_gram_block",
 ]
@@ -232,13 +232,6 @@ def normal_products(block: Any, p: Any, w: Any = None) -> tuple[Any, Any]:
     if not numpy:
         bp = xp.concat(parts, axis=0) if parts else xp.zeros((0, p.shape[1]))
     return xp.astype(bp, xp.float64, copy=False), total
-
-
-def pair_products(
-    x_i: Any, x_j: Any, v_i: Any, v_j: Any, kernel: KernelSpec, diagonal: bool
-) -> tuple[Any, ...]:
-    """:func:`block_products` of the block ``kappa(x_i, x_j)`` (evaluated into scratch)."""
-    return block_products(scratch_block(x_i, x_j, kernel), v_i, v_j, diagonal)
 
 
 # --- a block times weights (projections) ---------------------------------------------------

@@ -60,9 +60,16 @@ import scipy.sparse
 from npt_dask.arrays.buffers import scratch
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device
-from npt_dask.engine.blocks import block_times, normal_products, scratch_block
+from npt_dask.engine.blocks import (
+    block_products,
+    block_times,
+    kept_block,
+    normal_products,
+    scratch_block,
+)
 from npt_dask.engine.moments import chunk_moments, one_hot
 from npt_dask.engine.projection import ProjectionTerms, finish_parts
+from npt_dask.engine.sums import add_into
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.tiles import TiledUpper
@@ -75,11 +82,12 @@ __all__ = [
     "Cross",
     "Digest",
     "Gram",
+    "KeptBlock",
     "Moments",
     "Normal",
+    "PairProducts",
     "Projection",
     "RowBlock",
-    "add_into",
     "centre_pairs",
     "dense_rows",
 ]
@@ -106,23 +114,29 @@ class RowBlock:
 
     ``z`` is the chunk's rows (for a precomputed kernel: its list of column blocks of
     the given matrix, one per centre panel); ``aux`` the chunk's share of the row-aligned
-    extras (targets, weights, centre slots). ``B`` is evaluated on first use and kept
-    for the other consumers (one evaluation per block per pass); products are memoised
-    by name. ``xp`` is the namespace of ``z`` (the one decision of the seam): the block
-    and its products live there, on ``z``'s device.
+    extras (targets, weights, centre slots, a pair's ``V_i``); ``block`` a block already
+    evaluated (kept between passes, or read from a given matrix) for the one panel. ``B``
+    is evaluated on first use and kept for the other consumers (one evaluation per block
+    per pass); products are memoised by name. ``xp`` is the namespace of ``z`` (the one
+    decision of the seam): the block and its products live there, on ``z``'s device.
     """
 
     def __init__(
-        self, z: Any, centres: Any, kernel: KernelSpec, aux: Mapping[str, np.ndarray]
+        self,
+        z: Any,
+        centres: Any,
+        kernel: KernelSpec,
+        aux: Mapping[str, Any],
+        block: Any = None,
     ) -> None:
         self.z = z
         self.centres = centres
         self.kernel = kernel
         self.aux = aux
-        first = z[0] if isinstance(z, list) else z
+        first = block if block is not None else z[0] if isinstance(z, list) else z
         self.xp, self.device = namespace_and_device(first)
         self.numpy = is_numpy(self.xp)
-        self._block: Any = None
+        self._block: Any = block  # given: a block kept between passes (one panel)
         self._memo: dict[str, Any] = {}
 
     def local(self, a: Any) -> Any:
@@ -335,16 +349,6 @@ class Moments(Consumer):
         return mine if before is None else add_into(before, mine)
 
 
-def add_into(total: Any, part: Any) -> Any:
-    """``total += part`` in place, element by element for tuples of arrays."""
-    if isinstance(total, tuple):
-        for acc, term in zip(total, part, strict=True):
-            acc += term
-        return total
-    total += part
-    return total
-
-
 @dataclass(frozen=True)
 class Gram(Consumer):
     """``B^T diag(w) B`` summed over rows, float64, as the upper tiles of the ``m x m``
@@ -461,3 +465,36 @@ class Digest(Consumer):
     def finish(self, value: bytes) -> bytes:
         """The digest is host bytes already (the rows crossed in the call)."""
         return value
+
+
+# --- the training operator's pairs (the pair pass of npt_dask.engine.operator) ----------------
+
+
+def _one_panel(rows: RowBlock) -> tuple[Any, Any]:
+    """The one centre panel ``(x_j, w_j)`` of a pair's task."""
+    (panel,) = list(centre_pairs(rows.centres))
+    return panel
+
+
+@dataclass(frozen=True)
+class PairProducts(Consumer):
+    """A pair ``(i, j)`` of the training operator's blocks: ``B V_j`` and, off the
+    diagonal, ``B^T V_i`` (:func:`~npt_dask.engine.blocks.block_products`: one sweep over
+    ``B``); the panel's weights are ``V_j``, the extra ``"v"`` is ``V_i``. Both stay in
+    the rows' namespace: the pass adds them into its row sums there."""
+
+    diagonal: bool
+
+    def __call__(self, rows: RowBlock, before: Any) -> tuple[Any, ...]:
+        v_j = rows.local(_one_panel(rows)[1])
+        v_i = rows.local(rows.aux["v"])
+        return block_products(rows.block(), v_i, v_j, self.diagonal)
+
+
+@dataclass(frozen=True)
+class KeptBlock(Consumer):
+    """The pair's kernel block in its own memory (:func:`~npt_dask.engine.blocks.
+    kept_block`), to be kept between passes and given back to :class:`PairProducts`."""
+
+    def __call__(self, rows: RowBlock, before: Any) -> Any:
+        return kept_block(rows.z, rows.local(_one_panel(rows)[0]), rows.kernel)

@@ -19,7 +19,7 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.namespace import namespace_and_device
-from npt_dask.engine.passes import empty_like_rows
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 
@@ -73,7 +73,7 @@ def kernel_matrix(z: da.Array, x: da.Array, kernel: KernelSpec) -> da.Array:
         "jk",
         dtype=dtype,
         concatenate=True,
-        meta=empty_like_rows(z, (0, 0), dtype),
+        meta=Rows.of(z).empty((0, 0), dtype),
         kernel=kernel,
     )
 
@@ -97,5 +97,5 @@ def kernel_diagonal(z: da.Array, kernel: KernelSpec) -> da.Array:
         return da.diagonal(z.rechunk({1: z.chunks[0]})).astype(np.float64)
     check_row_chunked(z, "z")
     # dask's stubs type map_blocks as a decorator; the call is the documented one
-    meta = empty_like_rows(z, (0,), np.float64)
+    meta = Rows.of(z).empty((0,), np.float64)
     return z.map_blocks(_diag_block, kernel=kernel, drop_axis=1, dtype=np.float64, meta=meta)  # type: ignore[call-arg, arg-type]

@@ -38,11 +38,12 @@ from dask.delayed import Delayed
 
 from npt_dask.arrays.buffers import clear_scratch
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
-from npt_dask.engine.blocks import block_products, kept_block, pair_products, sym_gram_block
+from npt_dask.engine.blocks import sym_gram_block
 from npt_dask.engine.budget import cached_fraction, default_memory_budget, kept_for
 from npt_dask.engine.kernel_matrix import check_row_chunked, kernel_matrix
-from npt_dask.engine.sums import host_rows, sum_parts
+from npt_dask.engine.passes import as_rows, kept_task, pair_task
+from npt_dask.engine.rows import Rows, put_like
+from npt_dask.engine.sums import host_rows, join_rows, sum_parts
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.params.constraints import Options, Param
@@ -128,29 +129,30 @@ class KernelBlocks:
 
     def block(self, i: int, j: int, key: str) -> Delayed:
         """Block ``(i, j)`` as its own task (to be kept between passes)."""
-        return delayed(kept_block, pure=True)(
+        return delayed(kept_task, pure=True)(
             self._parts[i], self._parts[j], self.kernel, dask_key_name=key
         )
 
     def pair(
         self, i: int, j: int, v_i: Any, v_j: Any, key: str, kept: Delayed | None, tag: str
     ) -> Delayed:
-        """The pair's products with ``v``: from the kept block, or evaluated in the task."""
-        if kept is not None:
-            return delayed(block_products, pure=True)(kept, v_i, v_j, i == j, dask_key_name=key)
-        return delayed(pair_products, pure=True)(
-            self._parts[i], self._parts[j], v_i, v_j, self.kernel, i == j, dask_key_name=key
-        )
+        """The pair's products with ``v``: from the kept block, or evaluated in the task
+        (the one task body, :func:`~npt_dask.engine.passes.pair_task`)."""
+        return delayed(pair_task, pure=True)(
+            self._parts[i], v_i, self._parts[j], v_j, self.kernel, i == j, kept,
+            dask_key_name=key,
+        )  # fmt: skip
 
 
 class PrecomputedBlocks:
     """Blocks read from a given square kernel matrix, as its symmetric part
     ``(K + K^T) / 2`` (a precomputed kernel); its columns chunked like its rows."""
 
-    def __init__(self, k: da.Array) -> None:
+    def __init__(self, k: da.Array, kernel: KernelSpec) -> None:
         if k.ndim != 2 or k.shape[0] != k.shape[1]:
             raise InputError(f"A precomputed kernel matrix must be square; got {k.shape}.")
         self.x = k.rechunk({1: k.chunks[0]})
+        self.kernel = kernel
         self._grid: list[list[Delayed]] = [list(row) for row in self.x.to_delayed()]
 
     def chunk(self, i: int) -> Delayed:
@@ -168,12 +170,13 @@ class PrecomputedBlocks:
     ) -> Delayed:
         """The pair's products with ``v``, from the kept block or one read for this pass."""
         block = kept if kept is not None else self.block(i, j, f"npt-gblock-{tag}")
-        return delayed(block_products, pure=True)(block, v_i, v_j, i == j, dask_key_name=key)
+        return delayed(pair_task, pure=True)(None, v_i, None, v_j, self.kernel, i == j, block,
+                                             dask_key_name=key)  # fmt: skip
 
 
 def block_source(x: da.Array, kernel: KernelSpec) -> KernelBlocks | PrecomputedBlocks:
     """Where the training operator's blocks come from: the one dispatch on the kind."""
-    return PrecomputedBlocks(x) if kernel.precomputed else KernelBlocks(x, kernel)
+    return PrecomputedBlocks(x, kernel) if kernel.precomputed else KernelBlocks(x, kernel)
 
 
 class KernelOperator:
@@ -221,7 +224,7 @@ class KernelOperator:
 
     def __init__(
         self,
-        x: da.Array,
+        x: Rows | da.Array,
         kernel: KernelSpec,
         *,
         center: bool = True,
@@ -230,9 +233,11 @@ class KernelOperator:
         cache_budget: int | None = None,
         products: Any = np.float64,
     ) -> None:
-        source = block_source(x, kernel)
+        rows = as_rows(x)
+        source = block_source(rows.data, kernel)
+        self.rows = rows.like(source.x)
         x = source.x
-        self.numpy = is_numpy(namespace_and_device(x)[0])
+        self.numpy = rows.numpy
         CACHE_PARAM.check(cache, "KernelOperator")
         self.x = x
         self.kernel = kernel
@@ -279,19 +284,22 @@ class KernelOperator:
             self._blocks = dict(zip(keys, persisted, strict=True))
         return self._blocks
 
-    def _pass_graph(self, v: np.ndarray | list[Delayed]) -> list[Delayed]:
-        """The pass's row sums of ``calK v``; ``v`` numpy, or its row chunks as Delayed."""
+    def _pass_graph(self, v: Any) -> list[Delayed]:
+        """The pass's row sums of ``calK v``: ``v`` host numpy (moved to the rows' device
+        once per pass: one task a row chunk), an array already there (cut into views:
+        nothing moves), or its row chunks as Delayed."""
         nb = len(self.row_chunks)
+        host = isinstance(v, np.ndarray) or (isinstance(v, list) and not self.numpy)
         v_parts = (
             v if isinstance(v, list)
             else ship_blocks([v[self.offsets[i] : self.offsets[i + 1]] for i in range(nb)])
         )  # fmt: skip
         self._graphs += 1
         tag = f"{self._token}-p{self.passes}-g{self._graphs}"
-        if not self.numpy:  # V to the rows' device, once per pass
+        if host and not self.numpy:  # V to the rows' device, once per pass
             v_parts = [
-                delayed(on_device_of, pure=True)(
-                    part, self._source.chunk(i), dask_key_name=f"npt-vdev-{tag}-{i}"
+                delayed(put_like, pure=True)(
+                    part, self.rows.meta, dask_key_name=f"npt-vdev-{tag}-{i}"
                 )
                 for i, part in enumerate(v_parts)
             ]
@@ -308,24 +316,34 @@ class KernelOperator:
                     contributions[j].append((pair, 1))
         return [_chain_sum(c, f"npt-rowsum-{tag}-{i}") for i, c in enumerate(contributions)]
 
-    def uncentered_matmat(self, v: np.ndarray) -> np.ndarray:
-        """``calK @ v`` for an ``(n, b)`` float64 block; one pass over the kernel."""
-        v = np.asarray(v, dtype=np.float64)
+    def uncentered_matmat(self, v: Any) -> Any:
+        """``calK @ v`` for an ``(n, b)`` block; one pass over the kernel. ``v`` on the host
+        (float64 numpy) gives a host result (the row blocks joined where they live, then
+        one crossing); ``v`` in the rows' namespace on their device (an iterate that lives
+        there) gives the result there: nothing crosses but the row sums of the first
+        pass (``n`` numbers, once)."""
+        there = not self.numpy and not isinstance(v, np.ndarray)
+        xp = self.rows.xp if there else np
+        v = xp.astype(v, xp.float64) if there else np.asarray(v, dtype=np.float64)
         if v.ndim != 2 or v.shape[0] != self.n:
             raise InputError(f"v must have shape ({self.n}, b); got {v.shape}.")
         want_sums = self._row_sums is None
         if want_sums:
-            v = np.hstack([v, np.ones((self.n, 1))])
-        v = v.astype(self.products, copy=False)
+            ones = self.rows.put(np.ones((self.n, 1))) if there else np.ones((self.n, 1))
+            v = xp.concat([v, ones], axis=1) if there else np.hstack([v, ones])
+        v = xp.astype(v, getattr(xp, self.products.name)) if there else v.astype(
+            self.products, copy=False)  # fmt: skip
         if self.numpy:  # the row blocks fetched to the driver and joined there
             out = retry_on_lost_data(lambda: host_rows(compute(*self._pass_graph(v))))
-        else:  # joined where they live, then one crossing
+        else:  # joined where they live, then one crossing (none when v lives there)
+            join = join_rows if there else host_rows
             out = retry_on_lost_data(
-                lambda: compute(delayed(host_rows, pure=False)(self._pass_graph(v)))[0]
+                lambda: compute(delayed(join, pure=False)(self._pass_graph(v)))[0]
             )
         self.passes += 1
         if want_sums:
-            self._row_sums = out[:, -1].copy()
+            sums = to_host(out[:, -1]) if there else out[:, -1]  # n numbers, once
+            self._row_sums = np.array(sums, dtype=np.float64)
             out = out[:, :-1]
         return out
 

@@ -44,47 +44,62 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import array_api_compat.numpy as numpy_namespace
 import dask.array as da
 import numpy as np
 from dask import delayed
+from dask.delayed import Delayed
 
-from npt_dask.arrays.namespace import is_numpy, namespace_and_device
-from npt_dask.engine.consumers import Consumer, RowBlock, add_into, dense_rows
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device, namespace_of
+from npt_dask.engine.consumers import Consumer, KeptBlock, PairProducts, RowBlock, dense_rows
+from npt_dask.engine.rows import Rows, put_like
+from npt_dask.engine.sums import add_into
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.progress import ProgressBar, compute_counted
-from npt_dask.runtime.scheduler import compute, keep_blocks
+from npt_dask.runtime.scheduler import compute, current_client, keep_blocks
 
 __all__ = [
     "Centres",
     "PassResult",
-    "check_one_device",
+    "as_rows",
     "chunk_inputs",
     "chunk_tasks",
-    "empty_like_rows",
+    "kept_task",
     "map_rows",
+    "pair_task",
     "row_pass",
+    "run_block",
 ]
+
+
+Where = tuple[Any, Any] | None
+"""The namespace and device a side of the centres lives in; None: not known here (blocks
+given as Delayed or futures)."""
 
 
 @dataclass(frozen=True)
 class Centres:
     """The columns of a kernel operator, as the tasks receive them.
 
-    ``x_blocks``/``w_blocks``: the centre rows and their weights in panels (numpy
-    locally; futures on a cluster, kept with lineage by
-    :func:`npt_dask.runtime.scheduler.keep_blocks`), or ``store``: an object the tasks iterate
-    for ``(x_j, w_j)`` (a stored model's training blocks). ``sizes`` are the panels' row
-    counts; for a precomputed kernel the x blocks are None (the rows' column blocks of
-    the given matrix stand for them).
+    ``x_blocks``/``w_blocks``: the centre rows and their weights in panels (locally the
+    arrays themselves, or Delayed; futures on a cluster, kept with lineage by
+    :func:`npt_dask.runtime.scheduler.keep_blocks`), each side living where ``x_where``
+    and ``w_where`` say; or ``store``: an object the tasks iterate for ``(x_j, w_j)`` (a
+    stored model's training blocks, read where the tasks run). :meth:`on` brings them to
+    the rows of a pass once, never per chunk. ``sizes`` are the panels' row counts; for a
+    precomputed kernel the x blocks are None (the rows' column blocks of the given matrix
+    stand for them).
     """
 
     sizes: tuple[int, ...]
     x_blocks: Sequence[Any] = ()
     w_blocks: Sequence[Any] = ()
     store: Any = None
+    x_where: Where = None
+    w_where: Where = None
 
     @property
     def m(self) -> int:
@@ -103,24 +118,72 @@ class Centres:
     @classmethod
     def of(
         cls,
-        x: np.ndarray | None,
-        weights: np.ndarray | None = None,
+        x: Any,
+        weights: Any = None,
         *,
         panel: int | None = None,
         sizes: Sequence[int] | None = None,
+        rows: Rows | None = None,
     ) -> Centres:
-        """Centres from numpy rows ``x`` (None for a precomputed kernel, then ``sizes``
-        gives the panels) and optional weights, in panels of ``panel`` rows (one panel:
-        None), shipped once."""
+        """Centres from rows ``x`` (None for a precomputed kernel, then ``sizes`` gives
+        the panels) and optional weights, in panels of ``panel`` rows (one panel: None),
+        shipped once. With ``rows`` they are first moved to those rows' device (one copy
+        each; numpy rows take host arrays)."""
         m = int(x.shape[0]) if x is not None else int(sum(sizes or ()))
         if sizes is None:
             step = panel or max(m, 1)
             sizes = [min(step, m - s) for s in range(0, m, step)]
+        if rows is not None:
+            x, weights = rows.put(x), rows.put(weights)
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         cut = [slice(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
         xs = [None] * len(cut) if x is None else keep_blocks([x[s] for s in cut])
         ws = [None] * len(cut) if weights is None else keep_blocks([weights[s] for s in cut])
-        return cls(tuple(int(s) for s in sizes), xs, ws)
+        return cls(tuple(int(s) for s in sizes), xs, ws, x_where=_where(x), w_where=_where(weights))
+
+    def on(self, rows: Rows) -> Centres:
+        """These centres in the namespace and on the device of ``rows``: themselves when
+        they are there (or stream from a store), else their panels moved once, here (a
+        side given as Delayed blocks moves in one task a panel, run once per compute; on
+        numpy rows such a side is taken as it is)."""
+        if self.store is not None:
+            return self
+        x_blocks, x_where = _side_on(self.x_blocks, self.x_where, rows)
+        w_blocks, w_where = _side_on(self.w_blocks, self.w_where, rows)
+        if x_where == self.x_where and w_where == self.w_where:
+            return self
+        return replace(self, x_blocks=x_blocks, w_blocks=w_blocks, x_where=x_where,
+                       w_where=w_where)  # fmt: skip
+
+
+def _where(a: Any) -> Where:
+    """Where a side of the centres lives (None sides live anywhere: numpy's)."""
+    return (numpy_namespace, None) if a is None else namespace_and_device(a)
+
+
+def _side_on(blocks: Sequence[Any], where: Where, rows: Rows) -> tuple[Sequence[Any], Where]:
+    """One side of the centres in the rows' namespace: as it is when it is there (or
+    unknown, for numpy rows), else each panel moved once."""
+    here = (rows.xp, rows.device)
+    if where is not None and ((is_numpy(where[0]) and rows.numpy) or where == here):
+        return blocks, where
+    if where is None and rows.numpy:
+        return blocks, where
+    return [_moved_panel(b, rows) for b in blocks], here
+
+
+def _moved_panel(block: Any, rows: Rows) -> Any:
+    """A panel (an array, a Delayed, or a future on a cluster) in the rows' namespace:
+    moved once (a task where the panel lives, for a Delayed or a future)."""
+    if block is None:
+        return None
+    if isinstance(block, Delayed):
+        return delayed(put_like, pure=True)(block, rows.meta)
+    if hasattr(block, "key") and not hasattr(block, "shape"):  # a future: move it there
+        client = current_client()
+        assert client is not None, "futures of centres need their client"
+        return client.submit(put_like, block, rows.meta, pure=False)
+    return rows.put(block)
 
 
 @dataclass(frozen=True)
@@ -132,7 +195,7 @@ class PassResult:
     sums: Mapping[str, Any]
 
 
-def _chunk(
+def run_block(
     z: Any,
     aux: Mapping[str, Any],
     running: Mapping[str, Any] | None,
@@ -141,16 +204,28 @@ def _chunk(
     consumers: Mapping[str, Consumer],
     blas_threads: int = 1,
     on_device: bool = False,
+    *,
+    block: Any = None,
+    dense: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Task body: the chunk's kernel block, fed to every consumer (evaluated once), with
-    ``blas_threads`` BLAS threads (a worker process's all, for a pass of one running sum
-    per process); ``on_device``: the ``rows`` outputs stay in the rows' namespace."""
+    """The task body of every pass: a row chunk ``z`` against the centre panels, its
+    kernel block evaluated once (or ``block``, given: kept between passes, or read from
+    a given matrix) and fed to every consumer, with ``blas_threads`` BLAS threads (a
+    worker process's all, for a pass of one running sum per process).
+
+    Returns each ``rows`` consumer's output (on host: one crossing a chunk, what the
+    driver keeps; ``on_device``: in the rows' namespace) and each ``sum`` consumer's
+    running sum (``running``'s, added into in place; in the rows' namespace). ``dense``:
+    a sparse chunk is expanded first (the row pass; the pair pass multiplies sparse
+    chunks as they are).
+    """
     if blas_threads > 1:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=blas_threads, user_api="blas"):
-            return _chunk(z, aux, running, centres, kernel, consumers, 1, on_device)
-    rows = RowBlock(dense_rows(z), centres, kernel, aux)
+            return run_block(z, aux, running, centres, kernel, consumers, 1, on_device,
+                             block=block, dense=dense)  # fmt: skip
+    rows = RowBlock(dense_rows(z) if dense else z, centres, kernel, aux, block=block)
     outputs, sums = {}, {}
     for name, consumer in consumers.items():
         if consumer.kind == "rows":  # the driver keeps it: on host, one crossing a chunk
@@ -159,6 +234,26 @@ def _chunk(
         else:
             sums[name] = consumer(rows, None if running is None else running[name])
     return outputs, sums
+
+
+def pair_task(
+    x_i: Any, v_i: Any, x_j: Any, v_j: Any, kernel: KernelSpec, diagonal: bool,
+    block: Any = None,
+) -> tuple[Any, ...]:  # fmt: skip
+    """Task body of a pair ``(i, j)`` of the training operator (:func:`run_block` with
+    one panel ``(x_j, V_j)``): ``B V_j`` and, off the diagonal, ``B^T V_i``, in the rows'
+    namespace."""
+    outputs, _ = run_block(x_i, {"v": v_i}, None, ([x_j], [v_j]), kernel,
+                           {"pair": PairProducts(diagonal)}, on_device=True, block=block,
+                           dense=False)  # fmt: skip
+    return outputs["pair"]
+
+
+def kept_task(x_i: Any, x_j: Any, kernel: KernelSpec) -> Any:
+    """Task body of a block kept between passes (:func:`run_block`, one panel ``x_j``)."""
+    outputs, _ = run_block(x_i, {}, None, ([x_j], [None]), kernel, {"block": KeptBlock()},
+                           on_device=True, dense=False)  # fmt: skip
+    return outputs["block"]
 
 
 def _add_chains(
@@ -177,39 +272,33 @@ def _add_chains(
     return {name: consumers[name].finish(value) for name, value in total.items()}
 
 
-def chunk_inputs(rows: da.Array, precomputed: bool) -> list[Any]:
-    """Each row chunk of ``rows`` as a task argument (for a precomputed kernel, its list of
-    column blocks); keys stable across graphs (no run_spec clash)."""
-    parts = rows.to_delayed(optimize_graph=False)
+def chunk_inputs(rows: Rows, precomputed: bool) -> list[Any]:
+    """Each row chunk as a task argument (for a precomputed kernel, its list of column
+    blocks); keys stable across graphs (no run_spec clash)."""
+    parts = rows.data.to_delayed(optimize_graph=False)
     if precomputed:
         return [list(parts[i]) for i in range(parts.shape[0])]
     return [parts[i, 0] for i in range(parts.shape[0])]
 
 
-def check_one_device(rows: da.Array, aux: Mapping[str, Any]) -> None:
-    """Refuse row-aligned extras on another device than the rows (an
-    :class:`~npt_dask.errors.InputError` naming the fix); host (numpy) extras go with any
-    rows (a task copies its share to the rows' device)."""
-    namespace_and_device(rows)
-    for values in aux.values():
-        if values is not None and not is_numpy(namespace_and_device(values)[0]):
-            namespace_and_device(rows, values)
+def as_rows(rows: Rows | da.Array) -> Rows:
+    """``rows`` as a :class:`~npt_dask.engine.rows.Rows` (a dask array's namespace and
+    device read once)."""
+    return rows if isinstance(rows, Rows) else Rows.of(rows)
 
 
-def _aux_blocks(aux: Mapping[str, Any], chunks: tuple[int, ...]) -> list[dict[str, Any]]:
-    """The row-aligned extras split like the rows: one ``{name: block}`` per chunk."""
-    split: dict[str, list[Any]] = {}
-    for name, values in aux.items():
-        if values is None:
-            continue
-        arr = values if isinstance(values, da.Array) else da.from_array(np.asarray(values))
-        arr = arr.rechunk({0: chunks, **{a: -1 for a in range(1, arr.ndim)}})
-        split[name] = list(arr.to_delayed(optimize_graph=False).ravel())
-    return [{name: blocks[i] for name, blocks in split.items()} for i in range(len(chunks))]
+def _aux_blocks(rows: Rows, aux: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The row-aligned extras split like the rows, on their device: one ``{name: block}``
+    per chunk (:meth:`~npt_dask.engine.rows.Rows.aligned`: extras given as
+    :class:`~npt_dask.engine.rows.Aligned` were moved once already and are used as they
+    are, pass after pass)."""
+    split = {name: rows.aligned(values) for name, values in aux.items() if values is not None}
+    return [{name: blocks.blocks[i] for name, blocks in split.items() if blocks is not None}
+            for i in range(len(rows.chunks))]  # fmt: skip
 
 
 def row_pass(
-    rows: da.Array,
+    rows: Rows | da.Array,
     centres: Centres,
     kernel: KernelSpec,
     consumers: Mapping[str, Consumer],
@@ -222,11 +311,14 @@ def row_pass(
 ) -> PassResult:
     """One pass over the row chunks of ``rows``: every consumer fed each chunk's block.
 
-    ``aux`` are row-aligned extras (numpy or dask, first axis n) the consumers read by
-    name (``"targets"``, ``"weights"``, ``"slot"``). ``chains`` running sums per ``sum``
-    consumer (``blas_threads`` BLAS threads per task under the local threaded
-    scheduler: ``threads / chains`` keeps the cores busy with fewer, larger sums).
-    ``progress`` steps once per finished chunk.
+    ``aux`` are row-aligned extras (numpy, a device's arrays, dask, or
+    :class:`~npt_dask.engine.rows.Aligned` from :meth:`~npt_dask.engine.rows.Rows.aligned`:
+    a route that makes several passes moves them once) the consumers read by name
+    (``"targets"``, ``"weights"``, ``"slot"``). ``chains`` running sums per ``sum``
+    consumer (``blas_threads`` BLAS threads per task under the local threaded scheduler:
+    ``threads / chains`` keeps the cores busy with fewer, larger sums). ``progress``
+    steps once per finished chunk. The centres are brought to the rows' device once
+    (:meth:`Centres.on`), never per chunk.
 
     ``on_device``: the results stay in the rows' namespace -- each sum's total as the
     chains add it, each ``rows`` output as its consumer gives it, no :meth:`~npt_dask.
@@ -234,17 +326,17 @@ def row_pass(
     ridge's CG iterations, its normal matrix on a device) and crosses what it needs
     itself. On numpy the same arrays either way.
     """
+    rows = as_rows(rows)
     precomputed = kernel.precomputed
-    check_one_device(rows, aux or {})
     inputs = chunk_inputs(rows, precomputed)
-    extras = _aux_blocks(aux or {}, tuple(int(c) for c in rows.chunks[0]))
-    task_centres = centres.task_input()
+    extras = _aux_blocks(rows, aux or {})
+    task_centres = centres.on(rows).task_input()
     chains = max(1, min(int(chains), len(inputs)))
     has_sums = any(c.kind == "sum" for c in consumers.values())
     per_chunk: list[Any] = []
     running: list[Any] = [None] * chains
     for i, z in enumerate(inputs):
-        task = delayed(_chunk, pure=False, nout=2)(
+        task = delayed(run_block, pure=False, nout=2)(
             z, extras[i], running[i % chains], task_centres, kernel, dict(consumers),
             blas_threads, on_device,
         )  # fmt: skip
@@ -265,18 +357,19 @@ def row_pass(
 def _mapped(
     z: Any, centres: Any, kernel: KernelSpec, consumer: Consumer, dtype: Any, host: bool
 ) -> Any:
-    block = RowBlock(dense_rows(z), centres, kernel, {})
-    out = consumer(block, None)
-    if host:
-        out = consumer.finish(out)
-    if block.numpy or host:
+    """Task body of a lazy per-row result: :func:`run_block` with one ``rows`` consumer,
+    its output in ``dtype`` (on host with ``host``, else in the rows' namespace)."""
+    out = run_block(z, {}, None, centres, kernel, {"out": consumer}, on_device=not host)[0]["out"]
+    if isinstance(out, np.ndarray) or host:
         return np.asarray(out, dtype=dtype)
-    xp = block.xp
-    return out if dtype is None else xp.astype(out, getattr(xp, np.dtype(dtype).name))
+    if dtype is None:
+        return out
+    xp = namespace_of(out)
+    return xp.astype(out, getattr(xp, np.dtype(dtype).name))
 
 
 def chunk_tasks(
-    rows: da.Array,
+    rows: Rows | da.Array,
     centres: Centres,
     kernel: KernelSpec,
     consumer: Consumer,
@@ -285,27 +378,19 @@ def chunk_tasks(
     host: bool = True,
 ) -> list[Any]:
     """One lazy output (Delayed) of a ``rows`` consumer per row chunk of ``rows`` (each
-    task streaming over the centre panels); ``dtype`` converts it (None: as it is).
-    ``host``: each output crosses to host (one crossing a chunk: what the driver writes);
-    else it stays in the rows' namespace."""
-    task_centres = centres.task_input()
+    task streaming over the centre panels, brought to the rows' device once); ``dtype``
+    converts it (None: as it is). ``host``: each output crosses to host (one crossing a
+    chunk: what the driver writes); else it stays in the rows' namespace."""
+    rows = as_rows(rows)
+    task_centres = centres.on(rows).task_input()
     return [
         delayed(_mapped, pure=False)(z, task_centres, kernel, consumer, dtype, host)
         for z in chunk_inputs(rows, kernel.precomputed)
     ]
 
 
-def empty_like_rows(rows: da.Array, shape: tuple[int, ...], dtype: Any) -> Any:
-    """An empty array of ``rows``' array type (a dask ``meta``): numpy's, or the device
-    library's (a CuPy-backed input gives a CuPy meta)."""
-    xp, device = namespace_and_device(rows)
-    if is_numpy(xp):
-        return np.empty(shape, dtype=dtype)
-    return xp.empty(shape, dtype=getattr(xp, np.dtype(dtype).name), device=device)
-
-
 def map_rows(
-    rows: da.Array,
+    rows: Rows | da.Array,
     centres: Centres,
     kernel: KernelSpec,
     consumer: Consumer,
@@ -316,10 +401,11 @@ def map_rows(
     """A lazy ``(n, width)`` result of a ``rows`` consumer, one task per row chunk of
     ``rows`` (each streaming over the centre panels), in the rows' namespace: its
     ``meta`` is of their array type, and nothing crosses to host."""
+    rows = as_rows(rows)
     tasks = chunk_tasks(rows, centres, kernel, consumer, dtype, host=False)
-    meta = empty_like_rows(rows, (0, width), dtype)
+    meta = rows.empty((0, width), dtype)
     blocks = [
-        da.from_delayed(task, shape=(int(c), width), dtype=dtype, meta=meta)
-        for task, c in zip(tasks, rows.chunks[0], strict=True)
+        da.from_delayed(task, shape=(c, width), dtype=dtype, meta=meta)
+        for task, c in zip(tasks, rows.chunks, strict=True)
     ]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]

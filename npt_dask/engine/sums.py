@@ -22,9 +22,11 @@ from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "FAN_IN",
+    "add_into",
     "add_tuples",
     "chunk_sums",
     "host_rows",
+    "join_rows",
     "sum_parts",
     "tree_reduce",
 ]
@@ -34,22 +36,38 @@ FAN_IN = 8
 """Inputs per node of every summation tree (bounded memory per task)."""
 
 
+def add_into(total: Any, part: Any) -> Any:
+    """``total += part`` in place (element by element for tuples of arrays), in the
+    namespace of the parts: the one addition of every running sum of a pass."""
+    if isinstance(total, tuple):
+        for acc, term in zip(total, part, strict=True):
+            acc += term
+        return total
+    total += part
+    return total
+
+
 def sum_parts(parts: Sequence[Any], which: Sequence[int | None]) -> np.ndarray:
-    """``sum_k parts[k][which[k]]`` (``which[k] is None``: the part itself), a new array."""
+    """``sum_k parts[k][which[k]]`` (``which[k] is None``: the part itself), a new array
+    (the first term copied, the others added into it by :func:`add_into`)."""
     out = None
     for part, w in zip(parts, which, strict=True):
         term = part if w is None else part[w]
-        out = term.copy() if out is None else out.__iadd__(term)
+        out = term.copy() if out is None else add_into(out, term)
     assert out is not None, "sum_parts needs at least one part"
     return out
+
+
+def join_rows(parts: Sequence[Any]) -> Any:
+    """Row blocks of a pass's result stacked in their namespace (on their device)."""
+    xp = namespace_of(*parts)
+    return np.concatenate(parts, axis=0) if is_numpy(xp) else xp.concat(list(parts), axis=0)
 
 
 def host_rows(parts: Sequence[Any]) -> np.ndarray:
     """Row blocks of a pass's result stacked in their namespace, then taken to host once
     (a numpy result is concatenated as the driver did: the crossing point counts)."""
-    xp = namespace_of(*parts)
-    stacked = np.concatenate(parts, axis=0) if is_numpy(xp) else xp.concat(list(parts), axis=0)
-    return np.asarray(to_host(stacked))
+    return np.asarray(to_host(join_rows(parts)))
 
 
 def add_tuples(parts: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, ...]:

@@ -42,8 +42,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.namespace import namespace_and_device
 from npt_dask.engine.consumers import Projection
-from npt_dask.engine.passes import Centres, chunk_inputs, chunk_tasks, map_rows
+from npt_dask.engine.passes import Centres, as_rows, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.engine.projection import ProjectionTerms, projection_weights
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
@@ -78,7 +79,7 @@ class Projector:
     def chunk_inputs(self, x: da.Array) -> list[Any]:
         """Each row chunk of ``x`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        return chunk_inputs(x, self.kernel.precomputed)
+        return chunk_inputs(as_rows(x), self.kernel.precomputed)
 
     def chunk_tasks(self, x: da.Array) -> list[Any]:
         """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
@@ -231,7 +232,9 @@ def _ship(fitted: FittedModel) -> Centres:
         x_blocks: list[Any] = [None] * len(blocks)
     else:
         x_blocks = persist_blocks(fitted.x_train.to_delayed(optimize_graph=False).ravel())
-    return Centres(sizes, x_blocks, keep_blocks(blocks))
+    where = namespace_and_device(fitted.x_train)
+    return Centres(sizes, x_blocks, keep_blocks(blocks), x_where=where,
+                   w_where=namespace_and_device(w))  # fmt: skip
 
 
 def build_projector(fitted: FittedModel) -> Projector:

@@ -427,11 +427,12 @@ def test_every_named_kernel_gives_the_same_blocks_on_array_api_strict():
 
 def test_block_products_are_the_same_on_array_api_strict():
     """``block_products`` (both halves, float64 and float32 blocks), ``block_times``,
-    ``pair_products`` and ``finish_parts`` on ``array_api_strict`` match numpy's fast
+    ``pair_task`` and ``finish_parts`` on ``array_api_strict`` match numpy's fast
     paths (scratch buffers, ``out=``), <= 1e-12."""
     import numpy as np
 
-    from npt_dask.engine.blocks import PANEL_ROWS, block_products, block_times, pair_products
+    from npt_dask.engine.blocks import PANEL_ROWS, block_products, block_times
+    from npt_dask.engine.passes import pair_task
     from npt_dask.engine.projection import finish_parts
     from npt_dask.kernels import make_kernel
 
@@ -452,8 +453,8 @@ def test_block_products_are_the_same_on_array_api_strict():
     x_i, x_j = rng.normal(size=(60, 4)), rng.normal(size=(45, 4))
     spec = make_kernel("rbf", gamma=0.4)
     u_i, u_j = rng.normal(size=(60, 3)), rng.normal(size=(45, 3))
-    want = pair_products(x_i, x_j, u_i, u_j, spec, False)
-    got = pair_products(*_strict(x_i, x_j, u_i, u_j), spec, False)
+    want = pair_task(x_i, u_i, x_j, u_j, spec, False)
+    got = pair_task(*_strict(x_i, u_i, x_j, u_j), spec, False)
     for g, w in zip(got, want, strict=True):
         _same(g, w)
     p, diag = rng.normal(size=(60, 4)), 10.0 + rng.random(60)

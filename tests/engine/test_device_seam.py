@@ -30,7 +30,7 @@ from npt_dask.engine.consumers import (
 )
 from npt_dask.engine.kernel_matrix import kernel_diagonal, kernel_matrix
 from npt_dask.engine.operator import KernelOperator
-from npt_dask.engine.passes import Centres, chunk_tasks, empty_like_rows, map_rows, row_pass
+from npt_dask.engine.passes import Centres, chunk_tasks, map_rows, row_pass
 from npt_dask.engine.projection import projection_terms
 from npt_dask.engine.sums import host_rows
 from npt_dask.errors import InputError
@@ -271,19 +271,24 @@ def test_a_pass_result_and_v_move_through_the_one_decision():
     assert seen.count == 1
     assert type(out) is np.ndarray
     np.testing.assert_array_equal(out, np.vstack([v, v]))
-    assert _is_strict(empty_like_rows(like, (0, 5), np.float64))
 
 
 def test_mixed_devices_are_refused_with_the_fix():
-    """Rows of one library and targets (or the other side of a kernel matrix) of another:
-    an InputError naming the fix, before any pass."""
+    """Rows of one library and the other side of a kernel matrix of another: an
+    InputError naming the fix, before any pass; targets of another library are moved to
+    the rows' (one crossing)."""
     case = _case()
     with pytest.raises(InputError, match=r"cupy\.asarray"):
         namespace_and_device(case["rows"], _strict(case["x"]))
+    # targets in another namespace than the rows are moved to the rows' once, not refused
     strict_targets = {"targets": _strict(case["aux"]["targets"])}
-    with pytest.raises(InputError, match="different array libraries"):
-        row_pass(case["rows"], Centres.of(case["centres"]), case["spec"], {"c": Cross()},
-                 aux=strict_targets)  # fmt: skip
+    with count_crossings() as seen:
+        got = row_pass(case["rows"], Centres.of(case["centres"]), case["spec"], {"c": Cross()},
+                       aux=strict_targets).sums["c"]  # fmt: skip
+    assert seen.sizes == [case["x"].shape[0] * 2, 9 * 2]  # the targets once, the sum once
+    want = row_pass(case["rows"], Centres.of(case["centres"]), case["spec"], {"c": Cross()},
+                    aux={"targets": case["aux"]["targets"]}).sums["c"]  # fmt: skip
+    np.testing.assert_array_equal(got, want)
     xp, device = namespace_and_device(case["rows"], case["x"], None)
     assert array_api_compat.is_numpy_namespace(xp)
     assert device is None

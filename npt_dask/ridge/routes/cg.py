@@ -40,6 +40,7 @@ from npt_dask.engine.blocks import PREPARED_BYTES
 from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
 from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
 from npt_dask.engine.passes import Centres, map_rows, row_pass
+from npt_dask.engine.rows import Rows
 from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.centre_rows import (
@@ -152,7 +153,7 @@ class NystromCG(Route):
                                   float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
         clock.lap("preconditioner")
         centres = centres_of(problem)
-        slots = slot_array(rows, idx)
+        slots = Rows.of(rows).aligned(slot_array(rows, idx), host=True)
         rhs: dict[str, Consumer] = {"cross": Cross(block_precision=True)}
         if checkpoint is not None:  # the data's digest crosses the rows: only to pin one
             rhs["digest"] = Digest()

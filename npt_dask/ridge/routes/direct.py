@@ -28,6 +28,7 @@ from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.passes import row_pass
+from npt_dask.engine.rows import Rows
 from npt_dask.linalg.symmetric import normal_matrix_dtype, plus_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
 from npt_dask.ridge.centre_rows import assemble, assemble_like, centres_of, nystrom_rows, slot_array
@@ -113,7 +114,7 @@ class NystromDirect(Route):
             rows, centres, problem.kernel,
             {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
             aux={"targets": problem.targets, "weights": problem.weights,
-                 "slot": slot_array(rows, idx)},
+                 "slot": Rows.of(rows).aligned(slot_array(rows, idx), host=True)},
             chains=plan.chains, blas_threads=plan.blas_threads, progress=bar, on_device=there,
         )  # fmt: skip
         clock.lap("pass")
