@@ -38,6 +38,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.host import to_host
 from npt_dask.errors import InputError
 from npt_dask.runtime.scheduler import compute
 
@@ -56,6 +57,7 @@ def magnitudes(targets: Any, weights: Any) -> tuple[np.ndarray, float]:
         parts.append(weights.max())
     if any(isinstance(p, da.Array) for p in parts):
         parts = list(compute(*parts))
+    parts = list(to_host(tuple(parts)))  # k + 1 numbers of a device's arrays: one crossing
     largest = np.asarray(parts[0], dtype=np.float64).reshape(-1)
     return largest, float(parts[1]) if weights is not None else 1.0
 
