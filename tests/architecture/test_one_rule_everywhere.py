@@ -118,7 +118,7 @@ def test_lazy_transform_stays_lazy(full, task_counter):
     [
         (r'__name__ == "DataArray"', "runtime/inputs.py"),
         (r"def _?is_lazy\(", "runtime/inputs.py"),
-        (r"type_of_target|check_classification_targets", "npt/training.py"),
+        (r"type_of_target|check_classification_targets", "runtime/labels.py"),
     ],
 )
 def test_decision_written_once(pattern, home):

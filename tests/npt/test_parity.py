@@ -522,10 +522,29 @@ def test_precomputed_callable_and_sparse_on_a_cluster(gram, kpca_pre):
 
 
 def test_inverse_map_without_its_registered_fitter_says_so(monkeypatch):
-    """npt/ cannot import kernel ridge (a layer above): an unfilled hook is a clear error."""
+    """npt/ cannot import kernel ridge (a layer above): a hook that its default module leaves
+    unfilled is a clear error."""
     import npt_dask.npt.preimage as preimage
     from npt_dask.errors import NPTError
 
     monkeypatch.setattr(preimage, "_FITTERS", {})
+    monkeypatch.setattr(preimage, "DEFAULT_INVERSE_MAP", "npt_dask.errors")  # registers none
     with pytest.raises(NPTError, match=r"npt_dask\.ridge\.inverse_map"):
         NonlinearProjection(n_components=2, fit_inverse_transform=True).fit(X)
+
+
+def test_the_default_inverse_map_is_loaded_on_first_use():
+    """A fresh interpreter that never imports kernel ridge fits an inverse map: the hook's
+    default module is loaded by name on the first fit."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from npt_dask.npt.estimator import NonlinearProjection\n"
+        "assert 'npt_dask.ridge.inverse_map' not in sys.modules\n"
+        "x = np.random.default_rng(0).normal(size=(40, 3))\n"
+        "est = NonlinearProjection(n_components=2, fit_inverse_transform=True).fit(x)\n"
+        "assert est.inverse_transform(est.transform(x)).shape == (40, 3)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
