@@ -113,11 +113,13 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
 def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
     """A numpy array as a dask array of row chunks (``rows`` as ``da.from_array`` takes it).
 
-    Locally it is ``da.from_array``, which shares the array by reference.
-    Under a distributed client each row block is sent to the cluster once, as
-    the literal value of its own task (:func:`keep_blocks`): task
-    graphs built on the array name its keys, never carry the data ("Sending
-    large graph" on every compute), and the blocks keep their lineage.
+    Locally the chunks are views of the array, shared by reference (no copy:
+    ``da.from_array`` copies a numpy array whole since dask 2024.12, an ``n x d``
+    array no plan counts; :func:`_shared_rows`). Under a distributed client each row
+    block is sent to the cluster once, as the literal value of its own task
+    (:func:`keep_blocks`): task graphs built on the array name its keys, never carry
+    the data ("Sending large graph" on every compute), and the blocks keep their
+    lineage.
 
     Notes
     -----
@@ -134,8 +136,19 @@ def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
     chunks = normalize_chunks((rows, -1), array.shape, dtype=array.dtype)
     client = current_client()
     if client is None:
-        return da.from_array(array, chunks=chunks, asarray=True)
+        return _shared_rows(array, chunks)
     return _literal_rows(client, array, chunks)
+
+
+def _shared_rows(array: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> da.Array:
+    """``array``'s row blocks, views of it, as the literal values of a dask array's keys,
+    named by its contents as ``da.from_array`` names them."""
+    from dask.base import tokenize
+
+    name = f"array-{tokenize(array, chunks)}"
+    starts = np.concatenate([[0], np.cumsum(chunks[0])]).astype(int)
+    graph = {(name, i, 0): array[a:b] for i, (a, b) in enumerate(itertools.pairwise(starts))}
+    return da.Array(graph, name, chunks, meta=array[:0, :0])
 
 
 def _literal_rows(client: Any, array: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> da.Array:
