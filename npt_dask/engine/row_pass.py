@@ -52,6 +52,7 @@ import numpy as np
 from dask import delayed
 
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device
+from npt_dask.arrays.threads import blas_limit
 from npt_dask.engine.consumers import Consumer, RowBlock, add_into, dense_rows
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.progress import ProgressBar, compute_counted
@@ -146,9 +147,7 @@ def _chunk(
     ``blas_threads`` BLAS threads (a worker process's all, for a pass of one running sum
     per process); ``on_device``: the ``rows`` outputs stay in the rows' namespace."""
     if blas_threads > 1:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=blas_threads, user_api="blas"):
+        with blas_limit(blas_threads):
             return _chunk(z, aux, running, centres, kernel, consumers, 1, on_device)
     rows = RowBlock(dense_rows(z), centres, kernel, aux)
     outputs, sums = {}, {}

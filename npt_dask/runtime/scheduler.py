@@ -19,6 +19,7 @@ from dask.array.core import normalize_chunks
 from dask.base import get_scheduler
 
 from npt_dask.arrays.buffers import clear_scratch
+from npt_dask.arrays.threads import blas_limit
 
 with contextlib.suppress(ImportError):
     # dask's first compute imports its distributed scheduler to look for a client (about
@@ -240,12 +241,13 @@ def retry_on_lost_data(job: Callable[[], T], *, attempts: int = LOST_DATA_ATTEMP
 
 
 @contextlib.contextmanager
-def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
-    """``per_task`` BLAS threads (default one) while the local threaded scheduler runs tasks.
+def blas_threads_for_tasks(per_task: int | None = None) -> Iterator[None]:
+    """BLAS threads per task while the local threaded scheduler runs tasks: the ``"task"``
+    count of :func:`npt_dask.arrays.threads.blas_threads` (one), or ``per_task`` where a
+    plan decided it.
 
     dask's threaded scheduler runs one task per core; each task's BLAS call
-    spawning a thread per core as well oversubscribes the machine (measured:
-    a 10k MNIST fit took 25 s instead of 21 s on 2 cores). Distributed
+    spawning a thread per core as well oversubscribes the machine. Distributed
     workers already start with ``OPENBLAS_NUM_THREADS=1``; the synchronous
     scheduler keeps BLAS's own threads.
     """
@@ -253,17 +255,15 @@ def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
     if current_client() is not None or scheduler in ("sync", "synchronous", "single-threaded"):
         yield
         return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=max(1, int(per_task)), user_api="blas"):
+    with blas_limit("task" if per_task is None else int(per_task)):
         yield
 
 
 def compute(
-    *collections: Any, release_scratch: bool = False, blas_threads: int = 1
+    *collections: Any, release_scratch: bool = False, blas_threads: int | None = None
 ) -> tuple[Any, ...]:
-    """``dask.compute`` with ``blas_threads`` (default one) BLAS threads per task on the
-    local threaded scheduler.
+    """``dask.compute`` with the ``"task"`` BLAS threads per task (one), or
+    ``blas_threads`` where a plan decided it, on the local threaded scheduler.
 
     ``release_scratch`` drops the per-thread block buffers afterwards (local
     threads only; workers keep theirs until the next fit releases them).
