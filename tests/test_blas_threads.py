@@ -75,7 +75,8 @@ def test_exact_cg_stages_run_with_the_decided_threads(monkeypatch, two_threads):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = npt.KernelRidge(alpha=1e-2, kernel=kernel, landmarks=None, solver="cg",
-                              chunk_size=300, max_iter=3, memory_budget="4MiB").fit(x, y)  # fmt: skip
+                              chunk_size=300, max_iter=3, memory_budget="4MiB")  # fmt: skip
+        est.fit(x, y)
     assert est.plan_["route"] == "cg"
     assert est.solve_details_["preconditioner"] == "landmark"
     assert len(in_eigh) >= 2  # the landmark model's and the factor's
