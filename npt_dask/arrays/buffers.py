@@ -9,13 +9,19 @@ own matrix product. Two remedies:
 * :func:`populated_empty` -- an array whose pages the kernel maps in one go
   (``MAP_POPULATE``), for blocks that are kept.
 
+A mapping is not numpy's allocation, so :mod:`tracemalloc` would not see it: each is
+reported to it as numpy's own buffers are (its peak, the memory tests' measure, includes
+the kernel blocks).
+
 Numeric helpers only: numpy in, numpy out.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import threading
+import weakref
 
 import numpy as np
 
@@ -24,6 +30,19 @@ __all__ = ["clear_scratch", "populated_empty", "scratch"]
 _lock = threading.Lock()
 _pools: dict[int, dict[str, np.ndarray]] = {}  # thread id -> name -> raw buffer
 _POPULATE_MIN_BYTES = 1 << 24
+_NUMPY_DOMAIN = 389047  # numpy's tracemalloc domain (NPY_TRACE_DOMAIN)
+
+
+def _traced(array: np.ndarray) -> np.ndarray:
+    """``array`` (over a mapping) reported to :mod:`tracemalloc` while it lives, as numpy
+    reports its own buffers (nothing is done while tracemalloc is not tracing)."""
+    api = ctypes.pythonapi
+    api.PyTraceMalloc_Track.argtypes = [ctypes.c_uint, ctypes.c_size_t, ctypes.c_size_t]
+    api.PyTraceMalloc_Untrack.argtypes = [ctypes.c_uint, ctypes.c_size_t]
+    address = int(array.ctypes.data)
+    if api.PyTraceMalloc_Track(_NUMPY_DOMAIN, address, array.nbytes) == 0:
+        weakref.finalize(array, api.PyTraceMalloc_Untrack, _NUMPY_DOMAIN, address)
+    return array
 
 
 def populated_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
@@ -34,7 +53,7 @@ def populated_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarra
     if nbytes < _POPULATE_MIN_BYTES or not flag:
         return np.empty(shape, dtype=dtype)
     buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flag)
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+    return _traced(np.frombuffer(buf, dtype=dtype)).reshape(shape)
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:

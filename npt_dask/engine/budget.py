@@ -28,6 +28,7 @@ __all__ = [
     "kept_for",
     "kept_pairs",
     "machine_memory",
+    "operand_bytes",
     "resolve_device_budget",
     "resolve_memory_budget",
     "upper_pairs",
@@ -179,6 +180,19 @@ def resolve_memory_budget(value: int | str | None) -> int:
 def in_flight_bytes(chunk: int, threads: int) -> int:
     """Kernel blocks being evaluated at once: :data:`BLOCKS_PER_TASK` per task thread."""
     return threads * BLOCKS_PER_TASK * 8 * chunk * chunk
+
+
+def operand_bytes(rows: int, d: int, itemsize: int) -> int:
+    """What a task holds beside its rows while it evaluates a kernel block against
+    centres: its rows shifted and scaled for the product (an rbf block,
+    :func:`npt_dask.kernels.numerics.rbf_block`), ``rows x d`` float64 as they are
+    computed, with their cast for float32 rows (the other kernels scale a copy in the
+    kernel precision: less).
+
+    >>> operand_bytes(100, 10, 8), operand_bytes(100, 10, 4)
+    (8000, 12000)
+    """
+    return rows * d * (8 + (itemsize if itemsize < 8 else 0))
 
 
 def upper_pairs(n_chunks: int) -> list[tuple[int, int]]:

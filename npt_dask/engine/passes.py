@@ -54,6 +54,7 @@ from dask import delayed
 from dask.delayed import Delayed
 
 from npt_dask.arrays.namespace import is_numpy, namespace_and_device, namespace_of
+from npt_dask.arrays.threads import blas_limit
 from npt_dask.engine.consumers import Consumer, KeptBlock, PairProducts, RowBlock, dense_rows
 from npt_dask.engine.rows import Rows, put_like
 from npt_dask.engine.sums import add_into
@@ -220,9 +221,7 @@ def run_block(
     chunks as they are).
     """
     if blas_threads > 1:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=blas_threads, user_api="blas"):
+        with blas_limit(blas_threads):
             return run_block(z, aux, running, centres, kernel, consumers, 1, on_device,
                              block=block, dense=dense)  # fmt: skip
     rows = RowBlock(dense_rows(z) if dense else z, centres, kernel, aux, block=block)

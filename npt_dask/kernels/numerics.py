@@ -285,9 +285,18 @@ def _shift_to_common_origin(a: Any, b: Any) -> tuple[Any, Any]:
         return a, b
     xp = namespace_of(a, b)
     origin = xp.mean(_as(xp, b, xp.float64), axis=0)
-    a_s = _as(xp, _as(xp, a, xp.float64) - origin, a.dtype)
-    b_s = a_s if b is a else _as(xp, _as(xp, b, xp.float64) - origin, b.dtype)
+    a_s = _shifted(xp, a, origin)
+    b_s = a_s if b is a else _shifted(xp, b, origin)
     return a_s, b_s
+
+
+def _shifted(xp: Any, a: Any, origin: Any) -> Any:
+    """``a - origin`` (``origin`` float64, the difference taken in float64) in ``a``'s dtype,
+    a new array: on numpy one float64 temporary (the subtraction casts as it reads), and
+    its cast for float32 rows (:func:`npt_dask.engine.budget.operand_bytes` counts them)."""
+    if is_numpy(xp):
+        return _as(xp, np.subtract(a, origin, dtype=np.float64), a.dtype)
+    return _as(xp, _as(xp, a, xp.float64) - origin, a.dtype)
 
 
 def rbf_prepare(b: Any) -> Prepared | None:
@@ -297,7 +306,7 @@ def rbf_prepare(b: Any) -> Prepared | None:
         return None
     xp = namespace_of(b)
     origin = xp.mean(_as(xp, b, xp.float64), axis=0)
-    rows = _as(xp, _as(xp, b, xp.float64) - origin, b.dtype)
+    rows = _shifted(xp, b, origin)
     return Prepared("rbf", b, rows, sq_norms(rows), origin)
 
 
@@ -308,8 +317,9 @@ def rbf_block(a: Any, b: Any, values: Values, out: Any = None) -> Any:
         b = b.source  # a sparse block is not shifted (dense rows are)
     xp = namespace_of(a, source_of(b))
     dtype = block_dtype(a, source_of(b))
+    given = a
     if isinstance(b, Prepared):
-        a = _as(xp, _as(xp, a, xp.float64) - b.origin, a.dtype)
+        a = _shifted(xp, a, b.origin)
         b, bb64 = b.rows, b.norms
     else:
         a, b = _shift_to_common_origin(a, b)
@@ -317,7 +327,11 @@ def rbf_block(a: Any, b: Any, values: Values, out: Any = None) -> Any:
     gamma = float(values["gamma"])
     aa = _as(xp, -gamma * sq_norms(a), dtype)  # -gamma ||a_i||^2
     bb = _as(xp, -gamma * bb64, dtype)
-    block = _cross_product(_times(xp, a, 2.0 * gamma), b, dtype, out)  # 2 gamma <a_i, b_j>
+    if is_numpy(xp) and a is not given and a is not b:  # shifted: this call's own array
+        a *= 2.0 * gamma
+    else:
+        a = _times(xp, a, 2.0 * gamma)
+    block = _cross_product(a, b, dtype, out)  # 2 gamma <a_i, b_j>
 
     def step(g: Any, rows: slice) -> Any:  # -gamma ||a_i - b_j||^2, at most 0; its exp
         g += aa[rows, None]

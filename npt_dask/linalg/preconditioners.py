@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.threads import blas_limit
 from npt_dask.errors import InputError
 from npt_dask.linalg.cholesky import cholesky_upper
 from npt_dask.linalg.jitter import dense_attempt, jittered_cholesky
@@ -134,12 +135,13 @@ class FalkonCholesky:
 
     def __call__(self, r: np.ndarray) -> np.ndarray:
         """``P^-1 r = T^-1 A^-1 A^-T T^-T r`` (float64 out; the solves in the factors'
-        precision)."""
+        precision, each a ``"latency"`` step: :func:`~npt_dask.arrays.threads.blas_limit`)."""
         x = np.asarray(r, dtype=self.factors.dtype)
-        x = self._solve(x, "T", transpose=True)
-        x = self._solve(x, "A", transpose=True)
-        x = self._solve(x, "A", transpose=False)
-        x = self._solve(x, "T", transpose=False)
+        with blas_limit("latency"):
+            x = self._solve(x, "T", transpose=True)
+            x = self._solve(x, "A", transpose=True)
+            x = self._solve(x, "A", transpose=False)
+            x = self._solve(x, "T", transpose=False)
         return np.asarray(x, dtype=np.float64)
 
     @property
@@ -184,15 +186,16 @@ def low_rank_from_coordinates(y: np.ndarray, alpha: float, rtol: float) -> LowRa
     """:class:`LowRank` of ``K ~ Y Y^T`` from coordinates ``Y`` (n x r, overwritten).
 
     ``Y^T Y = V diag(lam) V^T`` (one symmetric rank-n update and an ``r x r``
-    eigendecomposition), then ``U = Y V lam^-1/2`` in place (in ``Y``'s precision: no
-    second ``n x r`` array), row panel by row panel;
-    eigenvalues below ``rtol`` of the largest are dropped.
+    eigendecomposition, a ``"latency"`` step: :func:`~npt_dask.arrays.threads.blas_limit`),
+    then ``U = Y V lam^-1/2`` in place (in ``Y``'s precision: no second ``n x r`` array),
+    row panel by row panel; eigenvalues below ``rtol`` of the largest are dropped.
     """
     r = y.shape[1]
     gram = np.zeros((r, r), order="F")
     for start in range(0, len(y), 8192):
         syrk_update(gram, np.asfortranarray(y[start : start + 8192], dtype=np.float64))
-    values, vectors = scipy.linalg.eigh(symmetric_from_upper(gram), driver="evd")
+    with blas_limit("latency"):
+        values, vectors = scipy.linalg.eigh(symmetric_from_upper(gram), driver="evd")
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     keep = values > rtol * max(float(values[0]), 0.0) if len(values) else values > 0

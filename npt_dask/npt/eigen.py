@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.threads import blas_limit
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
@@ -140,7 +141,9 @@ def dense_eigh(k: np.ndarray, n_components: int | None = None) -> EigenResult:
         scale = max(float(np.max(np.abs(values))), -low, np.finfo(np.float64).tiny)
         residuals = _relative_residuals(k, vectors, values, scale)
         return EigenResult(values, vectors, residuals, 1, True, "dense", low)
-    values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False, driver="evd")
+    with blas_limit("latency"):
+        values, vectors = scipy.linalg.eigh(k, overwrite_a=False, check_finite=False,
+                                            driver="evd")  # fmt: skip
     # (k is kept: the residuals below need it)
     values, vectors = values[::-1], vectors[:, ::-1]
     scale = max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
@@ -380,7 +383,8 @@ def _top_eigh(
     # a symmetric C-ordered matrix is its own transpose: hand LAPACK the Fortran view
     a = a.T if a.flags.c_contiguous and not a.flags.f_contiguous else a
     lwork = int(lapack.dsytrd_lwork(k, lower=1)[0])
-    c, d, e, tau, info = lapack.dsytrd(a, lower=1, lwork=lwork, overwrite_a=overwrite)
+    with blas_limit("latency"):  # the reduction: a matrix-vector product per column
+        c, d, e, tau, info = lapack.dsytrd(a, lower=1, lwork=lwork, overwrite_a=overwrite)
     if info:
         return None
     _m, low, _blocks, _splits, info = lapack.dstebz(d, e, 2, 0.0, 0.0, 1, 1, 0.0, "E")
@@ -405,22 +409,24 @@ def _ritz(t: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray, float | Non
     k = t.shape[0]
     sym = (t + t.T) / 2
     if k <= FULL_EIGH_ORDER or 2 * need >= k:
-        theta, s = scipy.linalg.eigh(sym, check_finite=False, overwrite_a=True)
+        with blas_limit("latency"):
+            theta, s = scipy.linalg.eigh(sym, check_finite=False, overwrite_a=True)
         return theta[::-1][:need], s[:, ::-1][:, :need], float(theta[0])
     top = _top_eigh(sym, need, overwrite=True)
     if top is not None:
         return top
-    theta, s = scipy.linalg.eigh(
-        (t + t.T) / 2, check_finite=False, driver="evx", subset_by_index=[k - need, k - 1]
-    )
+    with blas_limit("latency"):
+        theta, s = scipy.linalg.eigh(
+            (t + t.T) / 2, check_finite=False, driver="evx", subset_by_index=[k - need, k - 1]
+        )
     return theta[::-1], s[:, ::-1], None
 
 
 def _smallest(t: np.ndarray) -> float:
     """Smallest eigenvalue of the projected matrix (a values-only bisection)."""
-    low = scipy.linalg.eigh(
-        (t + t.T) / 2, eigvals_only=True, check_finite=False, driver="evx", subset_by_index=[0, 0]
-    )
+    with blas_limit("latency"):
+        low = scipy.linalg.eigh((t + t.T) / 2, eigvals_only=True, check_finite=False,
+                                driver="evx", subset_by_index=[0, 0])  # fmt: skip
     return float(low[0])
 
 

@@ -19,6 +19,7 @@ from dask.array.core import normalize_chunks
 from dask.base import get_scheduler
 
 from npt_dask.arrays.buffers import clear_scratch
+from npt_dask.arrays.threads import blas_limit
 
 with contextlib.suppress(ImportError):
     # dask's first compute imports its distributed scheduler to look for a client (about
@@ -113,11 +114,13 @@ def ship_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
 def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
     """A numpy array as a dask array of row chunks (``rows`` as ``da.from_array`` takes it).
 
-    Locally it is ``da.from_array``, which shares the array by reference.
-    Under a distributed client each row block is sent to the cluster once, as
-    the literal value of its own task (:func:`keep_blocks`): task
-    graphs built on the array name its keys, never carry the data ("Sending
-    large graph" on every compute), and the blocks keep their lineage.
+    Locally the chunks are views of the array, shared by reference (no copy:
+    ``da.from_array`` copies a numpy array whole since dask 2024.12, an ``n x d``
+    array no plan counts; :func:`_shared_rows`). Under a distributed client each row
+    block is sent to the cluster once, as the literal value of its own task
+    (:func:`keep_blocks`): task graphs built on the array name its keys, never carry
+    the data ("Sending large graph" on every compute), and the blocks keep their
+    lineage.
 
     Notes
     -----
@@ -134,8 +137,19 @@ def numpy_rows(array: np.ndarray, rows: Any) -> da.Array:
     chunks = normalize_chunks((rows, -1), array.shape, dtype=array.dtype)
     client = current_client()
     if client is None:
-        return da.from_array(array, chunks=chunks, asarray=True)
+        return _shared_rows(array, chunks)
     return _literal_rows(client, array, chunks)
+
+
+def _shared_rows(array: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> da.Array:
+    """``array``'s row blocks, views of it, as the literal values of a dask array's keys,
+    named by its contents as ``da.from_array`` names them."""
+    from dask.base import tokenize
+
+    name = f"array-{tokenize(array, chunks)}"
+    starts = np.concatenate([[0], np.cumsum(chunks[0])]).astype(int)
+    graph = {(name, i, 0): array[a:b] for i, (a, b) in enumerate(itertools.pairwise(starts))}
+    return da.Array(graph, name, chunks, meta=array[:0, :0])
 
 
 def _literal_rows(client: Any, array: np.ndarray, chunks: tuple[tuple[int, ...], ...]) -> da.Array:
@@ -227,8 +241,10 @@ def retry_on_lost_data(job: Callable[[], T], *, attempts: int = LOST_DATA_ATTEMP
 
 
 @contextlib.contextmanager
-def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
-    """``per_task`` BLAS threads (default one) while the local threaded scheduler runs tasks.
+def blas_threads_for_tasks(per_task: int | None = None) -> Iterator[None]:
+    """BLAS threads per task while the local threaded scheduler runs tasks: the ``"task"``
+    count of :func:`npt_dask.arrays.threads.blas_threads` (one), or ``per_task`` where a
+    plan decided it.
 
     dask's threaded scheduler runs one task per core; each task's BLAS call
     spawning a thread per core as well oversubscribes the machine. Distributed
@@ -239,17 +255,15 @@ def blas_threads_for_tasks(per_task: int = 1) -> Iterator[None]:
     if current_client() is not None or scheduler in ("sync", "synchronous", "single-threaded"):
         yield
         return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=max(1, int(per_task)), user_api="blas"):
+    with blas_limit("task" if per_task is None else int(per_task)):
         yield
 
 
 def compute(
-    *collections: Any, release_scratch: bool = False, blas_threads: int = 1
+    *collections: Any, release_scratch: bool = False, blas_threads: int | None = None
 ) -> tuple[Any, ...]:
-    """``dask.compute`` with ``blas_threads`` (default one) BLAS threads per task on the
-    local threaded scheduler.
+    """``dask.compute`` with the ``"task"`` BLAS threads per task (one), or
+    ``blas_threads`` where a plan decided it, on the local threaded scheduler.
 
     ``release_scratch`` drops the per-thread block buffers afterwards (local
     threads only; workers keep theirs until the next fit releases them).

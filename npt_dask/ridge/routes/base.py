@@ -22,6 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from npt_dask.engine.budget import operand_bytes
 from npt_dask.ridge.problem import RidgePlan, RidgeProblem, RidgeSizes, RidgeSolution
 
 if TYPE_CHECKING:
@@ -92,9 +93,12 @@ def ridge_rows(m: int, itemsize: int, *, float64_copy: bool) -> int:
 
 
 def task_bytes(rows: int, m: int, d: int, itemsize: int, k: int, copy: bool) -> int:
-    """A task of a Nyström pass: its rows, its kernel block (and float64 copy), vectors."""
+    """A task of a Nyström pass: its rows and their shifted copy
+    (:func:`npt_dask.engine.budget.operand_bytes`), its kernel block (and float64 copy),
+    vectors."""
     block = rows * m * (itemsize + (8 if copy else 0))
-    return rows * d * itemsize + block + 8 * (2 * rows * k + m * k)
+    return rows * d * itemsize + operand_bytes(rows, d, itemsize) + block + 8 * (
+        2 * rows * k + m * k)  # fmt: skip
 
 
 def centre_bytes(s: RidgeSizes) -> int:
