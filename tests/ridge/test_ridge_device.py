@@ -2,7 +2,7 @@
 
 ``array_api_strict`` stands in for a device namespace (no GPU here): the iteration
 driver, the device preconditioner and the device solves on strict arrays give numpy's
-results. On numpy every route gives the values recorded before the device wiring, and a
+results. On numpy every route equals a dense numpy/scikit-learn reference, and a
 Nyström CG iteration crosses k numbers at a time (what a GPU would copy), never a vector.
 """
 
@@ -169,26 +169,39 @@ def test_a_device_budget_for_host_rows_warns_and_changes_nothing():
     np.testing.assert_array_equal(got.dual_coef_, want.dual_coef_)
 
 
-RECORDED = {  # the first two rows of dual_coef_, from the host-only routes
-    ("direct", 40, True): [0.31021877213550875, -0.0464156541510661, -0.4971739673952579,
-                           1.4570621725251751],
-    ("cg", 40, False): [0.328898585222792, 0.05031256912734617, -0.378051598468066,
-                        1.0996708600597611],
-    ("direct", None, True): [0.09019071733526605, -0.42047331469468024, -0.21026511815776214,
-                             0.1981010996482825],
-    ("cg", None, False): [0.09675551493450668, -0.4355736096605833, -0.20967524888915945,
-                          0.20130828351581978],
-}  # fmt: skip
+def _dense_reference(model: KernelRidge, x, y, w, alphas) -> np.ndarray:
+    """The dual coefficients by dense numpy/scikit-learn: exact routes solve
+    ``(K + alpha W^-1) c = y`` (scikit-learn's KernelRidge); Nystrom routes the normal
+    equations ``(C^T W C + alpha K_mm) c = C^T W y`` on the model's own centres."""
+    from sklearn.kernel_ridge import KernelRidge as Reference
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    if model.landmarks is None:
+        return Reference(alpha=alphas, kernel="rbf", gamma=0.3).fit(x, y, w).dual_coef_
+    z = np.asarray(model.X_fit_)
+    c, kmm = rbf_kernel(x, z, gamma=0.3), rbf_kernel(z, z, gamma=0.3)
+    ww = np.ones(len(x)) if w is None else w
+    return np.column_stack([np.linalg.solve(c.T @ (ww[:, None] * c) + a * kmm, c.T @ (ww * y[:, j]))
+                            for j, a in enumerate(alphas)])  # fmt: skip
 
 
-@pytest.mark.parametrize(("solver", "landmarks", "weighted"), list(RECORDED))
-def test_numpy_ridge_routes_give_the_recorded_values(solver, landmarks, weighted):
+ROUTES = [("direct", 40, True), ("cg", 40, False), ("direct", None, True), ("cg", None, False)]
+
+
+@pytest.mark.parametrize(("solver", "landmarks", "weighted"), ROUTES)
+def test_numpy_ridge_routes_equal_a_dense_reference(solver, landmarks, weighted):
+    """Every host route against dense numpy: direct routes to 1e-11 of the largest coefficient
+    (measured 2e-13), CG at tol 1e-8 to 1e-6 (measured 8e-8); a machine's BLAS moves the
+    last digits, so a portable check compares with a reference, not with stored digits."""
     x, y, w = _data()
+    alphas = [0.1, 0.01]
     tol = {"tol": 1e-8, "max_iter": 300} if solver == "cg" else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = KernelRidge(alpha=[0.1, 0.01], kernel="rbf", gamma=0.3, random_state=0,
+        model = KernelRidge(alpha=alphas, kernel="rbf", gamma=0.3, random_state=0,
                             chunk_size=64, landmarks=landmarks, solver=solver,
                             **tol).fit(x, y, sample_weight=w if weighted else None)  # fmt: skip
-    got = np.asarray(model.dual_coef_)[:2].ravel()
-    np.testing.assert_allclose(got, RECORDED[(solver, landmarks, weighted)], rtol=1e-13)
+    want = _dense_reference(model, x, y, w if weighted else None, alphas)
+    got = np.asarray(model.dual_coef_)
+    bound = 1e-11 if solver == "direct" else 1e-6
+    assert np.abs(got - want).max() <= bound * np.abs(want).max()
