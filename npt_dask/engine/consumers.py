@@ -59,7 +59,7 @@ import scipy.sparse
 
 from npt_dask.arrays.buffers import scratch
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_and_device, on_device
 from npt_dask.engine.blocks import (
     block_products,
     block_times,
@@ -75,6 +75,7 @@ from npt_dask.kernels import KernelSpec
 from npt_dask.linalg.tiles import TiledUpper
 
 __all__ = [
+    "DIGEST_LANES",
     "Apply",
     "CentreRows",
     "Certificate",
@@ -90,6 +91,7 @@ __all__ = [
     "RowBlock",
     "centre_pairs",
     "dense_rows",
+    "device_lanes",
 ]
 
 
@@ -419,7 +421,9 @@ class CentreRows(Consumer):
     """The chunk's rows that are centres: ``(slots, B[rows])``, or ``(slots, (B P)[rows])``
     with ``p`` -- rows of ``K_mm`` (or of ``K_mm P``) from the blocks the pass evaluates
     anyway. The row-aligned extra ``"slot"`` holds each row's place among the centres
-    (-1: not a centre)."""
+    (-1: not a centre). On numpy the rows are float64; on a device they keep the block's
+    precision (``B``'s, or float64 for ``B P``), taken at the extra ``"at"`` (the chunk's
+    centre positions, already on the device: moved once per fit) when it is given."""
 
     p: np.ndarray | None = None
 
@@ -429,8 +433,8 @@ class CentreRows(Consumer):
         values = rows.block() if self.p is None else rows.times("p", self.p)
         if rows.numpy:
             return slot[local], np.array(values[local], dtype=np.float64)
-        taken = rows.xp.take(values, rows.local(local), axis=0)
-        return slot[local], rows.xp.astype(taken, rows.xp.float64)
+        at = rows.aux.get("at")
+        return slot[local], rows.xp.take(values, rows.local(local) if at is None else at, axis=0)
 
     def finish(self, value: tuple[np.ndarray, Any]) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's centre rows on host: a chunk with none crosses nothing."""
@@ -444,13 +448,29 @@ class CentreRows(Consumer):
 class Digest(Consumer):
     """A SHA-256 of the chunk's rows as the pass sees them (their bytes in the kernel
     precision; a sparse chunk's data, indices and pointers) and of its extras (targets,
-    weights) -- no kernel is evaluated for it."""
+    weights) -- no kernel is evaluated for it.
+
+    On a device the bytes do not cross: each part is reduced there to
+    :data:`DIGEST_LANES` 64-bit sums of its 32-bit words times pseudo-random multipliers
+    of their positions (:func:`device_lanes`: integer arithmetic modulo ``2**64``, exact
+    and the same in any order of summation), and the SHA-256 is taken of those sums, its
+    shape and dtype (``8 x DIGEST_LANES`` bytes cross a part). A changed word changes a
+    lane unless its multiplier vanishes modulo ``2**64`` over the change (below ``2**-32``
+    a lane). The two kinds of digest differ: a checkpoint resumes on the kind of memory it
+    was written from."""
 
     def __call__(self, rows: RowBlock, before: Any) -> bytes:
-        """The hash is taken on host: the chunk's rows and extras cross once (one call)."""
+        """The hash is taken on host: the chunk's rows and extras cross once (one call);
+        on a device only their lanes cross."""
         h = hashlib.sha256()
         parts = rows.z if isinstance(rows.z, list) else [rows.z]
         parts = [*parts, *(rows.aux[k] for k in sorted(rows.aux))]
+        if not rows.numpy and all(hasattr(p, "view") for p in parts):
+            lanes = rows.host(rows.xp.stack([device_lanes(rows.xp, p) for p in parts]))
+            h.update(b"device-lanes")
+            for part, lane in zip(parts, np.asarray(lanes), strict=True):
+                h.update(lane.tobytes() + f"{np.dtype(part.dtype).str}{part.shape}".encode())
+            return h.digest()
         parts = [p if scipy.sparse.issparse(p) else np.asarray(p) for p in rows.host(parts)]
         for part in parts:
             if scipy.sparse.issparse(part):
@@ -465,6 +485,39 @@ class Digest(Consumer):
     def finish(self, value: bytes) -> bytes:
         """The digest is host bytes already (the rows crossed in the call)."""
         return value
+
+
+DIGEST_LANES = 4
+"""64-bit sums a device part is reduced to by :func:`device_lanes` (256 bits)."""
+
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+"""splitmix64's constants: position -> pseudo-random 64-bit multiplier."""
+
+_WORDS = 1 << 22
+"""Words a step of :func:`device_lanes` takes (its temporaries: a few of this many
+64-bit integers)."""
+
+
+def device_lanes(xp: Any, a: Any) -> Any:
+    """:data:`DIGEST_LANES` sums ``sum_i w_i m_l(i) mod 2**64`` of the 32-bit words ``w_i``
+    of ``a``'s bytes (C order), ``m_l`` splitmix64 of the position and the lane, where
+    ``a`` lives (uint64 there; nothing crosses)."""
+    flat = xp.reshape(a, (-1,))
+    words = flat.view(xp.uint32) if flat.dtype.itemsize >= 4 else xp.astype(flat, xp.uint32)
+    mix = [xp.asarray(c, dtype=xp.uint64, device=device_of(a)) for c in _MIX]
+    lanes = []
+    for lane in range(DIGEST_LANES):
+        total = xp.zeros((), dtype=xp.uint64, device=device_of(a))
+        for start in range(0, int(words.shape[0]), _WORDS):
+            w = xp.astype(words[start : start + _WORDS], xp.uint64)
+            z = xp.arange(start, start + int(w.shape[0]), dtype=xp.uint64, device=device_of(a))
+            z = (z + (lane + 1)) * mix[0]
+            z = (z ^ (z >> 30)) * mix[1]
+            z = (z ^ (z >> 27)) * mix[2]
+            z = z ^ (z >> 31)
+            total = total + xp.sum(w * z, dtype=xp.uint64)
+        lanes.append(total)
+    return xp.stack(lanes)
 
 
 # --- the training operator's pairs (the pair pass of npt_dask.engine.operator) ----------------

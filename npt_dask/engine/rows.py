@@ -118,11 +118,16 @@ class Rows:
         return self.xp.empty(shape, dtype=getattr(self.xp, np.dtype(dtype).name),
                              device=self.device)  # fmt: skip
 
-    def take(self, idx: np.ndarray, *, host: bool = False) -> Any:
+    def take(self, idx: np.ndarray, *, host: bool = False, columns: Any = None) -> Any:
         """The rows at ``idx`` (sorted host integers), dense: one gather, reading every
         chunk that holds one. ``host``: in host memory (numpy), else in the rows'
-        namespace on their device."""
-        got = dense(compute(self.data[np.asarray(idx)])[0])
+        namespace on their device. ``columns`` (host integers): only those columns, taken
+        chunk by chunk before the rows are joined (a precomputed kernel's ``K[idx][:, idx]``:
+        ``m x m`` values, never ``m x n``)."""
+        picked = self.data[np.asarray(idx)]
+        if columns is not None:
+            picked = picked[:, np.asarray(columns)]
+        got = dense(compute(picked)[0])
         return np.asarray(to_host(got)) if host and not self.numpy else got
 
     def aligned(self, values: Any, dtype: Any = None, *, host: bool = False) -> Aligned | None:

@@ -7,12 +7,18 @@ arrays (numpy, CuPy, torch, any array API library).
   flops at the product rate): OpenBLAS's threaded ``potrf`` crashes from about 16,000
   rows.
 * :func:`cholesky` -- ``xp.linalg.cholesky``; on numpy :func:`cholesky_upper`. A matrix
-  that is not positive definite gives None on every namespace (CuPy writes NaNs where
-  numpy raises: the diagonal is checked, one crossing of one flag).
+  that is not positive definite gives None on every namespace: numpy raises, cuSOLVER
+  says nothing (CuPy reads its ``devInfo`` only under ``cupyx.errstate``) and leaves the
+  failing pivot's non-positive (or NaN) value on the diagonal and the input's values
+  behind it, so a factor whose diagonal is not finite and positive throughout is a failed
+  one (one crossing of one flag).
 * :func:`solve_triangular` -- scipy's on numpy, ``cupyx.scipy.linalg``'s on CuPy,
   ``torch.linalg.solve_triangular`` on torch; any other namespace (``array_api_strict``
   in the tests) falls back to the standard's general ``xp.linalg.solve`` (right, but
   ``m^3`` flops a call: a namespace with a triangular solver should get its own branch).
+  cuBLAS's ``trsm`` reads a Fortran-order factor: a C-order one (CuPy's ``cholesky``
+  gives one) is handed over as its transpose, a Fortran-order view of the other triangle,
+  with ``lower`` and ``trans`` swapped -- no copy of the factor a call.
 * :func:`cho_solve` -- two triangular solves with a factor of :func:`cholesky`.
 
 Layer rule: arrays of one namespace in, the same namespace out.
@@ -35,6 +41,7 @@ __all__ = [
     "cho_solve",
     "cholesky",
     "cholesky_upper",
+    "factored",
     "solve_triangular",
 ]
 
@@ -99,12 +106,21 @@ def cholesky(a: Any, *, upper: bool = False) -> Any | None:
         return factor if upper else np.ascontiguousarray(factor.T)
     try:
         factor = xp.linalg.cholesky(a, upper=upper)
-    except Exception as error:  # numpy-backed namespaces raise; CuPy writes NaNs
+    except Exception as error:  # numpy-backed namespaces raise; cuSOLVER is silent
         if "LinAlgError" in type(error).__name__:
             return None
         raise
-    finite = to_host(xp.all(xp.isfinite(xp.linalg.diagonal(factor))))
-    return factor if bool(finite) else None
+    return factor if factored(factor) else None
+
+
+def factored(factor: Any) -> bool:
+    """Whether a Cholesky factor is one: every diagonal entry finite and positive. A
+    failed cuSOLVER ``potrf`` leaves the failing pivot's value (not positive, or NaN) on
+    the diagonal and the input's own values after it, which may look like a factor's; one
+    flag crosses."""
+    xp = namespace_of(factor)
+    diagonal = xp.linalg.diagonal(factor)
+    return bool(to_host(xp.all(xp.isfinite(diagonal) & (diagonal > 0))))
 
 
 # --- triangular solves ---------------------------------------------------------------------
@@ -126,6 +142,8 @@ def solve_triangular(a: Any, b: Any, *, lower: bool, trans: bool = False) -> Any
                                              check_finite=False)  # fmt: skip
     if array_api_compat.is_cupy_namespace(xp):
         solve = importlib.import_module("cupyx.scipy.linalg").solve_triangular
+        if a.flags.c_contiguous and not a.flags.f_contiguous:  # its transpose is Fortran's
+            a, lower, trans = a.T, not lower, not trans
         return solve(a, b, lower=lower, trans=int(trans))
     if array_api_compat.is_torch_namespace(xp):
         torch = importlib.import_module("torch")

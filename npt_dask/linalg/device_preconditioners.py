@@ -27,9 +27,12 @@ __all__ = [
 def preconditioner_like(pc: Callable[[Any], Any], like: Any) -> Callable[[Any], Any]:
     """``pc`` with its solves in the namespace and on the device of ``like`` (the CG
     vectors, or the operator's products): a :class:`FalkonCholesky` or :class:`LowRank`
-    gets its factors copied there once (float64 vectors in, float64 out, the solves in
-    the factors' precision, as on the host); on numpy, or for any other callable, ``pc``
-    itself."""
+    gets its factors copied there once -- none for a :class:`LowRank` built there already
+    (:func:`~npt_dask.linalg.preconditioners.low_rank_from_coordinates` of a device's
+    coordinates) -- (float64 vectors in, float64 out, the solves in the factors'
+    precision, as on the host); on numpy, or for any other callable, ``pc`` itself.
+    Falkon's two triangles are C-order there: each solve reads its transpose, Fortran
+    order, no copy a call (:func:`~npt_dask.linalg.cholesky.solve_triangular`)."""
     xp, device = namespace_of(like), device_of(like)
     if is_numpy(xp):
         return pc

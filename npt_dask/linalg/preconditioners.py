@@ -15,16 +15,20 @@
   A landmark NPT model on l rows *is* such an approximation (its coordinates ``Y``
   give ``K ~ Y Y^T``); :func:`low_rank_from_coordinates` turns them into ``U``, ``lam``.
 
-Layer rule: numpy in, numpy out.
+Layer rule: numpy in, numpy out; :func:`low_rank_from_coordinates` keeps the factor in
+its coordinates' namespace (a device's), its ``r x r`` eigenproblem on the host.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.arrays.threads import blas_limit
 from npt_dask.errors import InputError
 from npt_dask.linalg.cholesky import cholesky_upper
@@ -182,26 +186,55 @@ class LowRank:
         return int(self.u.nbytes + self.values.nbytes)
 
 
-def low_rank_from_coordinates(y: np.ndarray, alpha: float, rtol: float) -> LowRank:
-    """:class:`LowRank` of ``K ~ Y Y^T`` from coordinates ``Y`` (n x r, overwritten).
+PANEL_ROWS = 8192
+"""Rows of ``Y`` a step of :func:`low_rank_from_coordinates` takes (its float64 copy)."""
 
-    ``Y^T Y = V diag(lam) V^T`` (one symmetric rank-n update and an ``r x r``
-    eigendecomposition, a ``"latency"`` step: :func:`~npt_dask.arrays.threads.blas_limit`),
-    then ``U = Y V lam^-1/2`` in place (in ``Y``'s precision: no second ``n x r`` array),
-    row panel by row panel; eigenvalues below ``rtol`` of the largest are dropped.
+
+def low_rank_from_coordinates(y: Any, alpha: float, rtol: float) -> LowRank:
+    """:class:`LowRank` of ``K ~ Y Y^T`` from coordinates ``Y`` (n x r, overwritten), in
+    ``Y``'s namespace (numpy, or a device's: the factor stays there).
+
+    ``Y^T Y = V diag(lam) V^T`` (one symmetric rank-n update, row panel by row panel in
+    float64, and an ``r x r`` eigendecomposition on the host, a ``"latency"`` step:
+    :func:`~npt_dask.arrays.threads.blas_limit`; from a device ``r^2`` numbers cross, and
+    the rotation goes back), then ``U = Y V lam^-1/2`` in place (in
+    ``Y``'s precision: no second ``n x r`` array), row panel by row panel; eigenvalues
+    below ``rtol`` of the largest are dropped.
     """
-    r = y.shape[1]
-    gram = np.zeros((r, r), order="F")
-    for start in range(0, len(y), 8192):
-        syrk_update(gram, np.asfortranarray(y[start : start + 8192], dtype=np.float64))
+    xp = namespace_of(y)
+    numpy = is_numpy(xp)
+    gram = _coordinate_gram(y, xp, numpy)
     with blas_limit("latency"):
-        values, vectors = scipy.linalg.eigh(symmetric_from_upper(gram), driver="evd")
+        values, vectors = scipy.linalg.eigh(gram, driver="evd")
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     keep = values > rtol * max(float(values[0]), 0.0) if len(values) else values > 0
     values, vectors = values[keep], vectors[:, keep]
     rotate = (vectors / np.sqrt(values)).astype(y.dtype)
+    if not numpy:
+        rotate = xp.asarray(rotate, device=device_of(y))  # r x r, moved once
     out = y[:, : len(values)]  # in place: no second n x r array
-    for start in range(0, len(y), 8192):
-        out[start : start + 8192] = y[start : start + 8192] @ rotate
+    for start in range(0, int(y.shape[0]), PANEL_ROWS):
+        out[start : start + PANEL_ROWS] = y[start : start + PANEL_ROWS] @ rotate
     return LowRank(out, values, float(alpha))
+
+
+def _coordinate_gram(y: Any, xp: Any, numpy: bool) -> np.ndarray:
+    """``Y^T Y`` (float64, both triangles) in host memory: on numpy by symmetric rank-k
+    updates of Fortran panels; elsewhere summed where ``Y`` lives and crossing once."""
+    r = int(y.shape[1])
+    if numpy:
+        gram = np.zeros((r, r), order="F")
+        for start in range(0, len(y), PANEL_ROWS):
+            syrk_update(gram, np.asfortranarray(y[start : start + PANEL_ROWS], dtype=np.float64))
+        return symmetric_from_upper(gram)
+    total = None
+    for start in range(0, int(y.shape[0]), PANEL_ROWS):
+        panel = xp.astype(y[start : start + PANEL_ROWS], xp.float64)
+        part = xp.linalg.matrix_transpose(panel) @ panel
+        if total is None:
+            total = part
+        else:
+            total += part
+    gram = np.zeros((r, r)) if total is None else np.array(to_host(total), dtype=np.float64)
+    return symmetric_from_upper(np.asfortranarray(gram))

@@ -10,7 +10,8 @@ and more, so they are done here in tiles no larger than :data:`SYRK_TILE`:
   diagonal tiles, ``gemm`` above them: half a general product's flops);
 * :func:`symmetric_from_upper`, :func:`upper_from_lower` -- the other triangle,
   column panel by column panel (no ``m x m`` temporary);
-* :func:`plus_diagonal` -- ``a + value I`` in any namespace;
+* :func:`plus_diagonal`, :func:`set_diagonal` -- ``a + value I`` and a given diagonal,
+  in place, in any namespace;
 * :func:`normal_matrix_dtype` -- the precision of kernel ridge's normal matrix and its
   factor on every device (float64; see there why).
 
@@ -18,7 +19,8 @@ The blocked Cholesky factorisation built on :func:`syrk_update` is
 :func:`npt_dask.linalg.cholesky.cholesky_upper`.
 
 Layer rule: numpy arrays in, numpy arrays out (scipy's BLAS and LAPACK wrappers);
-:func:`plus_diagonal` and :func:`normal_matrix_dtype` take any array namespace.
+:func:`plus_diagonal`, :func:`set_diagonal` and :func:`normal_matrix_dtype` take any array
+namespace.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "plus_diagonal",
     "routine",
     "same_buffer",
+    "set_diagonal",
     "symmetric_from_upper",
     "syrk_update",
     "upper_from_lower",
@@ -156,3 +159,31 @@ def plus_diagonal(a: Any, value: float) -> Any:
     flat = xp.reshape(a, (n * n,))
     flat[:: n + 1] += value
     return xp.reshape(flat, (n, n))
+
+
+def _flat(a: Any) -> tuple[Any, Any, bool]:
+    """``a``'s namespace and a flat view of its square buffer (the diagonal is every
+    ``n + 1``-th entry in C and Fortran order alike); whether it is a view of ``a``'s
+    transpose (a Fortran-order array)."""
+    xp = namespace_of(a)
+    n = int(a.shape[0])
+    flags = getattr(a, "flags", None)
+    fortran = flags is not None and bool(flags["F_CONTIGUOUS"]) and not flags["C_CONTIGUOUS"]
+    return xp, xp.reshape(a.T if fortran else a, (n * n,)), fortran
+
+
+def set_diagonal(a: Any, values: Any) -> Any:
+    """``a`` with its diagonal set to ``values`` (a vector of ``a``'s namespace, or a
+    number), written in place where the flat view is a view (numpy, CuPy, torch; C or
+    Fortran order): no ``n x n`` temporary. Returns the result (``a`` itself, or a new
+    array where the namespace's reshape copied).
+
+    >>> import numpy as np
+    >>> set_diagonal(np.zeros((2, 2)), np.array([1.0, 2.0])).tolist()
+    [[1.0, 0.0], [0.0, 2.0]]
+    """
+    xp, flat, fortran = _flat(a)
+    n = int(a.shape[0])
+    flat[:: n + 1] = values
+    out = xp.reshape(flat, (n, n))
+    return out.T if fortran else out

@@ -31,6 +31,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
+import array_api_compat
 import dask.array as da
 import numpy as np
 import scipy.linalg
@@ -38,10 +39,14 @@ import scipy.sparse
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from npt_dask.arrays.device import check_device, to_device
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import namespace_of
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
 from npt_dask.engine.centres import certificate, check_landmarks, select_landmarks
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.passes import Centres, map_rows
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     InputError,
     InputTypeError,
@@ -73,6 +78,7 @@ from npt_dask.runtime.inputs import (
     feature_names,
     is_data_array,
     is_lazy,
+    is_sparse_rows,
     match_features,
 )
 from npt_dask.runtime.progress import progress_label
@@ -106,15 +112,27 @@ def _alphas(alpha: Any, k: int, owner: str) -> np.ndarray:
     return np.broadcast_to(values, (k,)).copy()
 
 
+def on_a_device(a: Any) -> bool:
+    """Whether ``a`` is an array of a library other than numpy (a device's: CuPy's), not
+    a dask array or a DataArray."""
+    return (array_api_compat.is_array_api_obj(a) and not isinstance(a, np.ndarray | np.generic)
+            and not isinstance(a, da.Array) and not is_data_array(a))  # fmt: skip
+
+
+def _as_array(values: Any) -> Any:
+    """``values`` as numpy, unless dask or a device's array (kept where they are)."""
+    values = values.data if is_data_array(values) else values
+    return values if isinstance(values, da.Array) or on_a_device(values) else np.asarray(values)
+
+
 def _weight_array(sample_weight: Any, n: int) -> Any:
-    """Sample weights as ``(n,)`` numpy or dask (a number: every row's), shape and dtype
-    checked, values not read; None stays None."""
+    """Sample weights as ``(n,)`` numpy, dask or a device's array (a number: every row's),
+    shape and dtype checked, values not read; None stays None."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, numbers.Real):
         sample_weight = np.full(n, float(sample_weight))
-    w = sample_weight.data if is_data_array(sample_weight) else sample_weight
-    w = w if isinstance(w, da.Array) else np.asarray(w)
+    w = _as_array(sample_weight)
     if w.ndim != 1 or w.shape[0] != n:
         raise InputError(
             f"sample_weight must have one weight per training row, shape ({n},); got {w.shape}."
@@ -130,13 +148,16 @@ def _checked_values(targets: Any, sample_weight: Any, n: int) -> Any:
     compute (n numbers each), before any kernel pass, and refused as numpy ones are."""
     w = _weight_array(sample_weight, n)
     checks: dict[str, Any] = {}
-    if isinstance(targets, da.Array):  # numpy targets: checked by _targets
+    if isinstance(targets, da.Array):  # numpy and a device's targets: checked by _targets
         checks["targets"] = da.isfinite(targets).all()
     if w is not None:
-        xp: Any = da if isinstance(w, da.Array) else np
-        checks |= {"finite": xp.isfinite(w).all(), "positive": (w >= 0).all(),
-                   "some": (w != 0).any()}  # fmt: skip
-    flags = dict(zip(checks, (bool(v) for v in compute(*checks.values())), strict=True))
+        xp: Any = da if isinstance(w, da.Array) else namespace_of(w)
+        checks |= {"finite": xp.all(xp.isfinite(w)), "positive": xp.all(w >= 0),
+                   "some": xp.any(w != 0)}  # fmt: skip
+    values = compute(*checks.values())
+    if any(on_a_device(v) for v in values):  # a device's flags: one crossing
+        values = to_host(tuple(values))
+    flags = dict(zip(checks, (bool(v) for v in values), strict=True))
     if not flags.get("targets", True):
         raise InputError(_NOT_FINITE_Y)
     if w is None:
@@ -147,7 +168,8 @@ def _checked_values(targets: Any, sample_weight: Any, n: int) -> Any:
         raise InputError(
             "Sample weights must contain at least one non-zero number; every row has weight 0."
         )
-    return w.astype(np.float64)
+    return w.astype(np.float64) if not on_a_device(w) else namespace_of(w).astype(
+        w, namespace_of(w).float64)  # fmt: skip
 
 
 def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
@@ -161,6 +183,11 @@ def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
 
 
 _NOT_FINITE_Y = "y contains NaN or infinity; pass finite targets."
+
+
+def _host_block(block: Any) -> np.ndarray:
+    """Task body: a result block in host memory (one crossing a chunk)."""
+    return np.asarray(to_host(block))
 
 
 class KernelRidgeBase(BaseEstimator):
@@ -186,6 +213,7 @@ class KernelRidgeBase(BaseEstimator):
         random_state: Any = _D["random_state"],
         memory_budget: int | str | None = _D["memory_budget"],
         device_memory_budget: int | str | None = _D["device_memory_budget"],
+        device: str | None = _D["device"],
         chunk_size: int | None = _D["chunk_size"],
         progress: bool = _D["progress"],
     ) -> None:
@@ -204,6 +232,7 @@ class KernelRidgeBase(BaseEstimator):
         self.random_state = random_state
         self.memory_budget = memory_budget
         self.device_memory_budget = device_memory_budget
+        self.device = device
         self.chunk_size = chunk_size
         self.progress = progress
 
@@ -272,21 +301,41 @@ class KernelRidgeBase(BaseEstimator):
             raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        values = y.data if is_data_array(y) else y
-        values = values if isinstance(values, da.Array) else np.asarray(values)
+        values = _as_array(y)
         check_known_chunks(values, "y")
         if values.ndim not in (1, 2) or values.shape[0] != n:
             raise InputError(
                 f"y must have one target (or row of targets) per training row, shape ({n},) "
                 f"or ({n}, k); got {values.shape}."
             )
-        if values.dtype.kind not in "biuf":
+        if np.dtype(values.dtype).kind not in "biuf":
             raise InputTypeError(f"y must be numeric; got dtype {values.dtype}.")
+        ndim = values.ndim
+        if on_a_device(values):  # stays there: one flag crosses, the route moves nothing
+            xp = namespace_of(values)
+            if not bool(to_host(xp.all(xp.isfinite(values)))):
+                raise InputError(_NOT_FINITE_Y)
+            return xp.astype(xp.reshape(values, (n, -1)), xp.float64), ndim
         if not isinstance(values, da.Array) and not np.isfinite(values).all():
             raise InputError(_NOT_FINITE_Y)  # lazy targets: read with the weights
-        ndim = values.ndim
         values = values.reshape(n, -1).astype(np.float64)
         return values, ndim
+
+    def _rows(self, X: Any, *, fitting: bool) -> tuple[Rows, bool]:
+        """The rows of a call, decided once (:class:`~npt_dask.engine.rows.Rows`): the checked
+        X as row chunks (:meth:`_chunked`), on the device ``device="gpu"`` names (moved
+        there at this entrance: :func:`~npt_dask.arrays.device.to_device`), and whether they
+        were moved (their results then come back in host memory, as they came)."""
+        rows, info = self._chunked(X, fitting=fitting)
+        on = Rows.of(rows, info)
+        if check_device(self.device) == "cpu" or not on.numpy:
+            return on, False
+        if is_sparse_rows(rows):
+            raise InputTypeError(
+                "device='gpu' takes dense rows: the device holds no sparse chunks. Pass X "
+                "dense (X.toarray()), or use device='cpu'."
+            )
+        return Rows.of(to_device(rows, "gpu"), info), True
 
     def _spec(self, rows: da.Array, gamma: Any) -> KernelSpec:
         spec = make_kernel(
@@ -298,7 +347,7 @@ class KernelRidgeBase(BaseEstimator):
 
     def _centres(
         self, rows: da.Array, spec: KernelSpec, held: Checkpoint | None
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | None:  # the rows' dask array: the landmark choice reads them
         """The sorted landmark rows (None: every row is a centre). Drawn without a seed,
         they are the ones a held checkpoint saved, if it saved as many (a re-run of a
         killed fit resumes on them; another problem's are refused by the solver)."""
@@ -331,7 +380,8 @@ class KernelRidgeBase(BaseEstimator):
     def _fit(self, X: Any, t: Any, sample_weight: Any, checkpoint: Any) -> np.ndarray:
         """Plan and solve on the checked X and ``(n, k)`` float64 targets ``t`` (numpy or
         dask); the fitted attributes; the dual coefficients ``(m, k)``."""
-        rows, _ = self._chunked(X, fitting=True)
+        on, _ = self._rows(X, fitting=True)
+        rows = on.data
         n, k = int(rows.shape[0]), int(t.shape[1])
         weights = _checked_values(t, sample_weight, n)
         check_magnitudes(t, weights, str(rows.dtype))  # before any pass, the search's too
@@ -340,15 +390,16 @@ class KernelRidgeBase(BaseEstimator):
         spec = self._spec(rows, gamma)
         warn_ridge_scale(rows, rows, spec, fitting=True)
         if checkpoint is None:
-            return self._solve(rows, X, t, weights, alphas, spec, None)
+            return self._solve(on, X, t, weights, alphas, spec, None)
         with Checkpoint(checkpoint) as held:  # locked for the whole fit
-            return self._solve(rows, X, t, weights, alphas, spec, held)
+            return self._solve(on, X, t, weights, alphas, spec, held)
 
     def _solve(
-        self, rows: da.Array, X: Any, t: Any, weights: Any, alphas: np.ndarray,
+        self, on: Rows, X: Any, t: Any, weights: Any, alphas: np.ndarray,
         spec: KernelSpec, held: Checkpoint | None,
     ) -> np.ndarray:  # fmt: skip
         """Centres, plan and solve; the fitted attributes; the dual coefficients."""
+        rows = on.data
         n, k = int(rows.shape[0]), int(t.shape[1])
         centres = self._centres(rows, spec, held)
         budget = resolve_memory_budget(self.memory_budget)
@@ -362,11 +413,12 @@ class KernelRidgeBase(BaseEstimator):
             alpha=float(alphas.min()), device_budget=device_budget,
         )  # fmt: skip
         _say_iterative_exact(plan, self.solver)
-        centre_x = (
-            centre_rows(rows, centres) if centres is not None and not spec.precomputed else None
+        centre_x = (  # gathered once, where the rows live; their host copy is X_fit_
+            centre_rows(on, centres) if centres is not None and not spec.precomputed else None
         )
-        problem = RidgeProblem(rows, spec, t, weights, alphas, centres, plan,
-                               self.random_state, self.landmark_method, centre_x)  # fmt: skip
+        centre_host = centre_x if centre_x is None or on.numpy else np.asarray(on.host(centre_x))
+        problem = RidgeProblem(on, spec, t, weights, alphas, centres, plan, self.random_state,
+                               self.landmark_method, centre_x, centre_host)  # fmt: skip
         with progress_label(type(self).__name__):  # the command line's own name wins
             solution = solve_ridge(problem, checkpoint=held, progress=self.progress)
         plan = solution.plan or plan  # as the route refined it once built
@@ -384,7 +436,7 @@ class KernelRidgeBase(BaseEstimator):
         if centres is None:  # every row a centre: the rows themselves (lazy stays lazy)
             self.X_fit_ = rows if is_lazy(X) else X
         elif not spec.precomputed:
-            self.X_fit_ = centre_x
+            self.X_fit_ = centre_host
         else:
             self.X_fit_ = None  # the given matrix's landmark columns stand for the rows
         self._n_centres = n if centres is None else len(centres)
@@ -409,17 +461,31 @@ class KernelRidgeBase(BaseEstimator):
         x = np.asarray(self.X_fit_.toarray() if hasattr(self.X_fit_, "toarray") else self.X_fit_)
         return Centres.of(x.astype(self.dtype_, copy=False), coef, panel=_PANEL)
 
-    def _decision(self, X: Any) -> tuple[Any, InputInfo]:
-        """Lazy ``(n, k)`` decision values ``kappa(X, centres) c`` and X's input info."""
+    def _decision(self, X: Any) -> tuple[Any, InputInfo, bool]:
+        """Lazy ``(n, k)`` decision values ``kappa(X, centres) c`` where the rows live (the
+        ``meta`` of their array type), X's input info, and whether ``device=`` moved the
+        rows there (then :meth:`_returned` brings the results back)."""
         check_is_fitted(self, "dual_coef_")
-        rows, info = self._chunked(self._checked(X, reset=False), fitting=False)
+        on, moved = self._rows(self._checked(X, reset=False), fitting=False)
+        info = on.info
+        assert info is not None
         if self.X_fit_ is not None and not info.lazy:  # lazy rows are not read here
-            warn_ridge_scale(rows, self.X_fit_, self.kernel_, fitting=False)
+            warn_ridge_scale(on.data, self.X_fit_, self.kernel_, fitting=False)
         if self.kernel_.precomputed and self.landmarks_ is not None:
-            rows = rows[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())})
-        out = map_rows(rows, self._prediction_centres(), self.kernel_, Apply(),
+            on = on.like(on.data[:, self.landmarks_].rechunk({1: tuple(self._panel_sizes())}))
+        out = map_rows(on, self._prediction_centres(), self.kernel_, Apply(),
                        width=self._coef.shape[1])  # fmt: skip
-        return out, info
+        return out, info, moved
+
+    @staticmethod
+    def _returned(out: da.Array, moved: bool) -> da.Array:
+        """A lazy result in the user's memory: rows that ``device=`` moved to the device
+        come back to the host chunk by chunk (their results are what the user reads);
+        rows that came there stay there."""
+        if not moved:
+            return out
+        meta = np.empty((0,) * out.ndim, dtype=out.dtype)
+        return da.map_blocks(_host_block, out, dtype=out.dtype, meta=meta)
 
     def certificate(
         self, X: Any, *, rows: int = CERTIFICATE_ROWS, random_state: Any = None
@@ -443,11 +509,11 @@ class KernelRidgeBase(BaseEstimator):
                    "residuals are 0." if self.landmarks_ is None else
                    "has a precomputed kernel, whose k(x, x) the rows do not carry.")
             )  # fmt: skip
-        x, _ = self._chunked(self._checked(X, reset=False), fitting=False)
-        n = int(x.shape[0])
+        on, _ = self._rows(self._checked(X, reset=False), fitting=False)
+        n = on.n
         rng = np.random.default_rng(random_state)
         idx = np.sort(rng.choice(n, min(n, int(rows)), replace=False))
-        sample = np.asarray(centre_rows(x, idx), dtype=np.float64)
+        sample = np.asarray(centre_rows(on, idx, host=True), dtype=np.float64)
         centres = np.asarray(self.X_fit_, dtype=np.float64)
         kmm = centre_kernel(self.kernel_, centres)
         jitter = factor_with_jitter(kmm, floor=FALKON_JITTER["float64"] * len(centres))
@@ -483,6 +549,7 @@ class KernelRidgeBase(BaseEstimator):
         params = self.get_params(deep=False)
         if not isinstance(params.get("random_state"), numbers.Integral | None):
             params["random_state"] = None  # a Generator: its draw is in the landmarks
+        params["device"] = None  # where the rows ran is each call's, not the model's
         fitted = {name: getattr(self, name) for name in self._FITTED if hasattr(self, name)}
         cv = dict(getattr(self, "cv_results_", {}))
         arrays = {name: np.asarray(cv.pop(name)) for name in ("scores", "fit_rows",

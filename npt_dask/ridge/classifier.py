@@ -13,13 +13,17 @@ from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import validate_data
 
+from npt_dask.arrays.device import check_device
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import namespace_of
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     InputError,
 )
 from npt_dask.params.constraints import (
     check_estimator,
 )
-from npt_dask.ridge.base import KernelRidgeBase
+from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
 from npt_dask.runtime.inputs import (
     is_data_array,
@@ -107,6 +111,13 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         ``memory_budget``; default a share of the device's free memory. The plan refuses,
         before any pass, a route over either budget. Rows in host memory count against
         ``memory_budget`` alone (a value given for them warns).
+    device : {"cpu", "gpu"} or None, default None
+        Where the rows' arithmetic runs (the command line's ``--device``): ``"gpu"`` moves
+        the rows of each ``fit`` and ``predict`` to the CUDA device through CuPy at the
+        call's entrance (refused at once, naming the install, where CuPy or a device is
+        missing), and gives the results back as the rows came (numpy in, numpy out);
+        ``"cpu"`` or None leaves the rows where they are (rows already on a device stay
+        there, and so do their lazy results). The fitted model's arrays are host numpy.
     chunk_size : int or None, default 4096
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
@@ -159,7 +170,10 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         """Fit on X and class labels y (numpy, dask, DataArray)."""
         check_estimator(self._param_table, self)  # before any work, in the table's words
         CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
+        check_device(self.device)  # a GPU asked for and missing: refused before any work
         y, sample_weight = self._aligned(X, y, sample_weight)
+        if on_a_device(y):  # a device's labels: to the host once (classes are host values)
+            y = np.asarray(to_host(y))
         if not is_lazy(X) and y is not None and not is_lazy(y):
             X, y = validate_data(
                 self, X, y, dtype=[np.float64, np.float32],
@@ -184,7 +198,7 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         values = y.data if is_data_array(y) else y
         if isinstance(values, da.Array):
             values = compute(values)[0]
-        values = np.asarray(values)
+        values = np.asarray(to_host(values)) if on_a_device(values) else np.asarray(values)
         if values.ndim != 1 or values.shape[0] != n:
             raise InputError(
                 f"y must hold one class label per training row, shape ({n},); got {values.shape}."
@@ -194,14 +208,40 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
 
     def decision_function(self, X: Any) -> Any:
         """Decision values: (n,) for two classes (> 0 means ``classes_[1]``), else (n, C)."""
-        out, info = self._decision(X)
+        out, info, moved = self._decision(X)
         if out.shape[1] == 1:
             out = out[:, 0]
-        return wrap_rows(out, info, column_dim="class", name="decision")
+        return wrap_rows(self._returned(out, moved), info, column_dim="class", name="decision")
 
     def predict(self, X: Any) -> Any:
-        """Class labels (lazy for lazy input)."""
-        out, info = self._decision(X)
+        """Class labels (lazy for lazy input; where the rows live, when the classes are
+        numbers a device holds, else in host memory)."""
+        out, info, moved = self._decision(X)
         index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
-        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
-        return wrap_rows(labels, info, name="label")
+        return wrap_rows(self._returned(self._labelled(index), moved), info, name="label")
+
+    def _labelled(self, index: da.Array) -> da.Array:
+        """The classes at ``index`` (lazy), in ``index``'s memory: on a device the classes
+        are moved there once (numbers), or the indices come to the host chunk by chunk
+        (classes a device cannot hold: strings, objects); numpy as it always was."""
+        classes = self.classes_
+        meta = index._meta
+        if isinstance(meta, np.ndarray):
+            return da.map_blocks(classes.take, index, dtype=classes.dtype)
+        xp = namespace_of(meta)
+        if classes.dtype.kind in "biuf":
+            there = Rows.of(index).put(classes)
+            return da.map_blocks(_take_classes, index, there, dtype=classes.dtype,
+                                 meta=xp.empty((0,), dtype=there.dtype))  # fmt: skip
+        return da.map_blocks(_take_on_host, index, classes, dtype=classes.dtype,
+                             meta=np.empty((0,), dtype=classes.dtype))  # fmt: skip
+
+
+def _take_classes(index: Any, classes: Any) -> Any:
+    """Task body: ``classes[index]`` in their (the device's) namespace."""
+    return namespace_of(index, classes).take(classes, index, axis=0)
+
+
+def _take_on_host(index: Any, classes: np.ndarray) -> np.ndarray:
+    """Task body: ``classes[index]`` in host memory (the indices cross: one per row)."""
+    return classes.take(np.asarray(to_host(index)))

@@ -124,7 +124,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         kernel that takes one.
     degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
         As :class:`KernelRidge`.
-    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
+    precision, random_state, memory_budget, device_memory_budget, device, chunk_size, progress
         As :class:`KernelRidge`.
 
     Attributes
@@ -170,6 +170,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         random_state: Any = _S["random_state"],
         memory_budget: int | str | None = _S["memory_budget"],
         device_memory_budget: int | str | None = _S["device_memory_budget"],
+        device: str | None = _S["device"],
         chunk_size: int | None = _S["chunk_size"],
         progress: bool = _S["progress"],
     ) -> None:
@@ -190,6 +191,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         self.random_state = random_state
         self.memory_budget = memory_budget
         self.device_memory_budget = device_memory_budget
+        self.device = device
         self.chunk_size = chunk_size
         self.progress = progress
 
@@ -223,7 +225,7 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
         kernel that takes one.
     degree, coef0, kernel_params, landmarks, landmark_method, solver, tol, max_iter
         As :class:`KernelRidge`.
-    precision, random_state, memory_budget, device_memory_budget, chunk_size, progress
+    precision, random_state, memory_budget, device_memory_budget, device, chunk_size, progress
         As :class:`KernelRidge`.
 
     Attributes

@@ -24,19 +24,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.consumers import Digest
 from npt_dask.engine.passes import Centres, row_pass
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.linalg import cg
 from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
 from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSolution
 from npt_dask.ridge.resume import check_resumed
 from npt_dask.runtime.progress import FitProgress, label_in_force
-from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "PROBE_ROWS",
@@ -59,34 +58,31 @@ def _spread(count: int, limit: int) -> np.ndarray:
     return np.unique(np.linspace(0, count - 1, min(count, limit)).astype(np.int64))
 
 
-def _dense(block: Any) -> np.ndarray:
-    return np.asarray(block.toarray() if hasattr(block, "toarray") else block)
-
-
-def kernel_probe(problem: RidgeProblem, rows: da.Array) -> np.ndarray:
+def kernel_probe(problem: RidgeProblem, rows: Rows) -> np.ndarray:
     """The kernel's values (float64) between :data:`PROBE_ROWS` rows of the first chunk and
-    as many centres (the same rows on the exact route); empty for a precomputed kernel,
-    whose values are the data (digested with them)."""
-    if problem.kernel.precomputed or rows.shape[0] == 0:
+    as many centres (the same rows on the exact route), on the host (the probe's rows
+    cross once); empty for a precomputed kernel, whose values are the data (digested with
+    them)."""
+    if problem.kernel.precomputed or rows.n == 0:
         return np.zeros((0, 0))
-    a = _dense(compute(rows[_spread(int(rows.chunks[0][0]), PROBE_ROWS)])[0])
+    a = rows.take(_spread(rows.chunks[0], PROBE_ROWS), host=True)
     c = a
-    if problem.centre_x is not None:
-        c = _dense(problem.centre_x[_spread(len(problem.centre_x), PROBE_ROWS)])
+    if problem.centre_host is not None:
+        c = problem.centre_host[_spread(len(problem.centre_host), PROBE_ROWS)]
     return np.asarray(problem.kernel(a, c.astype(a.dtype, copy=False)), dtype=np.float64)
 
 
-def problem_fingerprint(problem: RidgeProblem, rows: da.Array, digests: list[bytes]) -> str:
+def problem_fingerprint(problem: RidgeProblem, rows: Rows, digests: list[bytes]) -> str:
     return fingerprint({
         "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
-        "kernel": problem.kernel.to_dict(), "precision": str(problem.rows.dtype),
+        "kernel": problem.kernel.to_dict(), "precision": str(problem.dtype),
         "alphas": problem.alphas,
         "centres": problem.centres if problem.centres is not None else np.zeros(0, np.int64),
-        "data": b"".join(digests), "shape": list(rows.shape), "k": problem.k,
+        "data": b"".join(digests), "shape": list(rows.data.shape), "k": problem.k,
     })  # fmt: skip
 
 
-def data_digests(rows: da.Array, problem: RidgeProblem) -> list[bytes]:
+def data_digests(rows: Rows, problem: RidgeProblem) -> list[bytes]:
     """A digest of every row chunk with its targets and weights (reads the data only)."""
     aux = {"targets": problem.targets, "weights": problem.weights}
     return row_pass(rows, Centres.of(None, sizes=[0]), problem.kernel, {"digest": Digest()},
@@ -97,7 +93,7 @@ class Iterations:
     """The CG loop: operator product, step, checkpoint, report."""
 
     def __init__(
-        self, problem: RidgeProblem, rows: da.Array, checkpoint: Checkpoint | None,
+        self, problem: RidgeProblem, rows: Rows | None, checkpoint: Checkpoint | None,
         progress: bool,
     ) -> None:  # fmt: skip
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
@@ -125,10 +121,11 @@ class Iterations:
         if self.checkpoint is None:
             return cg.start(b, precondition, tol)
         assert digests is not None
+        assert self.rows is not None
         self.key = problem_fingerprint(self.problem, self.rows, digests)
         self.probe = kernel_probe(self.problem, self.rows)
         state = self.checkpoint.resume(self.key, self.probe, to_host(b),
-                                       precision=str(self.rows.dtype))  # fmt: skip
+                                       precision=str(self.problem.dtype))  # fmt: skip
         if state is None:
             return cg.start(b, precondition, tol)
         state = cg.state_like(state, b)

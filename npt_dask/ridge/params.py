@@ -3,7 +3,8 @@
 :data:`RIDGE_CV_PARAMS` (the two searching estimators) and the ``checkpoint`` argument of
 their ``fit``. Entries a fit of NPT shares are taken from their owners as they are: the
 kernel's (:mod:`npt_dask.kernels.params`), the landmarks' and the seed
-(:mod:`npt_dask.engine.centres`), the budgets (:mod:`npt_dask.engine.budget`),
+(:mod:`npt_dask.engine.centres`), the budgets (:mod:`npt_dask.engine.budget`), the device
+(:mod:`npt_dask.arrays.device`, the command line's ``--device``),
 ``chunk_size`` (:mod:`npt_dask.runtime.inputs`) and ``progress``
 (:mod:`npt_dask.runtime.progress`).
 """
@@ -14,6 +15,7 @@ import dataclasses
 import os
 from typing import Literal, get_args
 
+from npt_dask.arrays.device import DEVICE_PARAM
 from npt_dask.engine.budget import (
     DEVICE_MEMORY_BUDGET_PARAM,
     MEMORY_BUDGET_PARAM,
@@ -103,6 +105,7 @@ RIDGE_PARAMS: tuple[Param, ...] = (
     RANDOM_STATE_PARAM,
     MEMORY_BUDGET_PARAM,
     DEVICE_MEMORY_BUDGET_PARAM,
+    DEVICE_PARAM,
     dataclasses.replace(CHUNK_SIZE_PARAM, help="rows per kernel block of the exact route's passes"),
     dataclasses.replace(PROGRESS_PARAM, help="report each pass and iteration on stderr"),
 )

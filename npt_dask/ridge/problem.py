@@ -19,6 +19,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.host import to_host
+from npt_dask.engine.rows import Rows
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime.scheduler import compute
 
@@ -29,22 +31,27 @@ __all__ = [
     "RidgeProblem",
     "RidgeSizes",
     "RidgeSolution",
+    "on_the_device",
     "total_weight",
 ]
 
 
 _SINGLE = 0.5  # float32 work, in float64-flop equivalents
 
-DEVICE_PARTS = frozenset({
-    "blocks", "kept_blocks", "prepared", "device_matrix", "device_factor", "device_sums",
-    "device_kmm",
-})  # fmt: skip
+DEVICE_PARTS = frozenset({"blocks", "kept_blocks", "prepared"})
 """The parts of :attr:`RidgePlan.memory` held where the kernel blocks' array namespace
-lives (the tasks' rows, blocks and products; the kept blocks; the exact direct route's
-``n x n`` matrix and factor, the Nyström direct route's ``G``, ``K_mm`` and factored
-system, when the rows are on a device): device memory for a GPU
-namespace. The others (matrices, sums, preconditioner, vectors) are the driver's, host
-RAM."""
+lives (the tasks' rows, blocks and products; the kept blocks), with every part named
+``device_*``: when the rows are on a device, the rows themselves, the exact direct
+route's ``n x n`` matrix and factor, the Nyström direct route's ``G``, ``K_mm`` and
+factored system, the CG routes' preconditioner factors and iterates, the centres and the
+vectors each route keeps there (:func:`npt_dask.ridge.routes.base.device_memory`):
+device memory for a GPU namespace. The others (matrices, sums, preconditioner, vectors)
+are the driver's, host RAM."""
+
+
+def on_the_device(part: str) -> bool:
+    """Whether a part of a plan's memory lives where the kernel blocks do."""
+    return part in DEVICE_PARTS or part.startswith("device_")
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,12 @@ class RidgePlan:
     @property
     def device_bytes(self) -> int:
         """The memory of the blocks' array namespace (a GPU's for CuPy; host RAM on numpy)."""
-        return sum(v for k, v in self.memory.items() if k in DEVICE_PARTS)
+        return sum(v for k, v in self.memory.items() if on_the_device(k))
 
     @property
     def host_bytes(self) -> int:
         """The driver's matrices, sums and vectors: host RAM, whatever the namespace."""
-        return sum(v for k, v in self.memory.items() if k not in DEVICE_PARTS)
+        return sum(v for k, v in self.memory.items() if not on_the_device(k))
 
     @property
     def total_bytes(self) -> int:
@@ -159,15 +166,20 @@ class RidgeSizes:
 class RidgeProblem:
     """A kernel ridge problem as the solvers take it.
 
-    ``rows``: the training rows, row-chunked, in the kernel precision (for a precomputed
-    kernel the given ``n x n`` matrix, its columns chunked like its rows). ``targets``
-    ``(n, k)`` float64, ``weights`` ``(n,)`` or None, ``alphas`` one per target column,
-    ``centres`` the sorted landmark row indices (None: every row), ``plan`` the route,
-    ``centre_x`` the landmarks' rows (numpy, gathered once: :func:`centre_rows`; None for
-    a precomputed kernel or without landmarks).
+    ``rows``: the training rows (:class:`~npt_dask.engine.rows.Rows`, decided once at the
+    estimator's entrance: where they live, their namespace), row-chunked, in the kernel
+    precision (for a precomputed kernel the given ``n x n`` matrix, its columns chunked
+    like its rows). ``targets`` ``(n, k)`` float64 and ``weights`` ``(n,)`` or None:
+    numpy, dask, or arrays of the rows' device, moved by each route once
+    (:meth:`~npt_dask.engine.rows.Rows.aligned`, :meth:`~npt_dask.engine.rows.Rows.put`).
+    ``alphas`` one per target column, ``centres`` the sorted landmark row indices (None:
+    every row), ``plan`` the route, ``centre_x`` the landmarks' rows gathered once
+    (:func:`~npt_dask.ridge.centre_rows.centre_rows`: in the rows' namespace, on their
+    device) and ``centre_host`` the same rows in host memory (numpy: the same array; None
+    for a precomputed kernel or without landmarks).
     """
 
-    rows: da.Array
+    rows: Rows
     kernel: KernelSpec
     targets: Any
     weights: Any
@@ -176,11 +188,17 @@ class RidgeProblem:
     plan: RidgePlan
     random_state: Any = None
     landmark_method: str = "uniform"
-    centre_x: np.ndarray | None = None
+    centre_x: Any = None
+    centre_host: np.ndarray | None = None
 
     @property
     def k(self) -> int:
         return int(self.targets.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The kernel precision (the rows' dtype)."""
+        return np.dtype(self.rows.data.dtype)
 
 
 @dataclass
@@ -212,6 +230,10 @@ class Clock:
 
 
 def total_weight(problem: RidgeProblem) -> float:
+    """The sum of the sample weights (n without): one number crosses."""
     if problem.weights is None:
-        return float(problem.rows.shape[0])
-    return float(compute(da.asarray(problem.weights).sum())[0])
+        return float(problem.rows.n)
+    w = problem.weights
+    if isinstance(w, np.ndarray | da.Array):
+        return float(compute(da.asarray(w).sum())[0])
+    return float(np.asarray(to_host(w.sum())))  # a device's weights: their sum crosses

@@ -11,10 +11,11 @@ import numpy as np
 from sklearn.base import MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import validate_data
 
+from npt_dask.arrays.device import check_device
 from npt_dask.params.constraints import (
     check_estimator,
 )
-from npt_dask.ridge.base import KernelRidgeBase
+from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
 from npt_dask.runtime.inputs import (
     is_lazy,
@@ -96,6 +97,13 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
         ``memory_budget``; default a share of the device's free memory. The plan refuses,
         before any pass, a route over either budget. Rows in host memory count against
         ``memory_budget`` alone (a value given for them warns).
+    device : {"cpu", "gpu"} or None, default None
+        Where the rows' arithmetic runs (the command line's ``--device``): ``"gpu"`` moves
+        the rows of each ``fit`` and ``predict`` to the CUDA device through CuPy at the
+        call's entrance (refused at once, naming the install, where CuPy or a device is
+        missing), and gives the results back as the rows came (numpy in, numpy out);
+        ``"cpu"`` or None leaves the rows where they are (rows already on a device stay
+        there, and so do their lazy results). The fitted model's arrays are host numpy.
     chunk_size : int or None, default 4096
         Rows per kernel block of the exact route (None: a dask input's own chunks).
     progress : bool, default False
@@ -165,8 +173,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
         """
         check_estimator(self._param_table, self)  # before any work, in the table's words
         CHECKPOINT_PARAM.check(checkpoint, type(self).__name__)
+        check_device(self.device)  # a GPU asked for and missing: refused before any work
         y, sample_weight = self._aligned(X, y, sample_weight)
-        if not is_lazy(X) and y is not None and not is_lazy(y):
+        if not is_lazy(X) and y is not None and not is_lazy(y) and not on_a_device(y):
             X, y = validate_data(
                 self, X, y, multi_output=True, y_numeric=True,
                 dtype=[np.float64, np.float32],
@@ -182,7 +191,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
 
     def predict(self, X: Any) -> Any:
         """``kappa(X, X_fit_) @ dual_coef_``: numpy in -> numpy out, lazy in -> lazy out."""
-        out, info = self._decision(X)
+        out, info, moved = self._decision(X)
         if np.ndim(self.dual_coef_) == 1:
             out = out[:, 0]
-        return wrap_rows(out, info, column_dim="target", name="prediction")
+        return wrap_rows(self._returned(out, moved), info, column_dim="target",
+                         name="prediction")  # fmt: skip

@@ -201,7 +201,9 @@ def _gather(values: Any, idx: np.ndarray) -> np.ndarray | None:
         return None
     if isinstance(values, da.Array):
         return np.asarray(to_host(compute(values[idx])[0]))
-    return np.asarray(values)[idx]
+    if not isinstance(values, np.ndarray):  # a device's: the sampled rows cross, once
+        return np.asarray(to_host(values[idx]))
+    return values[idx]
 
 
 def _normal_parts(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import warnings
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -403,8 +404,6 @@ def test_nonlinear_projection_with_its_inverse(cupy, meter, kernel):
 
 # --- kernel ridge --------------------------------------------------------------------------
 
-NYSTROM = "ridge/solvers.py:132"
-LABELS = f"ridge/estimators.py:980 {TAKE}"
 RIDGES = {
     "exact-direct": ({"landmarks": None, "solver": "direct"}, F64),
     "exact-cg": ({"landmarks": None, "solver": "cg", "tol": 1e-10, "max_iter": 500}, CG),
@@ -413,8 +412,7 @@ RIDGES = {
     "nystrom-rpcholesky": ({"landmarks": 60, "landmark_method": "rpcholesky",
                             "solver": "direct"}, F64),
 }  # fmt: skip
-RIDGE_FAILS = {"exact-cg": NYSTROM, "nystrom-direct": NYSTROM, "nystrom-cg": NYSTROM,
-               "nystrom-rpcholesky": "npt/landmarks.py:179"}  # fmt: skip
+RIDGE_FAILS = {"nystrom-rpcholesky": "npt/landmarks.py:179"}
 
 
 def _ridge(name: str, **extra: Any) -> dict[str, Any]:
@@ -445,7 +443,6 @@ def test_kernel_ridge(cupy, meter, name):
     assert rel(out, _ridge_reference(name)) < RIDGES[name][1]
 
 
-@fails(NYSTROM)
 def test_float32_kernel_ridge_is_within_its_bound(cupy, meter):
     from npt_dask import KernelRidge
 
@@ -457,7 +454,6 @@ def test_float32_kernel_ridge_is_within_its_bound(cupy, meter):
     assert rel(out, _ridge_reference("nystrom-direct")) < F32
 
 
-@fails(NYSTROM)
 def test_checkpointed_kernel_ridge(cupy, meter, tmp_path):
     from npt_dask import KernelRidge
 
@@ -490,10 +486,10 @@ def test_precomputed_kernel_ridge(cupy, meter, landmarks):
 @pytest.mark.parametrize(
     ("name", "what"),
     [
-        pytest.param("exact-direct", "targets", marks=fails("ridge/estimators.py:385")),
-        pytest.param("nystrom-direct", "targets", marks=fails("ridge/estimators.py:385")),
-        pytest.param("exact-direct", "weights", marks=fails("ridge/estimators.py:226")),
-        pytest.param("nystrom-direct", "weights-on-host", marks=fails(NYSTROM)),
+        ("exact-direct", "targets"),
+        ("nystrom-direct", "targets"),
+        ("exact-direct", "weights"),
+        ("nystrom-direct", "weights-on-host"),
     ],
 )
 def test_kernel_ridge_targets_and_weights_in_either_namespace(cupy, meter, name, what):
@@ -516,10 +512,10 @@ CLASSIFIERS = {k: RIDGES[k] for k in ("exact-direct", "nystrom-direct", "nystrom
 @pytest.mark.parametrize(
     ("name", "where"),
     [
-        pytest.param("exact-direct", "host", marks=fails(LABELS)),
-        pytest.param("exact-direct", "device", marks=fails("ridge/estimators.py:961")),
-        pytest.param("nystrom-direct", "host", marks=fails(NYSTROM)),
-        pytest.param("nystrom-cg", "host", marks=fails(NYSTROM)),
+        ("exact-direct", "host"),
+        ("exact-direct", "device"),
+        ("nystrom-direct", "host"),
+        ("nystrom-cg", "host"),
     ],
 )
 def test_kernel_ridge_classifier(cupy, meter, name, where):
@@ -547,22 +543,24 @@ def test_kernel_ridge_classifier(cupy, meter, name, where):
     ("task", "landmarks"),
     [
         pytest.param("regression", None, id="regression-exact"),
-        pytest.param("regression", 60, id="regression-nystrom", marks=fails(NYSTROM)),
-        pytest.param("classification", None, id="classification-exact",
-                     marks=fails(LABELS)),
-        pytest.param("classification", 60, id="classification-nystrom", marks=fails(NYSTROM)),
+        pytest.param("regression", 60, id="regression-nystrom"),
+        pytest.param("classification", None, id="classification-exact"),
+        pytest.param("classification", 60, id="classification-nystrom"),
+        pytest.param("regression-device-targets", 60, id="regression-device-targets"),
+        pytest.param("classification-device-labels", None, id="classification-device-labels"),
     ],
 )  # fmt: skip
 def test_the_searches_choose_as_numpy(cupy, meter, task, landmarks):
     from npt_dask import KernelRidgeClassifierCV, KernelRidgeCV
 
     d = _data()
-    search, targets = (KernelRidgeCV, d["t"]) if task == "regression" else (
+    search, targets = (KernelRidgeCV, d["t"]) if task.startswith("regression") else (
         KernelRidgeClassifierCV, d["y"])  # fmt: skip
+    given = cupy.asarray(targets) if "device" in task else targets
     common = {"alphas": [0.01, 0.1], "gammas": [0.2, GAMMA], "landmarks": landmarks,
               "random_state": 0, **KEEP}  # fmt: skip
     with meter("fit"):
-        got = search(**common).fit(dev(cupy, d["x"]), targets)
+        got = search(**common).fit(dev(cupy, d["x"]), given)
     want = search(**common).fit(host(d["x"]), targets)
     assert (got.alpha_, got.gamma_) == (want.alpha_, want.gamma_)
     z = dev(cupy, d["z"], Z_CHUNKS)
@@ -724,7 +722,6 @@ def test_cli_project_on_the_device(cupy, meter, files):
     assert rel(got["coordinates"].values, want["coordinates"].values) < F64
 
 
-@fails(LABELS)
 def test_cli_ridge_on_the_device(cupy, meter, files):
     ridge = ["ridge", files / "x.npy", "--labels", files / "y.npy", "--test", files / "z.npy",
              "--test-labels", files / "z_labels.npy", "--kernel", "rbf", "--gamma", GAMMA,
@@ -797,7 +794,6 @@ def test_rows_cross_to_the_device_once_per_fit(cupy):
     assert sum(moved) == 400  # each row once, whatever the passes
 
 
-@fails("ridge/solvers.py: the exact direct route holds 3 n x n arrays; its plan counts 2")
 def test_device_direct_ridge_holds_what_its_plan_says(cupy):
     from npt_dask import KernelRidge
 
@@ -807,14 +803,129 @@ def test_device_direct_ridge_holds_what_its_plan_says(cupy):
     assert seen.peak <= got.plan_["device_bytes"]
 
 
-@fails("linalg/device_linalg.py:142 (a C-ordered factor: cuBLAS copies it to Fortran order)")
-def test_device_triangular_solves_copy_no_factor(cupy):
+@pytest.mark.parametrize("name", ["exact-direct", "exact-cg", "nystrom-direct", "nystrom-cg"])
+def test_device_triangular_solves_copy_no_factor(cupy, name):
+    """cuBLAS reads a Fortran-order factor: a C-order one goes as its transpose, no copy a
+    solve (the direct routes' two solves, CG's preconditioner on every iteration)."""
     from npt_dask import KernelRidge
 
     d = _data()
-    with _counted(cupy) as seen:
-        KernelRidge(**_ridge("exact-direct")).fit(dev(cupy, d["x"]), d["t"])
+    with _counted(cupy) as seen, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CG stopped at max_iter
+        KernelRidge(**_ridge(name, max_iter=5)).fit(dev(cupy, d["x"]), d["t"])
     assert seen.fortran_copies == 0
+
+
+RIDGE_COSTS = {**RIDGES, "nystrom-direct-float32": ({"landmarks": 60, "solver": "direct",
+                                                     "precision": "float32"}, F32)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [k for k in RIDGE_COSTS if k != "nystrom-rpcholesky"])
+def test_device_ridge_routes_hold_what_their_plan_says(cupy, name):
+    """Each route's device peak (the rows, weights and targets given inside the window)
+    within its plan's device bytes: the direct routes build their systems in place."""
+    from npt_dask import KernelRidge
+
+    d = _data()
+    params = {**_ridge("exact-direct"), **RIDGE_COSTS[name][0], "max_iter": 5}
+    with _counted(cupy) as seen, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CG stopped at max_iter
+        got = KernelRidge(**params).fit(dev(cupy, d["x"]), d["t"], sample_weight=d["w"])
+    assert 0 < seen.peak <= got.plan_["device_bytes"]
+
+
+def _cg_window(cupy: ModuleType, name: str, max_iter: int) -> Any:
+    from npt_dask import KernelRidge
+
+    d = _data()
+    params = {**_ridge(name), "tol": 1e-14, "max_iter": max_iter}
+    with _counted(cupy) as seen, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CG stopped at max_iter
+        got = KernelRidge(**params).fit(dev(cupy, d["x"]), d["t"], sample_weight=d["w"])
+    assert got.n_iter_ == max_iter
+    assert seen.fortran_copies == 0
+    return seen
+
+
+@pytest.mark.parametrize(("name", "evaluated"), [("exact-cg", 0), ("nystrom-cg", 1)])
+def test_a_device_cg_iteration_crosses_k_numbers_whatever_the_chunks(
+    cupy, name, evaluated, monkeypatch
+):
+    """The iterates live on the device: an iteration crosses a few k-vectors of scalars each
+    way (the step's dots back, its coefficients and indices there), never a vector of n
+    or m, whatever the number of row chunks: the centres, weights, slots and rows were
+    moved once per fit. The one crossing a chunk allowed is the kernel's own, per block it
+    evaluates (``evaluated`` a chunk a pass: Nystrom's blocks; exact CG keeps its blocks
+    here): at most the block's finiteness flag and its clip's bound (kernels/)."""
+    from npt_dask.ridge.routes import base as routes_base
+
+    added = []  # what 3 iterations more cross, with 4 and with 8 row chunks a pass
+    for rows in (100, 50):
+        monkeypatch.setattr(routes_base, "_MAX_ROWS", rows)  # Nystrom's
+        monkeypatch.setitem(KEEP, "chunk_size", rows)  # the exact route's
+        few, more = _cg_window(cupy, name, 3), _cg_window(cupy, name, 6)
+        added.append({f: getattr(more, f) - getattr(few, f)
+                      for f in ("h2d", "h2d_bytes", "d2h", "d2h_bytes")})  # fmt: skip
+    fewer, more_chunks = added
+    blocks = 3 * evaluated * (8 - 4)  # blocks evaluated in 3 passes beyond 4 chunks' own
+    assert more_chunks["d2h"] - fewer["d2h"] <= blocks
+    assert more_chunks["d2h_bytes"] - fewer["d2h_bytes"] <= blocks  # at most a flag a block
+    assert more_chunks["h2d_bytes"] - fewer["h2d_bytes"] <= 8 * blocks  # and a bound
+    k = 1
+    assert (fewer["d2h_bytes"] - 3 * 4 * evaluated) / 3 <= 8 * 6 * k  # k-vectors of scalars
+    assert (fewer["h2d_bytes"] - 3 * 8 * 4 * evaluated) / 3 <= 8 * 16 * k
+
+
+def test_a_failed_device_cholesky_is_no_factor(cupy):
+    """cuSOLVER fails silently: the failing pivot's non-positive value on the diagonal, the
+    input's own values after it (positive here). That is no factor, on the device as on
+    the host, and exact ridge solves by least squares with scikit-learn's warning there."""
+    from npt_dask import KernelRidge
+    from npt_dask.errors import RidgeWarning
+    from npt_dask.linalg.cholesky import cholesky
+
+    a = np.eye(5)
+    a[1, 2] = a[2, 1] = 2.0  # [[1, 2], [2, 1]] inside: eigenvalue -1
+    raw = cupy.linalg.cholesky(cupy.asarray(a))
+    assert bool((cupy.diag(raw)[3:] > 0).all())  # what follows the failing pivot looks fine
+    assert cholesky(cupy.asarray(a)) is None
+    assert cholesky(a) is None
+    d = _data()
+    x = np.vstack([d["x"][:200], d["x"][:200]])  # every row twice: K is singular
+    params = {**_ridge("exact-direct"), "alpha": 0.0, "kernel": "linear"}
+    with pytest.warns(RidgeWarning, match="least-squares"):
+        got = KernelRidge(**params).fit(dev(cupy, x), d["t"])
+    with pytest.warns(RidgeWarning, match="least-squares"):
+        want = KernelRidge(**params).fit(host(x), d["t"])
+    z = dev(cupy, d["z"], Z_CHUNKS)
+    assert rel(got.predict(z), want.predict(host(d["z"], Z_CHUNKS))) < F64
+
+
+def test_the_device_parameter_moves_the_rows_and_gives_back_numpy(cupy, meter):
+    """``device="gpu"``: numpy rows are moved at each call's entrance, the results come
+    back as they came (numpy, or a lazy host array for lazy host rows); rows already on the
+    device and their lazy results stay there."""
+    from npt_dask import KernelRidge, KernelRidgeClassifier
+
+    d = _data()
+    for name in ("exact-direct", "nystrom-cg"):
+        want = KernelRidge(**_ridge(name)).fit(d["x"], d["t"])
+        with meter(f"fit-{name}"):
+            got = KernelRidge(**_ridge(name), device="gpu").fit(d["x"], d["t"])
+        assert type(got.dual_coef_) is np.ndarray
+        out = got.predict(d["z"])
+        assert type(out) is np.ndarray
+        assert rel(out, want.predict(d["z"])) < RIDGES[name][1]
+        lazy = got.predict(host(d["z"], Z_CHUNKS))
+        assert isinstance(lazy._meta, np.ndarray)
+        assert rel(lazy, out) < F64
+        assert on_device(got.predict(dev(cupy, d["z"], Z_CHUNKS)), cupy)
+    labels = KernelRidgeClassifier(**_ridge("exact-direct"), device="gpu").fit(d["x"], d["y"])
+    predicted = labels.predict(d["z"])
+    assert type(predicted) is np.ndarray
+    np.testing.assert_array_equal(
+        predicted, KernelRidgeClassifier(**_ridge("exact-direct")).fit(d["x"], d["y"]).predict(
+            d["z"]))  # fmt: skip
 
 
 @pytest.mark.parametrize(

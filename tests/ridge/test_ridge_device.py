@@ -24,7 +24,7 @@ from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky
 from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.iterations import Iterations, finish
-from npt_dask.ridge.normal_solve import solve_moments, solve_moments_like, solve_there
+from npt_dask.ridge.normal_solve import solve_moments, solve_there
 from npt_dask.ridge.problem import Clock
 
 K = 2
@@ -122,12 +122,26 @@ def test_the_normal_equations_solved_on_the_device_agree_with_the_host_tiles():
     cross = rng.normal(size=(m, 3))
     want, _ = solve_moments(TiledUpper(m).add_full(gram), np.asfortranarray(kmm), cross, alphas)
     with count_crossings() as seen:
-        got, jitter = solve_moments_like(xs.asarray(gram), xs.asarray(kmm), xs.asarray(cross),
-                                         alphas)  # fmt: skip
+        got, jitter = solve_moments(xs.asarray(gram), xs.asarray(kmm), xs.asarray(cross),
+                                    alphas)  # fmt: skip
     assert type(got) is np.ndarray
     assert jitter == 0.0
     assert max(seen.sizes) == m * 3  # c crosses once; the rest are scalars
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * abs(want).max())
+
+
+def test_the_million_row_nystrom_plan_fits_one_h200():
+    """The 10^6-row job at m = 50,000 in float64 (MNIST's d), rows on the device: its plan's
+    device bytes -- the rows, the m x m sum, K_mm, the system and its factor, the blocks
+    in flight -- fit an H200's 139 GiB, and the plan says so before any pass."""
+    from npt_dask.ridge.planning import plan_ridge
+
+    h200 = 139 * 2**30
+    plan = plan_ridge(n=1_000_000, m=50_000, d=784, k=10, itemsize=8, solver="direct",
+                      memory_budget=64 * 2**30, threads=16, device_budget=h200)  # fmt: skip
+    assert plan.route == "direct"
+    assert 4 * 8 * 50_000**2 <= plan.device_bytes <= h200
+    assert plan.memory["device_rows"] == 8 * 784 * 1_000_000
 
 
 def test_a_singular_device_system_takes_the_jitter_ladder_then_least_squares():
@@ -205,3 +219,29 @@ def test_numpy_ridge_routes_equal_a_dense_reference(solver, landmarks, weighted)
     got = np.asarray(model.dual_coef_)
     bound = 1e-11 if solver == "direct" else 1e-6
     assert np.abs(got - want).max() <= bound * np.abs(want).max()
+
+
+@pytest.mark.parametrize("name", ["KernelRidge", "KernelRidgeClassifier", "KernelRidgeCV",
+                                  "KernelRidgeClassifierCV"])  # fmt: skip
+def test_device_gpu_without_cupy_is_the_command_lines_refusal(monkeypatch, name):
+    """``device="gpu"`` where CuPy is missing: the CLI's DeviceError naming the install,
+    before any work; a device no one knows is the parameter's InputError."""
+    import sys
+
+    import npt_dask
+    from npt_dask.arrays.device import check_device
+    from npt_dask.errors import DeviceError
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    x, y, _ = _data(40)
+    labels = (y[:, 0] > 0).astype(int)
+    target = labels if "Classifier" in name else y[:, 0]
+    with pytest.raises(DeviceError) as cli:
+        check_device("gpu")
+    estimator = getattr(npt_dask, name)
+    with pytest.raises(DeviceError, match=r"pip install 'npt-dask\[gpu\]'") as got:
+        estimator(device="gpu").fit(x, target)
+    assert str(got.value) == str(cli.value)
+    with pytest.raises(InputError, match=rf"'device' parameter of {name} must be one of"):
+        estimator(device="cuda").fit(x, target)
+    assert estimator(device="cpu").fit(x, target).predict(x[:3]).shape == (3,)

@@ -119,7 +119,7 @@ def ridge_options(parser: argparse.ArgumentParser) -> None:
     """One option per kernel ridge parameter and search parameter, from their tables."""
 
     for param in (*RIDGE_PARAMS, *SEARCH_PARAMS):
-        if param.name in ("progress",):
+        if param.name in ("progress", "device"):  # --device: device_option's, every command's
             continue
         if param.name in ("alphas", "gammas"):
             parser.add_argument(

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         test = on_device(z, args), np.asarray(truth)
         check_test_labels(z, test[1], files["--test-labels"])
     search = args.alphas is not None or args.gammas is not None
-    table = {p.name for p in RIDGE_PARAMS} - {"progress"}
+    table = {p.name for p in RIDGE_PARAMS} - {"progress", "device"}  # the rows moved here
     table |= {p.name for p in SEARCH_PARAMS} if search else set()
     if search:
         table -= {"alpha"} | ({"gamma"} if args.gammas is not None else set())
@@ -175,7 +175,11 @@ def _ignored_by_model(args: argparse.Namespace) -> list[str]:
     """The fitting options given beside ``--model`` (each would be ignored)."""
 
     flags = dict(_FIT_ONLY)
-    flags |= {p.name: p.flag for p in (*RIDGE_PARAMS, *SEARCH_PARAMS) if p.name != "progress"}
+    flags |= {
+        p.name: p.flag
+        for p in (*RIDGE_PARAMS, *SEARCH_PARAMS)
+        if p.name not in ("progress", "device")
+    }  # --device serves a prediction too
     defaults = add(argparse.ArgumentParser(prog="npt").add_subparsers())  # its own defaults
     return [flag for name, flag in flags.items()
             if getattr(args, name, None) != defaults.get_default(name)]  # fmt: skip

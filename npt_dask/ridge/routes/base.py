@@ -33,6 +33,7 @@ __all__ = [
     "CG_ITERATIONS",
     "Route",
     "centre_bytes",
+    "device_memory",
     "ridge_rows",
     "row_chunks",
     "task_bytes",
@@ -110,3 +111,15 @@ def centre_bytes(s: RidgeSizes) -> int:
 def row_chunks(n: int, chunk: int) -> tuple[int, ...]:
     """The exact route's row chunks: ``chunk`` rows each, the last one shorter."""
     return tuple(min(chunk, n - s) for s in range(0, n, chunk))
+
+
+def device_memory(memory: dict[str, int], s: RidgeSizes, there: tuple[str, ...]) -> dict[str, int]:
+    """A route's memory by part, with the rows on a device (``s.device_budget`` given):
+    the parts ``there`` (what the route keeps where the rows live) named ``device_<part>``,
+    and the rows themselves counted there (``device_rows``: ``n d`` values, a precomputed
+    kernel's ``n x n``); as it is for rows in host memory."""
+    if s.device_budget is None:
+        return memory
+    out = {(f"device_{k}" if k in there else k): v for k, v in memory.items()}
+    out["device_rows"] = s.n * s.d * s.itemsize
+    return out

@@ -15,6 +15,15 @@ checkpoints, the true-residual check).
   :mod:`npt_dask.engine.operator`, ``n^2 d`` (upper triangle) on the blocks not kept
   between passes, ``+ 4 n^2 k`` (p).
 
+**Where the rows live on a device** (CuPy), so do the iterates: ``b``, ``x``, ``r``, ``p``
+and ``z`` stay there, the operator takes and gives its products there (the exact route's
+``K V`` by :meth:`npt_dask.engine.operator.KernelOperator.uncentered_matmat` on a device
+``V``; Nyström's pass sums), the preconditioner solves there (Falkon's two triangles
+moved once; the landmark factor ``n x l`` built there, its ``l x l`` eigenproblem on the
+host after one crossing), and an iteration crosses k numbers at a time (the step's
+dots). The rows are held there for the fit (:func:`~npt_dask.ridge.centre_rows.held`),
+the centres, weights and the centres' slots moved once.
+
 **The exact route's rank** is the plan's (:func:`expected_iterations`,
 :meth:`ExactCG.plan`): a larger l takes fewer iterations (about ``sqrt(n / l)``) but
 its factor takes budget from the kernel blocks kept between passes, so each iteration
@@ -31,11 +40,9 @@ import math
 from dataclasses import replace
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
-from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import device_of, namespace_of, on_device
+from npt_dask.arrays.namespace import namespace_of
 from npt_dask.engine.blocks import PREPARED_BYTES
 from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes, kept_pairs
 from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
@@ -44,12 +51,14 @@ from npt_dask.engine.rows import Rows
 from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.centre_rows import (
-    assemble_like,
+    assemble,
     centre_rows,
+    centre_slots,
     centres_of,
+    dense_values,
+    held,
     nystrom_rows,
     problem_centre_kernel,
-    slot_array,
 )
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.iterations import Iterations, data_digests, finish
@@ -59,12 +68,14 @@ from npt_dask.ridge.problem import (
     RidgeProblem,
     RidgeSizes,
     RidgeSolution,
+    on_the_device,
     total_weight,
 )
 from npt_dask.ridge.routes.base import (
     CG_ITERATIONS,
     Route,
     centre_bytes,
+    device_memory,
     ridge_rows,
     row_chunks,
     task_bytes,
@@ -135,6 +146,9 @@ class NystromCG(Route):
             "sums": s.threads * 8 * s.m * s.k,
             "vectors": 8 * 8 * s.m * s.k,
         }
+        if s.device_budget is not None:  # built on the host, its two triangles moved once
+            memory["device_preconditioner"] = 2 * s.m * s.m * s.itemsize
+        memory = device_memory(memory, s, ("centres", "sums", "vectors"))
         return replace(base, route=self.name, row_chunk=rows, flops=flops, memory=memory,
                        iterations=min(s.max_iter, CG_ITERATIONS))  # fmt: skip
 
@@ -142,39 +156,41 @@ class NystromCG(Route):
         self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
         progress: bool = False,
     ) -> RidgeSolution:  # fmt: skip
-        """Falkon's preconditioner, then one pass over the rows per iteration."""
+        """Falkon's preconditioner, then one pass over the rows per iteration. The
+        centres, the weights and the centres' slots are moved to the rows' device once
+        (every pass reuses them); the iterates live there (k numbers cross an iteration)."""
         plan, clock = problem.plan, Clock()
         idx = problem.centres
         assert idx is not None
-        rows = nystrom_rows(problem)
+        rows = held(nystrom_rows(problem))
         loop = Iterations(problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
         pc = FalkonCholesky.build(problem_centre_kernel(problem),
                                   float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
         clock.lap("preconditioner")
         centres = centres_of(problem)
-        slots = Rows.of(rows).aligned(slot_array(rows, idx), host=True)
+        slots = centre_slots(rows, idx)
+        weights = rows.aligned(problem.weights)
         rhs: dict[str, Consumer] = {"cross": Cross(block_precision=True)}
-        if checkpoint is not None:  # the data's digest crosses the rows: only to pin one
+        if checkpoint is not None:  # the data's digest: only to pin one
             rhs["digest"] = Digest()
         first = row_pass(rows, centres, problem.kernel, rhs,
-                         aux={"targets": problem.targets, "weights": problem.weights},
+                         aux={"targets": problem.targets, "weights": weights},
                          chains=task_threads(), on_device=True)  # fmt: skip
         b = first.sums["cross"]  # m x k, where the rows live: the CG state lives there too
         precondition = preconditioner_like(pc, b)  # its factors copied there once
         state = loop.start(b, first.rows.get("digest"), precondition)
         clock.lap("rhs")
         m = len(idx)
-        xp, device = namespace_of(b), device_of(b)
 
         def product(p: Any, cols: np.ndarray) -> Any:
             """``(K_nm^T W K_nm + alpha K_mm) p``: the pass's sums and the centres' rows
-            stay where the rows live (nothing crosses)."""
+            stay where the rows live (nothing crosses but the k alphas)."""
             out = row_pass(rows, centres, problem.kernel, {"q": Normal(p), "kp": CentreRows(p)},
-                           aux={"weights": problem.weights, "slot": slots},
-                           chains=task_threads(), on_device=True)  # fmt: skip
-            kp = assemble_like(out.rows["kp"], m)
-            return out.sums["q"] + on_device(problem.alphas[cols], xp, device) * kp
+                           aux={"weights": weights, **slots.aux}, chains=task_threads(),
+                           on_device=True)  # fmt: skip
+            kp = assemble(out.rows["kp"], m, np.float64)
+            return out.sums["q"] + rows.put(problem.alphas[cols]) * kp
 
         state = loop.run(state, product, precondition)
         details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
@@ -204,14 +220,21 @@ class ExactCG(Route):
         the kernel blocks kept between passes in what the budget leaves."""
         s = sizes
         chunks = row_chunks(s.n, s.chunk)
+        factor = s.n * rank * s.itemsize + min(s.n, 8192) * rank * 8  # Y, a float64 panel
         memory = {
-            "preconditioner": s.n * rank * s.itemsize + min(s.n, 8192) * rank * 8
-            + 5 * 8 * rank * rank + rank * s.d * s.itemsize,
+            "preconditioner": factor + 5 * 8 * rank * rank + rank * s.d * s.itemsize,
             "prepared": min(PREPARED_BYTES, s.n * s.d * s.itemsize),
             "blocks": in_flight_bytes(max(chunks), s.threads),
             "vectors": 8 * 8 * s.n * s.k,
         }  # fmt: skip
-        kept = kept_pairs(chunks, s.itemsize, max(0, s.budget - sum(memory.values())))
+        if s.device_budget is not None:  # the n x l factor where the rows live
+            memory["preconditioner"] -= factor
+            memory["device_preconditioner"] = factor
+        memory = device_memory(memory, s, ("vectors",))
+        room = s.budget - sum(memory.values())
+        if s.device_budget is not None:  # the kept blocks live on the device, beside its parts
+            room = s.device_budget - sum(v for k, v in memory.items() if on_the_device(k))
+        kept = kept_pairs(chunks, s.itemsize, max(0, room))
         memory["kept_blocks"] = kept_bytes(chunks, kept, s.itemsize)
         fresh = 1.0 - cached_fraction(chunks, kept)
         flops = {
@@ -232,41 +255,43 @@ class ExactCG(Route):
         progress: bool = False,
     ) -> RidgeSolution:  # fmt: skip
         """The landmark preconditioner, then one pass of the symmetric operator per
-        iteration; the plan refined with the iterations the preconditioner predicts."""
+        iteration; the plan refined with the iterations the preconditioner predicts. The
+        targets, weights, iterates and the preconditioner's ``n x l`` factor live where
+        the rows do (the operator takes and gives ``K V`` there): k numbers cross an
+        iteration."""
         from npt_dask.engine.operator import KernelOperator
 
         plan, clock = problem.plan, Clock()
-        rows = problem.rows.rechunk({0: plan.row_chunk})
+        data = problem.rows.data.rechunk({0: plan.row_chunk})
         if problem.kernel.precomputed:
-            rows = rows.rechunk({1: plan.row_chunk})
+            data = data.rechunk({1: plan.row_chunk})
+        rows = held(problem.rows.like(data))
         loop = Iterations(problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: landmark preconditioner of rank "
                           f"{plan.preconditioner_rank:,}")  # fmt: skip
-        pc = _landmark_preconditioner(problem, rows)
+        s = _root_weights(rows, problem.weights)
+        pc = _landmark_preconditioner(problem, rows, s)
         clock.lap("preconditioner")
         refined = _refined(plan, pc, float(problem.alphas.min()))
         loop.report.stage(f"cg: {refined.reason.rsplit('; ', 1)[-1]}")
-        s = None
-        if problem.weights is not None:
-            s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]),
-                                   dtype=np.float64))  # fmt: skip
-        y = np.asarray(to_host(compute(da.asarray(problem.targets))[0]), dtype=np.float64)
+        y = dense_values(rows, problem.targets)
         b = y if s is None else y * s[:, None]
         op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
-                            products=rows.dtype)  # fmt: skip
+                            products=problem.dtype)  # fmt: skip
         digests = data_digests(rows, problem) if checkpoint is not None else None
-        state = loop.start(b, digests, pc)
+        precondition = preconditioner_like(pc, b)
+        state = loop.start(b, digests, precondition)
         clock.lap("rhs")
 
-        def product(p: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        def product(p: Any, cols: np.ndarray) -> Any:
             v = p if s is None else p * s[:, None]
             kv = op.uncentered_matmat(v)
             if s is not None:
                 kv *= s[:, None]
-            return kv + problem.alphas[cols] * p
+            return kv + rows.put(problem.alphas[cols]) * p
 
         try:
-            state = loop.run(state, product, pc)
+            state = loop.run(state, product, precondition)
         finally:
             op.release()
         if s is not None:
@@ -279,6 +304,14 @@ class ExactCG(Route):
         return solution
 
 
+def _root_weights(rows: Rows, weights: Any) -> Any:
+    """``sqrt(w)`` where the rows live (float64; moved there once), or None."""
+    if weights is None:
+        return None
+    w = dense_values(rows, weights)
+    return namespace_of(w).sqrt(w)
+
+
 def _refined(plan: RidgePlan, pc: LowRank, alpha: float) -> RidgePlan:
     """The plan with the iterations the built preconditioner predicts: its smallest kept
     eigenvalue (the landmark model's, scaled by n / l) stands for lambda_{l+1}."""
@@ -289,38 +322,40 @@ def _refined(plan: RidgePlan, pc: LowRank, alpha: float) -> RidgePlan:
     return replace(plan, iterations=iterations, reason=f"{plan.reason}; {note}")
 
 
-def _landmark_preconditioner(problem: RidgeProblem, rows: da.Array) -> LowRank:
+def _landmark_preconditioner(problem: RidgeProblem, rows: Rows, s: Any) -> LowRank:
     """The randomized Nyström preconditioner from a landmark NPT model (uncentred, full
     rank) on ``plan.preconditioner_rank`` rows: its coordinates of every row,
     ``Y = kappa(X, L) A`` with ``A = U Lambda^-1/2`` (one pass, :class:`~npt_dask.engine.consumers.
-    Apply`), give ``K ~ Y Y^T``."""
+    Apply`), give ``K ~ Y Y^T`` (``S K S`` with the weights' roots ``s``). The landmark
+    model is fitted on the host (its ``l`` rows cross once); ``Y`` and the factor made of
+    it stay where the rows live."""
     from npt_dask.engine.centres import select_landmarks
     from npt_dask.kernels.params import DEFAULT_RTOL, Precision
     from npt_dask.npt.fitting import fit
 
     plan, spec = problem.plan, problem.kernel
     rng = np.random.default_rng(problem.random_state)
-    precision: Precision = "float32" if rows.dtype == np.float32 else "float64"
+    precision: Precision = "float32" if problem.dtype == np.float32 else "float64"
     params: dict[str, Any] = {
         "kernel": spec if not spec.precomputed else "precomputed", "center": False,
         "precision": precision, "chunk_size": None,
     }  # fmt: skip
     if not spec.precomputed:
         method = problem.landmark_method
-        idx = select_landmarks(plan.preconditioner_rank, rows, spec, method=method, rng=rng)
-        landmark_rows = centre_rows(rows, idx)
+        idx = select_landmarks(plan.preconditioner_rank, rows.data, spec, method=method, rng=rng)
+        landmark_rows = centre_rows(rows, idx, host=True)
         model = fit(landmark_rows, **params)
-        centres = Centres.of(landmark_rows, model.projection_matrix.astype(rows.dtype))
+        centres = Centres.of(landmark_rows, model.projection_matrix.astype(problem.dtype),
+                             rows=rows)  # fmt: skip
         source = rows
     else:
         idx = np.sort(rng.choice(plan.n, plan.preconditioner_rank, replace=False))
-        model = fit(rows[idx][:, idx], **params)
-        centres = Centres.of(None, model.projection_matrix.astype(rows.dtype),
-                             sizes=[len(idx)])  # fmt: skip
-        source = rows[:, idx].rechunk({1: -1})
-    lazy = map_rows(source, centres, spec, Apply(), width=model.n_components, dtype=rows.dtype)
-    y = np.asarray(to_host(compute(lazy)[0]))
-    if problem.weights is not None:
-        s = np.sqrt(np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64))
-        y *= s[:, None].astype(y.dtype)
+        model = fit(rows.data[idx][:, idx], **params)
+        centres = Centres.of(None, model.projection_matrix.astype(problem.dtype),
+                             sizes=[len(idx)], rows=rows)  # fmt: skip
+        source = rows.like(rows.data[:, idx].rechunk({1: -1}))
+    lazy = map_rows(source, centres, spec, Apply(), width=model.n_components, dtype=problem.dtype)
+    y = compute(lazy)[0]  # where the rows live: n x l
+    if s is not None:
+        y *= namespace_of(y).astype(s[:, None], y.dtype)
     return low_rank_from_coordinates(y, float(problem.alphas.min()), DEFAULT_RTOL[precision])

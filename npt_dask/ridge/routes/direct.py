@@ -20,27 +20,41 @@ Layer rule: graph code over :mod:`npt_dask.ridge.normal_solve`.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import is_numpy, namespace_and_device, on_device_of
+from npt_dask.arrays.namespace import namespace_of
 from npt_dask.engine.consumers import CentreRows, Cross, Gram
 from npt_dask.engine.passes import row_pass
 from npt_dask.engine.rows import Rows
-from npt_dask.linalg.symmetric import normal_matrix_dtype, plus_diagonal
+from npt_dask.linalg.symmetric import normal_matrix_dtype, set_diagonal
 from npt_dask.linalg.tiles import tiled_bytes
-from npt_dask.ridge.centre_rows import assemble, assemble_like, centres_of, nystrom_rows, slot_array
+from npt_dask.ridge.centre_rows import (
+    assemble,
+    centre_slots,
+    centres_of,
+    dense_values,
+    nystrom_rows,
+)
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.normal_solve import (
+    columns,
+    joined_columns,
     solve_moments,
-    solve_moments_like,
     solve_symmetric,
     solve_there,
 )
 from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSizes, RidgeSolution
-from npt_dask.ridge.routes.base import Route, centre_bytes, ridge_rows, task_bytes
+from npt_dask.ridge.routes.base import (
+    Route,
+    centre_bytes,
+    device_memory,
+    ridge_rows,
+    task_bytes,
+)
 from npt_dask.runtime.progress import FitProgress, ProgressBar, label_in_force
 from npt_dask.runtime.scheduler import compute
 
@@ -85,12 +99,12 @@ class NystromDirect(Route):
         }
         memory = {"sums": max(chains, 1) * square, **fixed}
         if s.device_budget is not None:  # the rows on a device: G, K_mm, the system there
-            del memory["sums"], memory["kmm"], memory["factor"]
             memory |= {
-                "device_sums": max(chains, 1) * 8 * s.m * s.m,  # the whole m x m sum
-                "device_kmm": s.m * s.m * s.itemsize,
-                "device_factor": 2 * 8 * s.m * s.m,  # G + alpha K_mm and its factor
-            }
+                "sums": max(chains, 1) * 8 * s.m * s.m,  # the whole m x m sum
+                "kmm": s.m * s.m * s.itemsize,  # the centres' rows of the blocks
+                "factor": 2 * 8 * s.m * s.m,  # G + alpha K_mm (a copy but for the last
+            }  # alpha, built in G) and its factor
+        memory = device_memory(memory, s, ("sums", "kmm", "factor", "centres", "vectors"))
         return replace(base, route=self.name, row_chunk=rows, chains=max(chains, 1),
                        flops=flops, memory=memory)  # fmt: skip
 
@@ -98,35 +112,33 @@ class NystromDirect(Route):
         self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
         progress: bool = False,
     ) -> RidgeSolution:  # fmt: skip
-        """One pass, then a Cholesky factorisation per distinct alpha."""
+        """One pass, then a Cholesky factorisation per distinct alpha, where the pass's
+        sums live (:func:`~npt_dask.ridge.normal_solve.solve_moments`: numpy's tiles, or
+        the rows' device, whose ``G``, ``K_mm`` and ``B`` never cross; the coefficients
+        cross once)."""
         plan, clock = problem.plan, Clock()
         report = FitProgress(0, 0.0, enabled=progress, prefix=label_in_force("npt ridge"))
         idx = problem.centres
         assert idx is not None
         rows = nystrom_rows(problem)
         centres = centres_of(problem)
+        slots = centre_slots(rows, idx)
         clock.lap("centres")
-        report.stage(f"direct route: one pass over {problem.rows.shape[0]:,} rows, "
-                     f"m = {len(idx):,} centres")  # fmt: skip
-        bar = ProgressBar(f"{report.prefix}: moments pass", len(rows.chunks[0]), "chunks", progress)
-        there = not is_numpy(namespace_and_device(rows)[0])  # the rows on a device
+        report.stage(f"direct route: one pass over {rows.n:,} rows, m = {len(idx):,} centres")
+        bar = ProgressBar(f"{report.prefix}: moments pass", len(rows.chunks), "chunks", progress)
         result = row_pass(
             rows, centres, problem.kernel,
             {"gram": Gram(), "cross": Cross(), "kmm": CentreRows()},
-            aux={"targets": problem.targets, "weights": problem.weights,
-                 "slot": Rows.of(rows).aligned(slot_array(rows, idx), host=True)},
-            chains=plan.chains, blas_threads=plan.blas_threads, progress=bar, on_device=there,
+            aux={"targets": problem.targets, "weights": problem.weights, **slots.aux},
+            chains=plan.chains, blas_threads=plan.blas_threads, progress=bar,
+            on_device=not rows.numpy,
         )  # fmt: skip
         clock.lap("pass")
         report.stage(f"direct route: factoring the {len(idx):,} x {len(idx):,} system")
-        if there:  # G, K_mm and B on the device: factored there, c crosses once
-            kmm = assemble_like(result.rows["kmm"], len(idx))
-            coef, jitter = solve_moments_like(result.sums["gram"], kmm, result.sums["cross"],
-                                              problem.alphas)  # fmt: skip
-        else:
-            kmm = assemble(result.rows["kmm"], len(idx), problem.rows.dtype, symmetric=True)
-            coef, jitter = solve_moments(result.sums["gram"], kmm, result.sums["cross"],
-                                         problem.alphas)  # fmt: skip
+        sums, kmm = dict(result.sums), assemble(result.rows["kmm"], len(idx), problem.dtype,
+                                                symmetric=True)  # fmt: skip
+        del result  # G is used up by the last alpha's system (on a device: in place)
+        coef, jitter = solve_moments(sums.pop("gram"), kmm, sums.pop("cross"), problem.alphas)
         clock.lap("solve")
         report.close()
         return RidgeSolution(coef, seconds=clock.seconds, details={"jitter": jitter})
@@ -147,15 +159,15 @@ class ExactDirect(Route):
             "factor": s.alphas * s.n**3 / 3.0,
             "solve": 2.0 * s.alphas * s.n * s.n * s.k,
         }
-        matrix, factor = ("kernel_matrix", "factor")
-        if s.device_budget is not None:  # the rows on a device: K built and factored there
-            matrix, factor = ("device_matrix", "device_factor")
         memory = {
-            matrix: 8 * s.n * s.n,
-            factor: 8 * s.n * s.n,
+            "kernel_matrix": 8 * s.n * s.n,
+            "factor": 8 * s.n * s.n,
             "vectors": 8 * 3 * s.n * s.k,
             "work": 8 * EXACT_WORK_VECTORS * s.n,
         }
+        if s.device_budget is not None:  # the rows on a device: K built and factored there
+            memory["matrix"] = memory.pop("kernel_matrix")
+            memory = device_memory(memory, s, ("matrix", "factor", "vectors", "work"))
         return replace(base, route=self.name, flops=flops, memory=memory)
 
     def solve(
@@ -163,75 +175,84 @@ class ExactDirect(Route):
         progress: bool = False,
     ) -> RidgeSolution:  # fmt: skip
         """scikit-learn's ``_solve_cholesky_kernel``: ``(S K S + alpha I) c' = S Y``,
-        ``c = S c'``."""
-        from npt_dask.engine.kernel_matrix import kernel_matrix
-
+        ``c = S c'``, where the rows live: on numpy the host matrix, factored in place
+        (:func:`~npt_dask.ridge.normal_solve.solve_symmetric`); on a device ``K`` built
+        there, weighted and factored there (no jitter, least squares on the host when
+        singular, as scikit-learn), ``K`` and its factor the two ``n x n`` arrays the plan
+        counts; ``c`` crosses once."""
         clock = Clock()
         rows = problem.rows
-        if not is_numpy(namespace_and_device(rows)[0]):
-            return _exact_on_device(problem, clock)
-        if not problem.kernel.precomputed:
-            k = np.asarray(
-                to_host(compute(kernel_matrix(rows, rows, problem.kernel))[0]), dtype=np.float64
-            )
-        else:
-            k = np.array(to_host(compute(rows)[0]), dtype=np.float64)
+        k = _kernel_matrix(problem)
         clock.lap("kernel")
-        y = np.asarray(to_host(compute(da.asarray(problem.targets))[0]), dtype=np.float64)
+        y = dense_values(rows, problem.targets)
         s = None
         if problem.weights is not None:
-            s = np.sqrt(
-                np.asarray(to_host(compute(da.asarray(problem.weights))[0]), dtype=np.float64)
-            )
-            k *= s[:, None]
+            w = dense_values(rows, problem.weights)
+            s = namespace_of(w).sqrt(w)
+            k *= s[:, None]  # in place: no n x n temporary
             k *= s[None, :]
             y = y * s[:, None]
-        coef = np.empty_like(y)
+        solved = []
         distinct = np.unique(problem.alphas)
         for i, alpha in enumerate(distinct):
             cols = np.flatnonzero(problem.alphas == alpha)
-            system = np.asfortranarray((k if i == len(distinct) - 1 else k.copy()).T)  # symmetric
-            system[np.diag_indices(len(system))] += alpha
-            coef[:, cols] = solve_symmetric(system, y[:, cols], f"alpha={alpha:g}")[0]
-        if s is not None:
-            coef *= s[:, None]
+            c = _solve_exact(k, columns(y, cols), float(alpha), last=i == len(distinct) - 1)
+            if s is not None:  # c = S c' (least squares comes back on the host)
+                c = c * (np.asarray(rows.host(s)) if isinstance(c, np.ndarray) else s)[:, None]
+            solved.append((cols, c))
+        del k
+        coef = joined_columns(solved, tuple(int(v) for v in y.shape))
         clock.lap("solve")
         return RidgeSolution(coef, seconds=clock.seconds)
 
 
-def _exact_on_device(problem: RidgeProblem, clock: Clock) -> RidgeSolution:
-    """:meth:`ExactDirect.solve` where the rows live (a device, whose budget the plan
-    counted the ``n x n`` matrix and its factor against): ``K`` built there
-    (:func:`npt_dask.engine.kernel_matrix.kernel_matrix` keeps the rows' array type), in
-    :func:`~npt_dask.linalg.symmetric.normal_matrix_dtype` (float64), weighted and
-    factored there (no jitter, least squares on the host when singular, as scikit-learn);
-    ``c`` crosses once."""
+def _kernel_matrix(problem: RidgeProblem) -> Any:
+    """The exact route's ``n x n`` float64 kernel matrix where the rows live: gathered to
+    the host on numpy; built on the rows' device there
+    (:func:`npt_dask.engine.kernel_matrix.kernel_matrix` keeps their array type), in
+    :func:`~npt_dask.linalg.symmetric.normal_matrix_dtype`. A given matrix is copied (it
+    is weighted and factored in place)."""
     from npt_dask.engine.kernel_matrix import kernel_matrix
 
-    rows = problem.rows
-    xp, device = namespace_and_device(rows)
-    dtype = normal_matrix_dtype(xp)
-    lazy = rows if problem.kernel.precomputed else kernel_matrix(rows, rows, problem.kernel)
-    k = xp.astype(compute(lazy)[0], dtype)
-    clock.lap("kernel")
-    y = xp.astype(on_device_of(compute(da.asarray(problem.targets))[0], k), dtype)
-    s = None
-    if problem.weights is not None:
-        s = xp.sqrt(xp.astype(on_device_of(compute(da.asarray(problem.weights))[0], k), dtype))
-        k *= s[:, None]  # in place: no n x n temporary
-        k *= s[None, :]
-        y = y * s[:, None]
+    rows, given = problem.rows, problem.kernel.precomputed
+    lazy = rows.data if given else kernel_matrix(rows.data, rows.data, problem.kernel)
+    if rows.numpy:
+        got = to_host(compute(lazy)[0])
+        return np.array(got, dtype=np.float64) if given else np.asarray(got, dtype=np.float64)
+    return _joined_blocks(lazy, rows)
+
+
+def _joined_blocks(lazy: da.Array, rows: Rows) -> Any:
+    """A lazy square matrix of the rows' device as one float64 array there, its blocks
+    written into it one by one and let go (the blocks and the matrix: two ``n x n``
+    arrays at most, where joining them through dask holds three)."""
+    xp = rows.xp
+    grid = lazy.to_delayed()
+    places = [(i, j) for i in range(grid.shape[0]) for j in range(grid.shape[1])]
+    blocks = list(compute(*(grid[i, j] for i, j in places)))
+    rs, cs = (np.concatenate([[0], np.cumsum(c)]).astype(int) for c in lazy.chunks)
+    out = xp.empty(tuple(int(v) for v in lazy.shape), dtype=normal_matrix_dtype(xp),
+                   device=rows.device)  # fmt: skip
+    for i, j in reversed(places):
+        out[rs[i] : rs[i + 1], cs[j] : cs[j + 1]] = blocks.pop()
+    return out
+
+
+def _solve_exact(k: Any, rhs: Any, alpha: float, *, last: bool) -> Any:
+    """``(K + alpha I) c = rhs`` (scikit-learn's: no jitter, least squares with its
+    warning when singular). numpy: a Fortran system (``K`` itself for the ``last``
+    alpha, else a copy) factored in place. Elsewhere: ``alpha`` on ``K``'s diagonal in
+    place, factored by the namespace's Cholesky (the factor the second ``n x n``
+    array), the diagonal written back for the next alpha."""
     n = int(k.shape[0])
-    coef = np.empty((n, len(problem.alphas)))
-    distinct = np.unique(problem.alphas)
-    for i, alpha in enumerate(distinct):
-        cols = np.flatnonzero(problem.alphas == alpha)
-        rhs = xp.take(y, xp.asarray(cols, device=device), axis=1)
-        system = k if i == len(distinct) - 1 else xp.asarray(k, copy=True)  # as on numpy
-        system = plus_diagonal(system, float(alpha))
-        c, _ = solve_there(system, rhs, float(alpha), jitter_up_to=0.0)
-        if s is not None:  # c = S c' (least squares came back on the host)
-            c = c * (np.asarray(to_host(s))[:, None] if isinstance(c, np.ndarray) else s[:, None])
-        coef[:, cols] = np.asarray(to_host(c), dtype=np.float64)  # c crosses once
-    clock.lap("solve")
-    return RidgeSolution(coef, seconds=clock.seconds)
+    if isinstance(k, np.ndarray):
+        system = np.asfortranarray((k if last else k.copy()).T)  # symmetric
+        system[np.diag_indices(n)] += alpha
+        return solve_symmetric(system, rhs, f"alpha={alpha:g}")[0]
+    xp = namespace_of(k)
+    diagonal = xp.asarray(xp.linalg.diagonal(k), copy=True)
+    system = set_diagonal(k, diagonal + alpha)
+    c, _ = solve_there(system, rhs, alpha, jitter_up_to=0.0)
+    if not last:
+        set_diagonal(system, diagonal)
+    return c

@@ -5,9 +5,10 @@
 * A failed factorisation or solve raises nothing by default (cuSOLVER reports through
   ``devInfo``, which CuPy reads only under ``cupyx.errstate(linalg='raise')``): ``cholesky``
   of a matrix that is not positive definite returns the factor up to the failing pivot,
-  that pivot's non-positive value on the diagonal (as LAPACK's ``potrf`` leaves it) and NaN
-  in the trailing block that cuSOLVER leaves unfactored; a singular ``solve``/``inv`` returns
-  NaN. Under ``cupyx.errstate(linalg='raise')`` each raises ``LinAlgError``.
+  that pivot's non-positive value on the diagonal (as LAPACK's ``potrf`` leaves it) and the
+  input's own values in the trailing block that cuSOLVER leaves unfactored (finite, often
+  positive on the diagonal: only the failing pivot tells); a singular ``solve``/``inv``
+  returns NaN. Under ``cupyx.errstate(linalg='raise')`` each raises ``LinAlgError``.
 * Results that numpy gives as named tuples are plain tuples (as CuPy's).
 """
 
@@ -50,13 +51,14 @@ globals().update({name: _linalg(name) for name in submodule(np.linalg)})
 
 def _partial_factor(a: np.ndarray) -> np.ndarray:
     """potrf's output on failure: columns before the failing pivot factored, the pivot's
-    non-positive value on the diagonal, NaN in the trailing block."""
+    non-positive value on the diagonal, the input's values in the trailing block (what
+    cuSOLVER leaves there: a diagonal that may look like a factor's)."""
     n = a.shape[-1]
     low = np.zeros_like(a)
     for j in range(n):
         d = a[j, j] - low[j, :j] @ low[j, :j]
         if not d > 0:
-            low[j:, j:] = np.nan
+            low[j:, j:] = a[j:, j:]
             low[j, j] = d
             return np.tril(low)
         low[j, j] = np.sqrt(d)
