@@ -31,6 +31,7 @@ __all__ = [
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
     "NotFittedError",
+    "OutputPathError",
     "ProjectionError",
     "RankWarning",
     "RefitWarning",
@@ -135,6 +136,11 @@ class StoreInUseError(StoreError):
 
 
 # --- end of the store errors --------------------------------------------------------------
+
+
+class OutputPathError(InputError):
+    """An output path cannot be written: inside a zarr store or array, below a file, in a
+    folder that takes no new file, or one of the command's inputs or other outputs."""
 
 
 class ProjectionError(NPTError, ValueError):

@@ -43,6 +43,7 @@ from npt_dask.engine.centres import certificate, check_landmarks, select_landmar
 from npt_dask.engine.consumers import Apply
 from npt_dask.engine.passes import Centres, map_rows
 from npt_dask.errors import (
+    CheckpointError,
     InputError,
     InputTypeError,
     RidgeWarning,
@@ -75,6 +76,7 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     match_features,
 )
+from npt_dask.runtime.places import check_output_place
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.storage import ridge_store
@@ -331,6 +333,8 @@ class KernelRidgeBase(BaseEstimator):
     def _fit(self, X: Any, t: Any, sample_weight: Any, checkpoint: Any) -> np.ndarray:
         """Plan and solve on the checked X and ``(n, k)`` float64 targets ``t`` (numpy or
         dask); the fitted attributes; the dual coefficients ``(m, k)``."""
+        if checkpoint is not None:  # where no file can go: refused before any pass
+            check_output_place(checkpoint, f"The checkpoint {checkpoint}", error=CheckpointError)
         rows, _ = self._chunked(X, fitting=True)
         n, k = int(rows.shape[0]), int(t.shape[1])
         weights = _checked_values(t, sample_weight, n)

@@ -37,6 +37,7 @@ import numpy as np
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.params.constraints import INT, REAL, Interval, Param, check_table, table_defaults
 from npt_dask.runtime import atomic as _atomic
+from npt_dask.runtime.places import check_output_place
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -460,6 +461,7 @@ def write_deformed_mnist(
     """
     path = Path(path)
     n_rows, seed = _counts({"n_rows": n_rows, "seed": seed}, "write_deformed_mnist").values()
+    check_output_place(path)  # inside a zarr store, or in a folder that takes no file
     recover_generated(path)
     _refuse_foreign(path, overwrite)
     found = _find(source)
