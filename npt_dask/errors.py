@@ -20,6 +20,7 @@ __all__ = [
     "DegenerateKernelError",
     "DeviceError",
     "InputError",
+    "InputScaleWarning",
     "InputTypeError",
     "KernelParameterError",
     "KernelScaleWarning",
@@ -186,6 +187,11 @@ class KernelScaleWarning(NPTWarning):
 class MemoryBudgetWarning(NPTWarning):
     """A ``memory_budget`` above the machine's physical memory: valid, but the fit would
     page or be killed long before the plan's arrays reach it."""
+
+
+class InputScaleWarning(NPTWarning):
+    """Rows given to a saved model may be scaled otherwise than the rows it was fitted on
+    (a scale the store records, or does not record)."""
 
 
 class StoreWarning(NPTWarning):

@@ -463,7 +463,7 @@ class KernelRidgeBase(BaseEstimator):
 
     # --- persistence -----------------------------------------------------------------------
 
-    def save(self, path: Any, *, overwrite: bool = False) -> Path:
+    def save(self, path: Any, *, overwrite: bool = False, input_transform: Any = None) -> Path:
         """Write the fitted estimator to a zarr v3 store at ``path``, atomically and
         checksummed, without pickle (:mod:`npt_dask.storage.ridge_store`); :func:`load_ridge`
         reads it back, predicting bit for bit as this one.
@@ -473,11 +473,19 @@ class KernelRidgeBase(BaseEstimator):
         coefficients and the centres (every training row for exact ridge, the landmark
         rows otherwise), the classes, the feature names, the plan and solve details, the
         CV results, and the npt-dask and scikit-learn versions. A model already at
-        ``path`` is replaced only with ``overwrite=True``; a callable kernel is refused
-        (a function is code). Returns the path.
+        ``path`` is replaced only with ``overwrite=True``; a callable kernel, and a path
+        inside a zarr store or array, are refused (a function is code). Returns the path.
+
+        ``input_transform`` (``{"scale": S, "image_shape": shape}``, optional) records how
+        the rows given to ``fit`` were made from their files: images of ``image_shape``
+        flattened, then divided by ``S`` (``npt ridge --out`` records its own, and
+        ``npt ridge --model`` does the same to the rows it predicts; :func:`load_ridge`
+        warns that the rows to predict need it too).
         """
         check_is_fitted(self, "dual_coef_")
-        return ridge_store.save(self._state(), path, overwrite=overwrite)
+        return ridge_store.save(
+            self._state(), path, overwrite=overwrite, input_transform=input_transform
+        )
 
     _FITTED = ("solver_", "n_iter_", "plan_", "fit_seconds_", "solve_details_", "gamma_",
                "alpha_", "best_score_")  # fmt: skip

@@ -16,6 +16,9 @@ i])`` alone, so the rows do not depend on chunk size, chunk order or the number
 of workers. :func:`write_deformed_mnist` writes them to a zarr v3 store once,
 each dask task generating and writing its own rows, atomically.
 
+:func:`pixel_scale` is the one rule telling raw 8-bit pixels (to be divided by 255)
+from rows to be taken as they are (``npt ridge`` applies it).
+
 Layer: numpy and scipy.ndimage for the images; dask, xarray and zarr only in
 the lazy and writing functions.
 """
@@ -45,6 +48,7 @@ __all__ = [
     "GENERATE_PARAMS",
     "GENERATORS",
     "MNIST_TRAIN_ROWS",
+    "PIXEL_SCALE",
     "Deformation",
     "data_path",
     "deformed_mnist",
@@ -54,6 +58,8 @@ __all__ = [
     "generator_params",
     "load_npz",
     "open_generated",
+    "pixel_scale",
+    "raw_pixels",
     "read_numpy",
     "recover_generated",
     "write_deformed_mnist",
@@ -162,6 +168,72 @@ def load_npz(
     if scale is not None:
         x /= scale
     return x, y
+
+
+# --- 8-bit pixels ----------------------------------------------------------------------------
+
+PIXEL_SCALE = 255.0
+"""What raw 8-bit pixels are divided by to lie in [0, 1] (``load_npz(scale=255)``)."""
+
+PIXEL_SAMPLE_ROWS = 4096
+"""The rows of a lazy array :func:`raw_pixels` reads (an array in memory is read whole)."""
+
+
+def _sample(x: Any) -> np.ndarray:
+    """The values :func:`raw_pixels` looks at: all of an array in memory, the first
+    :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one (dask, xarray: one small read)."""
+    values = getattr(x, "data", x) if hasattr(x, "dims") else x  # an xarray variable
+    if isinstance(values, np.ndarray):
+        return values
+    head = values[:PIXEL_SAMPLE_ROWS]
+    return np.asarray(head.compute() if hasattr(head, "compute") else head)
+
+
+def _whole_bytes(values: np.ndarray) -> bool:
+    """Whether ``values`` are whole numbers in [0, 255] (none: vacuously)."""
+    if values.size == 0:
+        return True
+    if not (values.min() >= 0 and values.max() <= 255):
+        return False
+    return bool(np.issubdtype(values.dtype, np.integer) or np.all(values == np.round(values)))
+
+
+def _numeric(dtype: Any) -> bool:
+    return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
+
+
+def raw_pixels(x: Any) -> bool:
+    """Whether the values of ``x`` could be raw 8-bit pixels: whole numbers in [0, 255]
+    (all of an array in memory; the first :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one).
+    Rows already divided by 255 (fractions in [0, 1]) are not."""
+    return _numeric(x.dtype) and _whole_bytes(_sample(x))
+
+
+def pixel_scale(x: Any) -> float | None:
+    """:data:`PIXEL_SCALE` when ``x`` holds raw 8-bit pixels, else None: the rule by which
+    ``npt ridge`` divides rows by 255 when ``--scale`` is not given.
+
+    Raw 8-bit pixels are
+
+    * stored as ``uint8``, or as images -- three dimensions or more, ``(n, height,
+      width[, channels])`` -- of another numeric type;
+    * whole numbers in [0, 255] (:func:`raw_pixels`: all values of an array in memory,
+      the first :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one);
+    * reaching the upper half of that range (maximum at least 128): small counts and
+      small-range images are not 8-bit pixels (scikit-learn's digits, 0 to 16; binary
+      masks, 0 and 1), nor are rows already divided by 255.
+
+    Rows of two dimensions of any other type are tabular and never scaled: their
+    units are the user's (covertype's ``int16`` columns reach 7,173; a float column of
+    whole numbers in [0, 255] may be a count).
+    """
+    dtype = np.dtype(x.dtype)
+    if not (dtype == np.uint8 or (len(x.shape) >= 3 and _numeric(dtype))):
+        return None
+    values = _sample(x)
+    if not _whole_bytes(values) or values.size == 0 or values.max() < 128:
+        return None
+    return PIXEL_SCALE
 
 
 def _x_and_y(path: Path) -> tuple[np.ndarray, np.ndarray]:
