@@ -50,6 +50,7 @@ __all__ = [
     "MNIST_TRAIN_ROWS",
     "PIXEL_SCALE",
     "Deformation",
+    "array_shape",
     "data_path",
     "deformed_mnist",
     "find_file",
@@ -168,6 +169,64 @@ def load_npz(
     if scale is not None:
         x /= scale
     return x, y
+
+
+def array_shape(
+    path: str | os.PathLike, *, key: str | None = None, var: str | None = None
+) -> tuple[int, ...]:
+    """The shape of the rows a data file holds, from its header alone (no row is read):
+    a ``.npy`` file, array ``key`` (default ``x``) of a ``.npz``, a zarr array, or variable
+    ``var`` of a zarr group (an xarray dataset). An
+    :class:`~npt_dask.errors.InputError` naming the file when it holds no such array."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path} does not exist.")
+    try:
+        if path.suffix == ".npy":
+            return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
+        if path.suffix == ".npz":
+            return _npz_shape(path, key or "x")
+        return _zarr_shape(path, var)
+    except InputError:
+        raise
+    except Exception as exc:  # numpy, zipfile and zarr each raise their own kinds
+        raise InputError(
+            f"{path} is not a readable .npy or .npz file, zarr array or xarray dataset in "
+            f"zarr ({type(exc).__name__}: {exc})."
+        ) from None
+
+
+def _npz_shape(path: Path, key: str) -> tuple[int, ...]:
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        names = [n.removesuffix(".npy") for n in archive.namelist()]
+        if key not in names:
+            raise InputError(f"{path} has no array {key!r}; it has {names}.")
+        with archive.open(f"{key}.npy") as member:
+            version = np.lib.format.read_magic(member)
+            read = {(1, 0): np.lib.format.read_array_header_1_0}.get(
+                version, np.lib.format.read_array_header_2_0
+            )
+            shape = read(member, max_header_size=1 << 20)[0]
+    return tuple(int(v) for v in shape)
+
+
+def _zarr_shape(path: Path, var: str | None) -> tuple[int, ...]:
+    import zarr
+
+    node = zarr.open(str(path), mode="r")
+    if isinstance(node, zarr.Array):
+        return tuple(node.shape)
+    if var is None or var not in node:
+        raise InputError(
+            f"{path} is a zarr group; name its variable of rows (var) among "
+            f"{sorted(name for name, _ in node.arrays())}."
+        )
+    member = node[var]
+    if not isinstance(member, zarr.Array):
+        raise InputError(f"{path}/{var} is a zarr group, not an array of rows.")
+    return tuple(member.shape)
 
 
 # --- 8-bit pixels ----------------------------------------------------------------------------
