@@ -20,6 +20,7 @@ __all__ = [
     "DegenerateKernelError",
     "DeviceError",
     "InputError",
+    "InputScaleWarning",
     "InputTypeError",
     "KernelParameterError",
     "KernelScaleWarning",
@@ -31,6 +32,7 @@ __all__ = [
     "NegativeEigenvalueError",
     "NegativeEigenvalueWarning",
     "NotFittedError",
+    "OutputPathError",
     "ProjectionError",
     "RankWarning",
     "RefitWarning",
@@ -137,6 +139,11 @@ class StoreInUseError(StoreError):
 # --- end of the store errors --------------------------------------------------------------
 
 
+class OutputPathError(InputError):
+    """An output path cannot be written: inside a zarr store or array, below a file, in a
+    folder that takes no new file, or one of the command's inputs or other outputs."""
+
+
 class ProjectionError(NPTError, ValueError):
     """An output store cannot be used for this projection (another model or input)."""
 
@@ -180,6 +187,11 @@ class KernelScaleWarning(NPTWarning):
 class MemoryBudgetWarning(NPTWarning):
     """A ``memory_budget`` above the machine's physical memory: valid, but the fit would
     page or be killed long before the plan's arrays reach it."""
+
+
+class InputScaleWarning(NPTWarning):
+    """Rows given to a saved model may be scaled otherwise than the rows it was fitted on
+    (a scale the store records, or does not record)."""
 
 
 class StoreWarning(NPTWarning):

@@ -77,6 +77,8 @@ __all__ = [
     "GROW_PARAMS",
     "RESIDUAL_TOL",
     "GrowingModel",
+    "check_cap",
+    "check_growable",
     "grow",
     "is_full_rank",
     "start_growth",
@@ -116,7 +118,7 @@ def _rows(x: Any) -> np.ndarray:
     return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
 
 
-def _check_growable(model: FittedModel) -> None:
+def check_growable(model: FittedModel) -> None:
     """Refuse models that cannot grow exactly, naming the fix."""
     if model.kernel.precomputed:
         raise InputError(
@@ -338,7 +340,7 @@ def start_growth(model: FittedModel) -> GrowingModel:
     Cholesky factor, once)."""
     if isinstance(model, GrowingModel):
         return model
-    _check_growable(model)
+    check_growable(model)
     basis = _rows(model.x_train)
     return GrowingModel(model.kernel, basis, _factor(basis, model.kernel), model.center, model)
 
@@ -352,7 +354,7 @@ def _batch_rows(model: GrowingModel, X_new: Any) -> np.ndarray:
     return x
 
 
-def _check_cap(max_landmarks: int | None, m: int) -> None:
+def check_cap(max_landmarks: int | None, m: int) -> None:
     """A cap below the model's size could add nothing (growth never removes rows)."""
     if max_landmarks is not None and int(max_landmarks) < m:
         raise InputError(
@@ -391,7 +393,7 @@ def grow(
     check_table(GROW_PARAMS, {"residual_tol": residual_tol, "max_landmarks": max_landmarks})
     grown = start_growth(model)  # type: ignore[arg-type]
     residual_tol = RESIDUAL_TOL if residual_tol is None else residual_tol
-    _check_cap(max_landmarks, grown.n_basis)
+    check_cap(max_landmarks, grown.n_basis)
     x = _batch_rows(grown, X_new)
     kernel, factor, basis = grown.kernel, grown.factor, grown.basis
     diag = _diagonal(x, kernel)

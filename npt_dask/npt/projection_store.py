@@ -91,6 +91,7 @@ from npt_dask.runtime.atomic import (
 )
 from npt_dask.runtime.inputs import InputInfo, check_finite_eagerly
 from npt_dask.runtime.owners import describe
+from npt_dask.runtime.places import check_output_place
 from npt_dask.runtime.progress import ProgressBar
 from npt_dask.runtime.scheduler import (
     blas_threads_for_tasks,
@@ -699,6 +700,7 @@ def project(
             f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
             f"{type(model).__name__}."
         )
+    check_output_place(out, error=ProjectionError)  # inside a zarr store, or not writable
     rows = model.chunk_size if chunk_size is None else int(chunk_size)
     x, info = model.rows_of(  # features matched by name, as transform's
         open_data(data, key=key, var=var), chunk_size=rows, name="data"

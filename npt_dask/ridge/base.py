@@ -48,6 +48,7 @@ from npt_dask.engine.consumers import Apply
 from npt_dask.engine.passes import Centres, map_rows
 from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
+    CheckpointError,
     InputError,
     InputTypeError,
     RidgeWarning,
@@ -81,6 +82,7 @@ from npt_dask.runtime.inputs import (
     is_sparse_rows,
     match_features,
 )
+from npt_dask.runtime.places import check_output_place
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute, persist_blocks, task_threads, worker_processes
 from npt_dask.storage import ridge_store
@@ -380,6 +382,8 @@ class KernelRidgeBase(BaseEstimator):
     def _fit(self, X: Any, t: Any, sample_weight: Any, checkpoint: Any) -> np.ndarray:
         """Plan and solve on the checked X and ``(n, k)`` float64 targets ``t`` (numpy or
         dask); the fitted attributes; the dual coefficients ``(m, k)``."""
+        if checkpoint is not None:  # where no file can go: refused before any pass
+            check_output_place(checkpoint, f"The checkpoint {checkpoint}", error=CheckpointError)
         on, _ = self._rows(X, fitting=True)
         rows = on.data
         n, k = int(rows.shape[0]), int(t.shape[1])
@@ -525,7 +529,7 @@ class KernelRidgeBase(BaseEstimator):
 
     # --- persistence -----------------------------------------------------------------------
 
-    def save(self, path: Any, *, overwrite: bool = False) -> Path:
+    def save(self, path: Any, *, overwrite: bool = False, input_transform: Any = None) -> Path:
         """Write the fitted estimator to a zarr v3 store at ``path``, atomically and
         checksummed, without pickle (:mod:`npt_dask.storage.ridge_store`); :func:`load_ridge`
         reads it back, predicting bit for bit as this one.
@@ -535,11 +539,19 @@ class KernelRidgeBase(BaseEstimator):
         coefficients and the centres (every training row for exact ridge, the landmark
         rows otherwise), the classes, the feature names, the plan and solve details, the
         CV results, and the npt-dask and scikit-learn versions. A model already at
-        ``path`` is replaced only with ``overwrite=True``; a callable kernel is refused
-        (a function is code). Returns the path.
+        ``path`` is replaced only with ``overwrite=True``; a callable kernel, and a path
+        inside a zarr store or array, are refused (a function is code). Returns the path.
+
+        ``input_transform`` (``{"scale": S, "image_shape": shape}``, optional) records how
+        the rows given to ``fit`` were made from their files: images of ``image_shape``
+        flattened, then divided by ``S`` (``npt ridge --out`` records its own, and
+        ``npt ridge --model`` does the same to the rows it predicts; :func:`load_ridge`
+        warns that the rows to predict need it too).
         """
         check_is_fitted(self, "dual_coef_")
-        return ridge_store.save(self._state(), path, overwrite=overwrite)
+        return ridge_store.save(
+            self._state(), path, overwrite=overwrite, input_transform=input_transform
+        )
 
     _FITTED = ("solver_", "n_iter_", "plan_", "fit_seconds_", "solve_details_", "gamma_",
                "alpha_", "best_score_")  # fmt: skip

@@ -32,7 +32,8 @@ refused (:class:`~npt_dask.errors.CheckpointError`), never
 continued. The centres are kept too: a fit that draws its landmarks without a
 seed resumes on the saved ones.
 
-Layer rule: numpy, files and :mod:`npt_dask.runtime.atomic` only.
+Layer rule: numpy, files, :mod:`npt_dask.runtime.atomic` and :mod:`~npt_dask.runtime.places`
+only.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from npt_dask.errors import CheckpointError
 from npt_dask.linalg.cg import CGState
 from npt_dask.runtime.atomic import real, release_lock, take_lock, write_file
 from npt_dask.runtime.owners import describe
+from npt_dask.runtime.places import check_output_place
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "Saved", "array_digest", "fingerprint"]
 
@@ -260,6 +262,8 @@ class Checkpoint:
 
     def __enter__(self) -> Checkpoint:
         exists = _check_regular(self.user_path, self.path)
+        where = f"The checkpoint {self.user_path}"
+        check_output_place(self.user_path, where, error=CheckpointError)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         holder = take_lock(self.lock)
         if holder is not None:

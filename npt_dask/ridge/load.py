@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from npt_dask.errors import (
+    InputScaleWarning,
     StoreIntegrityError,
     StoreWarning,
     warn,
@@ -37,7 +38,9 @@ def load_ridge(
     (:class:`~npt_dask.errors.StoreIntegrityError`), a newer store layout
     (:class:`~npt_dask.errors.StoreVersionError`), an NPT model (load it with
     :func:`npt_dask.load`); another scikit-learn major.minor than the saving one's is a
-    :class:`~npt_dask.errors.StoreVersionWarning`.
+    :class:`~npt_dask.errors.StoreVersionWarning`. A store that records a scale its rows
+    were divided by (saved by ``npt ridge --out``) is an
+    :class:`~npt_dask.errors.InputScaleWarning`: the rows to predict need it too.
     """
     stored = ridge_store.read(path, verify=verify)
     cls = _SAVED.get(stored.manifest.estimator)
@@ -58,4 +61,19 @@ def load_ridge(
         )
     estimator.set_params(**{k: v for k, v in params.items() if k in known})
     estimator._restore(stored)
+    _say_transform(stored)
     return estimator
+
+
+def _say_transform(stored: ridge_store.StoredRidge) -> None:
+    """Warn that the rows to predict need the scale the store records (``npt ridge``
+    divided the rows of its files by it before the fit; ``npt ridge --model`` does so
+    itself)."""
+    scale = (stored.manifest.input_transform or {}).get("scale")
+    if scale is not None and scale != 1:
+        warn(
+            f"{stored.path} was fitted by npt ridge on rows divided by {scale:g} (its store "
+            f"records it): divide the rows you predict by {scale:g} as well (x / {scale:g}), "
+            "or predict with npt ridge --model, which does.",
+            InputScaleWarning,
+        )

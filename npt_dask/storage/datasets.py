@@ -16,6 +16,9 @@ i])`` alone, so the rows do not depend on chunk size, chunk order or the number
 of workers. :func:`write_deformed_mnist` writes them to a zarr v3 store once,
 each dask task generating and writing its own rows, atomically.
 
+:func:`pixel_scale` is the one rule telling raw 8-bit pixels (to be divided by 255)
+from rows to be taken as they are (``npt ridge`` applies it).
+
 Layer: numpy and scipy.ndimage for the images; dask, xarray and zarr only in
 the lazy and writing functions.
 """
@@ -37,6 +40,7 @@ import numpy as np
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.params.constraints import INT, REAL, Interval, Param, check_table, table_defaults
 from npt_dask.runtime import atomic as _atomic
+from npt_dask.runtime.places import check_output_place
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -44,7 +48,9 @@ __all__ = [
     "GENERATE_PARAMS",
     "GENERATORS",
     "MNIST_TRAIN_ROWS",
+    "PIXEL_SCALE",
     "Deformation",
+    "array_shape",
     "data_path",
     "deformed_mnist",
     "find_file",
@@ -53,6 +59,8 @@ __all__ = [
     "generator_params",
     "load_npz",
     "open_generated",
+    "pixel_scale",
+    "raw_pixels",
     "read_numpy",
     "recover_generated",
     "write_deformed_mnist",
@@ -161,6 +169,130 @@ def load_npz(
     if scale is not None:
         x /= scale
     return x, y
+
+
+def array_shape(
+    path: str | os.PathLike, *, key: str | None = None, var: str | None = None
+) -> tuple[int, ...]:
+    """The shape of the rows a data file holds, from its header alone (no row is read):
+    a ``.npy`` file, array ``key`` (default ``x``) of a ``.npz``, a zarr array, or variable
+    ``var`` of a zarr group (an xarray dataset). An
+    :class:`~npt_dask.errors.InputError` naming the file when it holds no such array."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path} does not exist.")
+    try:
+        if path.suffix == ".npy":
+            return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
+        if path.suffix == ".npz":
+            return _npz_shape(path, key or "x")
+        return _zarr_shape(path, var)
+    except InputError:
+        raise
+    except Exception as exc:  # numpy, zipfile and zarr each raise their own kinds
+        raise InputError(
+            f"{path} is not a readable .npy or .npz file, zarr array or xarray dataset in "
+            f"zarr ({type(exc).__name__}: {exc})."
+        ) from None
+
+
+def _npz_shape(path: Path, key: str) -> tuple[int, ...]:
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        names = [n.removesuffix(".npy") for n in archive.namelist()]
+        if key not in names:
+            raise InputError(f"{path} has no array {key!r}; it has {names}.")
+        with archive.open(f"{key}.npy") as member:
+            version = np.lib.format.read_magic(member)
+            read = {(1, 0): np.lib.format.read_array_header_1_0}.get(
+                version, np.lib.format.read_array_header_2_0
+            )
+            shape = read(member, max_header_size=1 << 20)[0]
+    return tuple(int(v) for v in shape)
+
+
+def _zarr_shape(path: Path, var: str | None) -> tuple[int, ...]:
+    import zarr
+
+    node = zarr.open(str(path), mode="r")
+    if isinstance(node, zarr.Array):
+        return tuple(node.shape)
+    if var is None or var not in node:
+        raise InputError(
+            f"{path} is a zarr group; name its variable of rows (var) among "
+            f"{sorted(name for name, _ in node.arrays())}."
+        )
+    member = node[var]
+    if not isinstance(member, zarr.Array):
+        raise InputError(f"{path}/{var} is a zarr group, not an array of rows.")
+    return tuple(member.shape)
+
+
+# --- 8-bit pixels ----------------------------------------------------------------------------
+
+PIXEL_SCALE = 255.0
+"""What raw 8-bit pixels are divided by to lie in [0, 1] (``load_npz(scale=255)``)."""
+
+PIXEL_SAMPLE_ROWS = 4096
+"""The rows of a lazy array :func:`raw_pixels` reads (an array in memory is read whole)."""
+
+
+def _sample(x: Any) -> np.ndarray:
+    """The values :func:`raw_pixels` looks at: all of an array in memory, the first
+    :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one (dask, xarray: one small read)."""
+    values = getattr(x, "data", x) if hasattr(x, "dims") else x  # an xarray variable
+    if isinstance(values, np.ndarray):
+        return values
+    head = values[:PIXEL_SAMPLE_ROWS]
+    return np.asarray(head.compute() if hasattr(head, "compute") else head)
+
+
+def _whole_bytes(values: np.ndarray) -> bool:
+    """Whether ``values`` are whole numbers in [0, 255] (none: vacuously)."""
+    if values.size == 0:
+        return True
+    if not (values.min() >= 0 and values.max() <= 255):
+        return False
+    return bool(np.issubdtype(values.dtype, np.integer) or np.all(values == np.round(values)))
+
+
+def _numeric(dtype: Any) -> bool:
+    return bool(np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
+
+
+def raw_pixels(x: Any) -> bool:
+    """Whether the values of ``x`` could be raw 8-bit pixels: whole numbers in [0, 255]
+    (all of an array in memory; the first :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one).
+    Rows already divided by 255 (fractions in [0, 1]) are not."""
+    return _numeric(x.dtype) and _whole_bytes(_sample(x))
+
+
+def pixel_scale(x: Any) -> float | None:
+    """:data:`PIXEL_SCALE` when ``x`` holds raw 8-bit pixels, else None: the rule by which
+    ``npt ridge`` divides rows by 255 when ``--scale`` is not given.
+
+    Raw 8-bit pixels are
+
+    * stored as ``uint8``, or as images -- three dimensions or more, ``(n, height,
+      width[, channels])`` -- of another numeric type;
+    * whole numbers in [0, 255] (:func:`raw_pixels`: all values of an array in memory,
+      the first :data:`PIXEL_SAMPLE_ROWS` rows of a lazy one);
+    * reaching the upper half of that range (maximum at least 128): small counts and
+      small-range images are not 8-bit pixels (scikit-learn's digits, 0 to 16; binary
+      masks, 0 and 1), nor are rows already divided by 255.
+
+    Rows of two dimensions of any other type are tabular and never scaled: their
+    units are the user's (covertype's ``int16`` columns reach 7,173; a float column of
+    whole numbers in [0, 255] may be a count).
+    """
+    dtype = np.dtype(x.dtype)
+    if not (dtype == np.uint8 or (len(x.shape) >= 3 and _numeric(dtype))):
+        return None
+    values = _sample(x)
+    if not _whole_bytes(values) or values.size == 0 or values.max() < 128:
+        return None
+    return PIXEL_SCALE
 
 
 def _x_and_y(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -460,6 +592,7 @@ def write_deformed_mnist(
     """
     path = Path(path)
     n_rows, seed = _counts({"n_rows": n_rows, "seed": seed}, "write_deformed_mnist").values()
+    check_output_place(path)  # inside a zarr store, or in a folder that takes no file
     recover_generated(path)
     _refuse_foreign(path, overwrite)
     found = _find(source)

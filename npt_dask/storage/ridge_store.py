@@ -20,7 +20,13 @@ Layout of ``ridge.zarr``::
 The manifest holds the estimator's class and hyperparameters (JSON), the resolved
 kernel, the shapes, the fitted attributes that are plain values (plan, route,
 iterations, seconds, solve details, the CV results), the feature names, and the
-npt-dask and scikit-learn versions that wrote it. A load refuses a newer layout
+npt-dask and scikit-learn versions that wrote it. A model saved by ``npt ridge --out``
+also records its *input transform* (:func:`check_input_transform`): what the command
+line did to the rows of its files before the fit (images flattened, divided by a
+scale), so that ``npt ridge --model`` does the same to the rows it predicts; such a
+store is format 2, which an npt-dask that would ignore the transform refuses to read.
+A store without one (format 1: saved from Python, or by an earlier npt-dask) is read as
+before: the rows are taken as they are given. A load refuses a newer layout
 (:class:`~npt_dask.errors.StoreVersionError`), anything altered or damaged
 (:class:`~npt_dask.errors.StoreIntegrityError`), and warns
 (:class:`~npt_dask.errors.StoreVersionWarning`) when scikit-learn's major.minor
@@ -47,6 +53,7 @@ import numpy as np
 
 from npt_dask._version import __version__
 from npt_dask.errors import (
+    InputError,
     StoreError,
     StoreIntegrityError,
     StoreVersionError,
@@ -61,12 +68,17 @@ __all__ = [
     "RidgeManifest",
     "RidgeState",
     "StoredRidge",
+    "check_input_transform",
     "plain",
     "read",
+    "read_input_transform",
     "save",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest layout this npt-dask reads and writes: 2 records an input transform (a
+store without one is written as format 1, which every npt-dask reads)."""
+_TRANSFORM_FORMAT = 2
 KIND = store.RIDGE_KIND
 _UTF32 = "classes_utf32"
 _CV_ARRAYS = {"scores": ("gamma", "alpha"), "fit_rows": ("row",), "held_out_rows": ("row",)}
@@ -130,10 +142,14 @@ class RidgeManifest:
     param_types: Mapping[str, str] = field(default_factory=dict)  # "tuple", "ndarray:<dtype>"
     feature_names: list[str] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # fields of a newer version, kept
+    input_transform: Mapping[str, Any] | None = None  # format 2: what npt ridge did to rows
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict (a deep copy), the ``extra`` fields inlined."""
+        """Plain JSON-serialisable dict (a deep copy), the ``extra`` fields inlined;
+        ``input_transform`` only when there is one (format 1 manifests as before)."""
         out = json.loads(json.dumps(asdict(self)))
+        if out["input_transform"] is None:
+            del out["input_transform"]
         extra = out.pop("extra")
         return {**extra, **out}
 
@@ -156,7 +172,8 @@ class RidgeManifest:
                 f"format {FORMAT_VERSION}. Upgrade npt-dask to load it."
             )
         names = set(cls.__dataclass_fields__) - {"extra"}
-        missing = names - set(data) - {"kind", "classes_dtype", "param_types", "feature_names"}
+        optional = {"kind", "classes_dtype", "param_types", "feature_names", "input_transform"}
+        missing = names - set(data) - optional
         if missing:
             raise StoreIntegrityError(
                 f"{path}: the kernel ridge manifest lacks {sorted(missing)}; the store is "
@@ -167,6 +184,14 @@ class RidgeManifest:
         store.check_feature_names(
             known.get("feature_names"), known["n_features"], f"{path}: the manifest's"
         )
+        if known.get("input_transform") is not None:
+            try:
+                check_input_transform(known["input_transform"])
+            except ValueError as exc:
+                raise StoreIntegrityError(
+                    f"{path}: the manifest's input transform is malformed ({exc}); the store "
+                    "is damaged. Save the model again."
+                ) from None
         return cls(**known, extra={k: data[k] for k in data if k not in names})
 
     def parameters(self) -> dict[str, Any]:
@@ -229,6 +254,44 @@ def plain(value: Any, where: str) -> Any:
         "strings, lists and dicts as JSON; no pickle). Pass it as plain values and refit, "
         "or leave it out."
     )
+
+
+# --- the input transform ------------------------------------------------------------------
+
+_TRANSFORM_KEYS = ("scale", "image_shape")
+
+
+def check_input_transform(transform: Any) -> dict[str, Any]:
+    """``transform`` as stored: ``{"scale": S, "image_shape": [h, w, ...]}``, what the rows
+    given to the fit were made from their files by (``npt ridge``): images of
+    ``image_shape`` flattened to rows (None: the file held rows), then divided by ``S``
+    (None: not divided). An :class:`~npt_dask.errors.InputError` for anything else."""
+    if not isinstance(transform, Mapping) or set(transform) != set(_TRANSFORM_KEYS):
+        raise InputError(
+            f"input_transform must be a dict with the keys {list(_TRANSFORM_KEYS)}; got "
+            f"{transform!r}."
+        )
+    scale, shape = transform["scale"], transform["image_shape"]
+    number = isinstance(scale, int | float | np.integer | np.floating) and not isinstance(
+        scale, bool
+    )
+    if scale is not None and not (number and np.isfinite(scale) and scale > 0):
+        raise InputError(
+            f"input_transform's scale must be a positive number or None; got {scale!r}."
+        )
+    if shape is not None and not (
+        isinstance(shape, list | tuple) and len(shape) >= 2
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v > 0
+                for v in shape)
+    ):  # fmt: skip
+        raise InputError(
+            f"input_transform's image_shape must be a list of two or more positive sizes "
+            f"(an image's shape) or None; got {shape!r}."
+        )
+    return {
+        "scale": None if scale is None else float(scale),
+        "image_shape": None if shape is None else [int(v) for v in shape],
+    }
 
 
 # --- save ---------------------------------------------------------------------------------
@@ -302,11 +365,15 @@ def _param_types(params: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _manifest(state: RidgeState, arrays: Mapping[str, tuple[Any, Any]]) -> RidgeManifest:
+def _manifest(
+    state: RidgeState,
+    arrays: Mapping[str, tuple[Any, Any]],
+    transform: Mapping[str, Any] | None,
+) -> RidgeManifest:
     m, k = state.dual_coef.shape
     classes_dtype = "" if state.classes is None else str(np.asarray(state.classes).dtype)
     return RidgeManifest(
-        format_version=FORMAT_VERSION,
+        format_version=1 if transform is None else _TRANSFORM_FORMAT,
         package_version=__version__,
         sklearn_version=_sklearn_version(),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -330,21 +397,30 @@ def _manifest(state: RidgeState, arrays: Mapping[str, tuple[Any, Any]]) -> Ridge
         classes_dtype=classes_dtype,
         param_types=_param_types(state.params),
         feature_names=None if state.feature_names is None else list(state.feature_names),
+        input_transform=None if transform is None else dict(transform),
     )
 
 
-def save(state: RidgeState, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write ``state`` to a zarr v3 group at ``path``, atomically (see the module notes).
+def save(
+    state: RidgeState,
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    input_transform: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``state`` to a zarr v3 group at ``path``, atomically (see the module notes),
+    with ``input_transform`` (:func:`check_input_transform`) when given.
 
     Refused before anything is written: a callable kernel, classes or values a store
-    cannot hold, a path holding a file or foreign data, a model already there unless
-    ``overwrite``. Returns the path.
+    cannot hold, a malformed transform, a path holding a file or foreign data, or inside
+    a zarr store, a model already there unless ``overwrite``. Returns the path.
     """
     path = Path(path)
     _check_storable(state)
+    transform = None if input_transform is None else check_input_transform(input_transform)
     store.check_writable(path, overwrite=overwrite, command=None)
     arrays = _arrays(state)
-    manifest = _manifest(state, arrays)
+    manifest = _manifest(state, arrays, transform)
     store.write_group(
         path, arrays, manifest.to_dict(), manifest.checksum, state.chunk_size, overwrite=overwrite
     )
@@ -425,6 +501,25 @@ def _check_versions(path: Path, manifest: RidgeManifest) -> None:
         )
 
 
+def _read_manifest(path: Path) -> tuple[Any, RidgeManifest]:
+    """The group and its manifest, its checksum checked (no array read)."""
+    store.recover(path)
+    group = store.open_group(path)
+    if "npt" not in group.attrs:
+        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
+    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
+    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
+    return group, manifest
+
+
+def read_input_transform(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The input transform recorded in the kernel ridge store at ``path``
+    (:func:`check_input_transform`'s form), None for a store that records none (saved
+    from Python, or by an earlier npt-dask); only the manifest is read."""
+    transform = _read_manifest(Path(path))[1].input_transform
+    return None if transform is None else dict(transform)
+
+
 def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     """Read a kernel ridge store written by :func:`save` (use
     :func:`npt_dask.ridge.load.load_ridge` for an estimator).
@@ -433,12 +528,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     CRC32C is checked on the read, and with ``verify`` every array's SHA-256.
     """
     path = Path(path)
-    store.recover(path)
-    group = store.open_group(path)
-    if "npt" not in group.attrs:
-        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
-    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
-    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
+    group, manifest = _read_manifest(path)
     absent = sorted(_required(manifest) - set(manifest.arrays))
     if absent:
         raise StoreIntegrityError(f"{path}: the manifest lists no {absent}; the store is damaged.")

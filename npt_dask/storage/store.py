@@ -72,6 +72,7 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime import atomic as _atomic
+from npt_dask.runtime.places import check_output_place
 
 __all__ = [
     "FORMAT_VERSION",
@@ -574,7 +575,10 @@ def write_group(
 
 
 def check_target(path: Path) -> None:
-    """Refuse, before any work, a path whose parent is a file or that holds other data."""
+    """Refuse, before any work, a path whose parent is a file or that holds other data,
+    or one :func:`npt_dask.runtime.places.check_output_place` refuses (inside a zarr store
+    or array, in a folder that takes no new file)."""
+    check_output_place(path, error=StoreError)
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise StoreError(f"Cannot save to {path}: {parent} is a file, not a directory.")

@@ -8,7 +8,7 @@ from typing import Any
 
 from npt_dask.arrays.device import check_device
 from npt_dask.errors import InputError
-from npt_dask.interface.cli.checks import check_not_an_input, check_parent
+from npt_dask.interface.cli.checks import check_paths
 from npt_dask.interface.cli.options import (
     CLI_OWN,
     client_from_args,
@@ -46,11 +46,10 @@ def add(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fit a model to the rows of ``DATA`` (``--rows``) and save it to ``--out``."""
     check_device(args.device)  # a GPU asked for and missing: refused before any work
-    inputs = {"DATA": Path(args.data)} | ({"--start": Path(args.start)} if args.start else {})
-    check_not_an_input("--out", args.out, inputs)  # a warm-start model is kept as it was
+    check_paths({"--out": args.out}, {"DATA": args.data, "--start": args.start})  # a
+    # warm-start model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:  # a store already there
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
-    check_parent(args.out)
     check_target(Path(args.out))  # a file or foreign data there: refused before the fit
     data = on_device(select_rows(open_data(args.data, key=args.key, var=args.var), args.rows), args)
     with client_from_args(args):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from npt_dask.errors import InputError
-from npt_dask.interface.cli.checks import check_not_an_input
+from npt_dask.interface.cli.checks import check_paths, check_width
 from npt_dask.interface.cli.options import data_options, grow_options
 from npt_dask.npt.growth import GROW_PARAMS
 from npt_dask.npt.model import load
@@ -38,14 +38,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Grow ``MODEL`` by each file of ``DATA`` in turn and save it to ``--out``."""
     options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
     check_table(GROW_PARAMS, options)  # before the model is read
-    inputs = {"MODEL": Path(args.model)} | {f"DATA {p}": Path(p) for p in args.data}
-    check_not_an_input("--out", args.out, inputs)  # the parent model is kept as it was
+    inputs = {"MODEL": args.model} | {f"DATA {p}": p for p in args.data}
+    check_paths({"--out": args.out}, inputs)  # the parent model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
         raise InputError(f"{args.out} already holds a zarr store; pass --overwrite to replace it.")
     check_target(Path(args.out))
     model: Any = load(args.model)
-    for path in args.data:
-        batch = open_data(path, key=args.key, var=args.var)
+    batches = [open_data(path, key=args.key, var=args.var) for path in args.data]
+    for path, batch in zip(args.data, batches, strict=True):  # every batch before the first
+        if getattr(batch, "ndim", 2) == 2:  # (other shapes: refused by partial_fit's words)
+            check_width("DATA", path, batch, model.n_features, f"MODEL {args.model}")
+    for batch in batches:
         model = model.partial_fit(batch, **options)
     model.save(args.out, overwrite=args.overwrite)  # checked above, before the work
     record = model.model.diagnostics.landmarks

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from npt_dask.arrays.device import check_device
-from npt_dask.interface.cli.checks import check_not_an_input, check_parent
+from npt_dask.interface.cli.checks import check_paths
 from npt_dask.interface.cli.options import (
     client_from_args,
     cluster_options,
@@ -45,6 +44,7 @@ def add(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Project ``DATA`` with ``MODEL`` into the zarr store ``--out`` (resumable)."""
+    data_path = args.data  # the path, before a GPU's rows take its place
     if check_device(args.device) == "gpu":  # missing: refused before the store is touched
         data = select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
         args.data, args.rows = on_device(data, args), None
@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
             file=sys.stderr,
         )
-    check_not_an_input("--out", args.out, {"MODEL": Path(args.model), "DATA": Path(args.data)})
-    check_parent(args.out)
+    check_paths({"--out": args.out}, {"MODEL": args.model, "DATA": data_path})
     model = load(args.model)
     data = args.data
     if args.rows is not None:

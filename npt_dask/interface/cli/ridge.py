@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,8 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from npt_dask.arrays.device import check_device
 from npt_dask.arrays.host import to_host
-from npt_dask.errors import ClusterError, InputError
-from npt_dask.interface.cli.checks import check_parent
+from npt_dask.errors import ClusterError, InputError, InputScaleWarning
+from npt_dask.interface.cli.checks import check_width
 from npt_dask.interface.cli.options import (
     client_from_args,
     cluster_options,
@@ -30,6 +30,8 @@ from npt_dask.interface.cli.options import (
     rows_option,
 )
 from npt_dask.interface.cli.ridge_files import (
+    Rows,
+    check_labels,
     check_ridge_outputs,
     check_test_labels,
     find_input,
@@ -39,6 +41,7 @@ from npt_dask.interface.cli.ridge_files import (
     ridge_rows,
     save_npy,
 )
+from npt_dask.interface.cli.scaling import fit_transform, model_transform, scaled
 from npt_dask.npt.projection_store import scheduler_lost
 from npt_dask.ridge.classifier import KernelRidgeClassifier
 from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
@@ -49,7 +52,7 @@ from npt_dask.ridge.search import SEARCH_PARAMS
 from npt_dask.runtime.inputs import is_lazy
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute
-from npt_dask.storage.store import check_target
+from npt_dask.storage.ridge_store import read_input_transform
 
 __all__ = ["add", "interrupted_hint", "run"]
 
@@ -79,7 +82,8 @@ def add(sub: Any) -> argparse.ArgumentParser:
                        help="replace a file already at --predictions")  # fmt: skip
     ridge.add_argument(
         "--scale", type=positive, metavar="S",
-        help="divide DATA's and --test's rows by S (255: pixels to [0, 1])",
+        help="divide DATA's and --test's rows by S (default: 255 for raw 8-bit pixels, "
+        "else 1; recorded in --out's model, applied again by --model)",
     )  # fmt: skip
     ridge.add_argument("--out", help="save the fitted model here (zarr; 'npt ridge --model')")
     ridge.add_argument("--model", help="predict --test with this saved model (no DATA, no fit)")
@@ -95,20 +99,63 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     check_device(args.device)  # a GPU asked for and missing: refused before any work
     if args.model is not None:
         return _ridge_predict(args)
-    _check_ridge_out(args)
+    if args.data is None:
+        raise InputError(
+            "npt ridge needs DATA to fit on; or pass --model M.zarr --test T.npy to predict "
+            "with a saved model."
+        )
     files = ridge_files(args)
     check_ridge_outputs(args, files)  # before any row is read, and long before the fit
-    x = on_device(ridge_rows(files["DATA"], args, args.rows, "DATA", note=True), args)
+    train, y, test = _fit_inputs(args, files)
+    transform = fit_transform(args, train, [] if test is None else [test[0]])
+    x = on_device(scaled(train, transform["scale"]), args)
+    est = _estimator(args)
+    result: dict[str, Any] = {}
+    with client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
+        with progress_label("npt ridge"):
+            est.fit(x, y, checkpoint=args.checkpoint)
+        if args.out is not None:
+            result["model"] = str(est.save(args.out, input_transform=transform))
+        result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,
+                   "alpha": float(getattr(est, "alpha_", getattr(est, "alpha", np.nan))),
+                   "gamma": est.gamma_, "scale": transform["scale"],
+                   "seconds": est.fit_seconds_}  # fmt: skip
+        if test is not None:
+            rows, truth = test
+            pred = _predicted(est, on_device(scaled(rows, transform["scale"]), args))
+            result["test_score"] = _score_of(est, truth, pred)  # no second prediction
+            if args.predictions:
+                save_npy(Path(args.predictions), pred)
+                result["predictions"] = str(args.predictions)
+    return result
+
+
+def _fit_inputs(
+    args: argparse.Namespace, files: dict[str, Path]
+) -> tuple[Rows, Any, tuple[Rows, np.ndarray] | None]:
+    """The training rows and labels, and the test rows and labels (None without test
+    rows), each checked against the training rows before the fit: labels one per row,
+    test rows as wide as the training rows."""
+
+    train = ridge_rows(files["DATA"], args, args.rows, "DATA", note=True)
     y = open_labels(str(files["--labels"]), args.labels_key, args.labels_var, args.rows)
-    test = None
-    if "--test" in files:
-        same = files["--test"] == files["DATA"]  # its note given once
-        z = ridge_rows(files["--test"], args, args.test_rows, "--test", note=not same)
-        truth = open_labels(
-            str(files["--test-labels"]), args.labels_key, args.labels_var, args.test_rows
-        )
-        test = on_device(z, args), np.asarray(truth)
-        check_test_labels(z, test[1], files["--test-labels"])
+    check_labels(y, train, files["--labels"])
+    if "--test" not in files:
+        return train, y, None
+    same = files["--test"] == files["DATA"]  # its note given once
+    z = ridge_rows(files["--test"], args, args.test_rows, "--test", note=not same)
+    truth = np.asarray(
+        open_labels(str(files["--test-labels"]), args.labels_key, args.labels_var, args.test_rows)
+    )
+    check_test_labels(z.data, truth, files["--test-labels"])
+    check_width("--test", files["--test"], z.data, int(train.data.shape[1]),
+                f"DATA {files['DATA']}")  # fmt: skip
+    return train, y, (z, truth)
+
+
+def _estimator(args: argparse.Namespace) -> Any:
+    """The estimator the options ask for: classifier or regressor, searching or not."""
+
     search = args.alphas is not None or args.gammas is not None
     table = {p.name for p in RIDGE_PARAMS} - {"progress", "device"}  # the rows moved here
     table |= {p.name for p in SEARCH_PARAMS} if search else set()
@@ -124,47 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (False, False): KernelRidgeClassifier, (False, True): KernelRidgeClassifierCV,
         (True, False): KernelRidge, (True, True): KernelRidgeCV,
     }  # fmt: skip
-    est = kinds[(args.regression, search)](**values, progress=not args.quiet)
-    result: dict[str, Any] = {}
-    with client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
-        with progress_label("npt ridge"):
-            est.fit(x, y, checkpoint=args.checkpoint)
-        if args.out is not None:
-            result["model"] = str(est.save(args.out))
-        result |= {"route": est.solver_, "reason": est.plan_["reason"], "n_iter": est.n_iter_,
-                   "alpha": float(getattr(est, "alpha_", values.get("alpha", np.nan))),
-                   "gamma": est.gamma_, "seconds": est.fit_seconds_}  # fmt: skip
-        if test is not None:
-            z, truth = test
-            pred = _predicted(est, z)
-            result["test_score"] = _score_of(est, truth, pred)  # no second prediction
-            if args.predictions:
-                save_npy(Path(args.predictions), pred)
-                result["predictions"] = str(args.predictions)
-    return result
-
-
-def _check_ridge_out(args: argparse.Namespace) -> None:
-    """``npt ridge``'s DATA is there, and its ``--out`` can take the model: checked before
-    the fit (never over a saved model, an input or the predictions)."""
-
-    if args.data is None:
-        raise InputError(
-            "npt ridge needs DATA to fit on; or pass --model M.zarr --test T.npy to predict "
-            "with a saved model."
-        )
-    if args.out is None:
-        return
-    out = Path(os.path.realpath(Path(args.out).expanduser()))
-    if args.predictions and Path(os.path.realpath(args.predictions)) == out:
-        raise InputError("--predictions and --out name the same path; give each its own.")
-    if (out / "zarr.json").is_file():
-        raise InputError(
-            f"--out {args.out} already holds a zarr store; npt ridge never replaces one: "
-            "remove it or choose another path."
-        )
-    check_parent(args.out)
-    check_target(out)  # a file or foreign data there (DATA itself): refused before the fit
+    return kinds[(args.regression, search)](**values, progress=not args.quiet)
 
 
 _FIT_ONLY = {"data": "DATA", "labels": "--labels", "rows": "--rows", "out": "--out",
@@ -209,16 +216,27 @@ def _ridge_predict(args: argparse.Namespace) -> dict[str, Any]:
     if args.test_labels:
         files["--test-labels"] = find_input(args.test_labels, "--test-labels")
     check_ridge_outputs(args, files)  # the fit's checks: never over an input, as found
-    est = load_ridge(args.model)
+    recorded = read_input_transform(args.model)
+    with warnings.catch_warnings():  # the recorded scale is applied below
+        warnings.simplefilter("ignore", InputScaleWarning)
+        est = load_ridge(args.model)
     z = ridge_rows(files["--test"], args, args.test_rows, "--test", note=True)
-    result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__}
+    check_width("--test", files["--test"], z.data, int(est.n_features_in_),
+                f"the model {args.model}")  # fmt: skip
+    scale = model_transform(args, recorded, z, args.model)
+    truth = None
+    if scored:
+        labels = files.get("--test-labels", files["--test"])
+        truth = np.asarray(open_labels(str(labels), args.labels_key, args.labels_var,
+                                       args.test_rows))  # fmt: skip
+        check_test_labels(z.data, truth, labels)
+    result: dict[str, Any] = {"model": str(args.model), "estimator": type(est).__name__,
+                              "scale": scale}  # fmt: skip
     with client_from_args(args):
-        pred = _predicted(est, z)
+        pred = _predicted(est, scaled(z, scale))
         result["rows"] = int(pred.shape[0])
-        if scored:
-            labels = files.get("--test-labels", files["--test"])
-            truth = open_labels(str(labels), args.labels_key, args.labels_var, args.test_rows)
-            result["test_score"] = _score_of(est, np.asarray(truth), pred)
+        if truth is not None:
+            result["test_score"] = _score_of(est, truth, pred)
     if args.predictions is not None:
         save_npy(Path(args.predictions), pred)
         result["predictions"] = str(args.predictions)

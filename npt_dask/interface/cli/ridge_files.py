@@ -1,27 +1,33 @@
 """``npt ridge``'s files: the inputs found as :func:`npt_dask.load_npz` finds one (a
 relative ``.npy``/``.npz`` path not here is looked up in ``$NPT_DATA_DIR``), rows read
-as 2-D (images flattened, divided by ``--scale``), labels read without unpickling, the
-outputs checked before any work and written atomically."""
+as 2-D (images flattened; the scale is :mod:`~npt_dask.interface.cli.scaling`'s), labels
+read without unpickling, the outputs checked before any work
+(:func:`~npt_dask.interface.cli.checks.check_paths`, then each output's own rules) and
+written atomically."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from npt_dask.errors import InputError
-from npt_dask.interface.cli.checks import check_not_an_input, check_parent
+from npt_dask.errors import InputError, OutputPathError
+from npt_dask.interface.cli.checks import check_paths
 from npt_dask.interface.cli.options import select_rows
 from npt_dask.npt.projection_store import open_data
 from npt_dask.runtime.atomic import real, write_file
 from npt_dask.storage.datasets import find_file, read_numpy
+from npt_dask.storage.store import check_target
 
 __all__ = [
+    "Rows",
+    "check_labels",
     "check_ridge_outputs",
     "check_test_labels",
     "find_input",
@@ -95,20 +101,32 @@ def find_input(path: str, option: str) -> Path:
     raise InputError(f"{option} {path} does not exist; check the path.")
 
 
+@dataclass(frozen=True)
+class Rows:
+    """The rows of one option as read: ``data`` 2-D (images flattened, ``rows`` selected,
+    not scaled), ``raw`` the array as the file holds it (what the pixel rule reads),
+    ``image_shape`` each image's shape (None: the file holds rows)."""
+
+    option: str
+    source: Path
+    data: Any
+    raw: Any
+    image_shape: tuple[int, ...] | None
+
+
 def ridge_rows(
     path: Path, args: argparse.Namespace, rows: slice | None, option: str, *, note: bool
-) -> Any:
+) -> Rows:
     """The rows of ``path`` (``--key``/``--var``) as 2-D rows: images flattened (with a
-    ``note`` saying so), divided by ``--scale``, then the ``rows`` selected."""
+    ``note`` saying so), then the ``rows`` selected; not scaled."""
 
     if path.suffix == ".npz":  # read whole, as open_data does; images flattened below
-        data: Any = _read_array(path, args.key or "x")
+        raw: Any = _read_array(path, args.key or "x")
     else:
-        data = open_data(path, key=args.key, var=args.var)
-    data = _as_rows(data, path, option, args, note=note)
-    if args.scale is not None:
-        data = data / args.scale
-    return select_rows(data, rows)
+        raw = open_data(path, key=args.key, var=args.var)
+    data = _as_rows(raw, path, option, args, note=note)
+    shape = tuple(int(v) for v in raw.shape[1:]) if raw.ndim > 2 else None
+    return Rows(option, path, select_rows(data, rows), raw, shape)
 
 
 def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace, *, note: bool) -> Any:
@@ -125,12 +143,9 @@ def _as_rows(data: Any, path: Path, option: str, args: argparse.Namespace, *, no
     values = data.data if hasattr(data, "dims") else data  # an xarray variable: its array
     flat = values.reshape(values.shape[0], -1)
     if note and not args.quiet:
-        hint = ""
-        if np.issubdtype(values.dtype, np.integer) and args.scale is None:
-            hint = " (integer pixels: --scale 255 maps them to [0, 1])"
         print(
             f"npt ridge: note: {option} {path} holds images of shape {tuple(values.shape)}; "
-            f"each is flattened to a row of {flat.shape[1]} values{hint}.",
+            f"each is flattened to a row of {flat.shape[1]} values.",
             file=sys.stderr,
         )
     return flat
@@ -148,6 +163,17 @@ def _read_array(path: Path, key: str) -> Any:
     return read_numpy(path, load)
 
 
+def check_labels(labels: Any, rows: Rows, source: Path) -> None:
+    """Refuse training labels whose count is not the training rows' (before the fit)."""
+
+    n = int(rows.data.shape[0])
+    if len(labels.shape) != 1 or int(labels.shape[0]) != n:
+        raise InputError(
+            f"--labels {source} gives {tuple(labels.shape)} labels for {n} rows of DATA; "
+            "they must be one label per row: check --labels, --labels-key and --rows."
+        )
+
+
 def check_test_labels(z: Any, truth: Any, source: Path) -> None:
     """Refuse test labels whose count is not the test rows' (before the fit)."""
 
@@ -160,28 +186,43 @@ def check_test_labels(z: Any, truth: Any, source: Path) -> None:
 
 
 def check_ridge_outputs(args: argparse.Namespace, files: dict[str, Path]) -> None:
-    """Refuse, before any work, a ``--predictions`` or ``--checkpoint`` path that is one
-    of the inputs (a link to one, a hard link, or a path inside an input store), a
-    ``--predictions`` without test rows, in a missing folder, or over an existing file
-    without ``--overwrite``."""
+    """Every check of ``npt ridge``'s outputs, before any row is read: the paths of all
+    its path options together (:func:`~npt_dask.interface.cli.checks.check_paths`: no
+    output is an input or another output, each can be written), then each output's own
+    rules: ``--out`` no store already there (never replaced) nor other data;
+    ``--checkpoint`` a file; ``--predictions`` with test rows, a file, not over an
+    existing one without ``--overwrite``."""
 
-    if args.checkpoint:
-        check_not_an_input("--checkpoint", args.checkpoint, files)
-    if not args.predictions:
-        return
+    outputs = {"--out": args.out, "--checkpoint": args.checkpoint,
+               "--predictions": args.predictions}  # fmt: skip
+    check_paths(outputs, files)
+    if args.out is not None:
+        out = Path(os.path.realpath(Path(args.out).expanduser()))
+        if (out / "zarr.json").is_file():
+            raise OutputPathError(
+                f"--out {args.out} already holds a zarr store; npt ridge never replaces one: "
+                "remove it or choose another path."
+            )
+        check_target(out)  # a file or foreign data there: refused before the fit
+    if args.checkpoint and Path(os.path.realpath(args.checkpoint)).is_dir():
+        raise OutputPathError(
+            f"--checkpoint {args.checkpoint} is a folder; name a file in it (e.g. cg.npz)."
+        )
+    if args.predictions:
+        _check_predictions(args, files)
+
+
+def _check_predictions(args: argparse.Namespace, files: dict[str, Path]) -> None:
     if "--test" not in files:
         raise InputError(
             "--predictions writes the test rows' predictions, and no test rows are given: "
             "add --test FILE or --test-rows START:STOP, or drop --predictions."
         )
-    inputs = files | ({"--checkpoint": Path(args.checkpoint)} if args.checkpoint else {})
-    check_not_an_input("--predictions", args.predictions, inputs)
-    check_parent(args.predictions, "--predictions")
     target = Path(os.path.realpath(Path(args.predictions).expanduser()))
     if target.is_dir():
-        raise InputError(f"--predictions {args.predictions} is a folder; name a file in it.")
+        raise OutputPathError(f"--predictions {args.predictions} is a folder; name a file in it.")
     if target.exists() and not args.overwrite:
-        raise InputError(
+        raise OutputPathError(
             f"--predictions {args.predictions} already exists; pass --overwrite to replace "
             "it, or choose another path."
         )

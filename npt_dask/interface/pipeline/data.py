@@ -33,7 +33,7 @@ from npt_dask.storage.datasets import (
     write_deformed_mnist,
 )
 
-__all__ = ["Split", "generate_if_absent", "load_split"]
+__all__ = ["Split", "generate_if_absent", "load_split", "located"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _keep(x: np.ndarray, y: np.ndarray, classes: tuple[int, ...] | None, per_cla
 
 def _npz(cfg: DataConfig) -> Split:
     assert cfg.path is not None  # DataConfig requires it for source="npz"
-    path = _located(cfg.path, cfg.data_dir)
+    path = located(cfg.path, cfg.data_dir)
     x, y = load_npz(path, scale=cfg.scale)
     if cfg.shift:
         x -= cfg.shift
@@ -97,7 +97,7 @@ def _npz(cfg: DataConfig) -> Split:
     return Split(x_tr, y_tr, x_te, y_te, f"{path.name}")
 
 
-def _located(name: str | os.PathLike, data_dir: str | None) -> Path:
+def located(name: str | os.PathLike, data_dir: str | None) -> Path:
     """A data file: as given if it exists or is absolute, else in ``data_dir``/``$NPT_DATA_DIR``."""
     path = Path(name)
     return path if path.is_absolute() or path.is_file() else data_path(str(name), data_dir)
@@ -114,7 +114,7 @@ def generate_if_absent(cfg: DataConfig) -> bool:
         return False
     assert cfg.path is not None  # DataConfig requires it for source="zarr"
     params = generator_params(cfg.generate)
-    params["source"] = _located(params["source"], cfg.data_dir)
+    params["source"] = located(params["source"], cfg.data_dir)
     path = Path(cfg.path)
     if path.exists():
         differs = generated_mismatch(open_generated(path).attrs, params)
@@ -180,7 +180,7 @@ def _zarr(cfg: DataConfig, needs_labels: bool) -> Split:
         x_te, y_te = _zarr_rows(path, cfg.test, cfg, needs_labels)
         where = path.name
     else:
-        test_file = _located(cfg.test_path, cfg.data_dir)
+        test_file = located(cfg.test_path, cfg.data_dir)
         x_te, y_te = load_npz(test_file, rows=slice(*cfg.test), scale=cfg.test_scale)
         if len(x_te) < cfg.test[1] - cfg.test[0]:
             raise InputError(f"{test_file} has too few rows for [data] test = {list(cfg.test)}.")

@@ -28,7 +28,7 @@ from npt_dask.npt.projection_store import open_data
 from npt_dask.storage.datasets import data_path
 from npt_dask.storage.store import check_target
 
-__all__ = ["GrowConfig", "check_grow_target", "grow_stored"]
+__all__ = ["GrowConfig", "check_grow_target", "grow_stored", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ class GrowConfig:
             )
 
 
-def _resolve(name: str, data_dir: str | None) -> Path:
+def resolve(name: str, data_dir: str | None) -> Path:
+    """A ``[grow] files`` entry's path: as given if absolute or here, else in ``data_dir``
+    (``$NPT_DATA_DIR``)."""
     path = Path(name)
     return path if path.is_absolute() or path.exists() else data_path(name, data_dir)
 
@@ -99,7 +101,7 @@ def grow_stored(
     path = check_grow_target(cfg, out_dir, overwrite)
     grown: Any = load(cfg.model)
     for name in cfg.files:
-        batch = open_data(_resolve(name, data_dir))
+        batch = open_data(resolve(name, data_dir))
         grown = grown.partial_fit(
             batch, residual_tol=cfg.residual_tol, max_landmarks=cfg.max_landmarks
         )

@@ -28,9 +28,10 @@ import numpy as np
 
 from npt_dask.arrays.device import check_device, to_device
 from npt_dask.errors import InputError, StoreError
+from npt_dask.interface.pipeline.checks import check_references
 from npt_dask.interface.pipeline.config import LABEL_STAGES, PipelineConfig
 from npt_dask.interface.pipeline.data import Split, generate_if_absent, load_split
-from npt_dask.interface.pipeline.grow import check_grow_target, grow_stored
+from npt_dask.interface.pipeline.grow import grow_stored
 from npt_dask.interface.pipeline.methods import (
     MOMENT_STAGES,
     check_params,
@@ -316,10 +317,9 @@ def run(config: PipelineConfig, *, client: Any | None = None, progress: bool = T
     check_device(config.device)  # a GPU asked for and missing: refused before any write
     for method in config.methods:
         check_params(method.name, method.params)
+    check_references(config)  # every file and value the config names, before any stage
     out = Path(config.output.dir)
     out.mkdir(parents=True, exist_ok=True)
-    if config.grow is not None:  # refused before any work, not after the fit
-        check_grow_target(config.grow, out, config.output.overwrite)
     if config.output.overwrite:  # start again: no stage resumes an earlier solve
         for stale in stage_checkpoints(out):
             stale.unlink(missing_ok=True)
