@@ -377,14 +377,27 @@ def wrap_rows(
 
 
 def pad_columns(y: Any, k: int) -> Any:
-    """``y`` (numpy or dask) with zero columns appended up to ``k`` columns."""
+    """``y`` (numpy, or a dask array of any array library's chunks) with zero columns
+    appended up to ``k`` columns; a dask array's zeros are made in each of its chunks'
+    namespace, on their device (nothing crosses), its ``meta`` kept."""
     extra = k - int(y.shape[1])
     if extra <= 0:
         return y
     if isinstance(y, da.Array):
-        zeros = da.zeros((y.shape[0], extra), chunks=(y.chunks[0], extra), dtype=y.dtype)
-        return da.concatenate([y, zeros], axis=1)
-    return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
+        y = y.rechunk({1: -1})
+        return y.map_blocks(_padded, k, chunks=(y.chunks[0], (k,)), dtype=y.dtype,
+                            meta=y._meta)  # fmt: skip
+    return _padded(y, k)
+
+
+def _padded(block: Any, k: int) -> Any:
+    """A block with zero columns appended up to ``k``, in its namespace."""
+    xp = namespace_of(block)
+    shape = (block.shape[0], k - int(block.shape[1]))
+    if is_numpy(xp):
+        return np.hstack([block, np.zeros(shape, dtype=block.dtype)])
+    zeros = xp.zeros(shape, dtype=block.dtype, device=device_of(block))
+    return xp.concat([block, zeros], axis=1)
 
 
 def rows_like(data: Any, values: np.ndarray, *, name: str | None = None) -> Any:
