@@ -231,8 +231,9 @@ def _row_digest(z: Any, kind: str) -> np.uint64:
     store's): on numpy as it always was; rows on a device cross 8 bytes for
     :data:`POSITIONAL`, their values for :data:`BLAKE2B` (a host-written store resumed
     with device rows)."""
-    if kind == POSITIONAL:
-        return _positional_digest(to_host(_positional_sum(z)), _rows_shape(z))
+    if kind == POSITIONAL:  # (host rows dense first: sparse ones hash as their values)
+        total = _positional_sum(_dense(z) if _on_host(z) else z)
+        return _positional_digest(to_host(total), _rows_shape(z))
     return _digest(_dense(to_host(z) if not _on_host(z) else z))
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse
 import xarray as xr
 from sklearn.metrics.pairwise import rbf_kernel
 
@@ -319,6 +320,25 @@ def test_project_to_zarr_resumes_across_namespaces(cupy, tmp_path):
         np.testing.assert_array_equal(again["coordinates"].values, want)
         with pytest.raises(npt.errors.ProjectionError, match="chunk 1 differ"):
             project(changed, second)
+
+
+def test_a_device_written_store_resumes_with_sparse_host_rows(cupy, tmp_path):
+    """The digests of a store written from device rows are of the rows' values: sparse
+    host rows of the same values resume it, changed ones are refused."""
+    d = _data()
+    model = _npt_reference("dense")[0]
+    out = tmp_path / "gpu.zarr"
+
+    def sparse(z: np.ndarray) -> da.Array:
+        return host(z, (40, 40, 20)).map_blocks(scipy.sparse.csr_matrix)
+
+    want = npt.project(model, dev(cupy, d["z"], Z_CHUNKS), out, chunk_size=40, progress=False)
+    again = npt.project(model, sparse(d["z"]), out, chunk_size=40, progress=False)
+    np.testing.assert_array_equal(again["coordinates"].values, want["coordinates"].values)
+    changed = d["z"].copy()
+    changed[45, 0] += 1e-9
+    with pytest.raises(npt.errors.ProjectionError, match="chunk 1 differ"):
+        npt.project(model, sparse(changed), out, chunk_size=40, progress=False)
 
 
 @pytest.mark.parametrize("what", ["rows", "kernel"])
