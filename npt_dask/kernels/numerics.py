@@ -229,8 +229,9 @@ def _tanh(xp: Any, g: Any) -> Any:
 
 
 def _clip_positive(xp: Any, g: Any) -> Any:
-    """``min(g, 0)``, in place on numpy."""
-    return np.minimum(g, 0.0, out=g) if is_numpy(xp) else xp.clip(g, max=0.0)
+    """``min(g, 0)``, in place on numpy (elsewhere ``minimum`` with a Python scalar: no
+    array made for the bound, no mask read back)."""
+    return np.minimum(g, 0.0, out=g) if is_numpy(xp) else xp.minimum(g, 0.0)
 
 
 def _times(xp: Any, a: Any, scale: float) -> Any:
@@ -242,8 +243,8 @@ def _times(xp: Any, a: Any, scale: float) -> Any:
 
 
 def _clip_negative(xp: Any, g: Any) -> Any:
-    """``max(g, 0)``, in place on numpy."""
-    return np.maximum(g, 0.0, out=g) if is_numpy(xp) else xp.clip(g, min=0.0)
+    """``max(g, 0)``, in place on numpy (elsewhere ``maximum`` with a Python scalar)."""
+    return np.maximum(g, 0.0, out=g) if is_numpy(xp) else xp.maximum(g, 0.0)
 
 
 def _power(xp: Any, g: Any, degree: float) -> Any:
