@@ -7,27 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import validate_data
 
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     InputError,
 )
+from npt_dask.methods._passes import take_labels
 from npt_dask.params.constraints import (
     check_estimator,
 )
 from npt_dask.ridge.base import KernelRidgeBase
 from npt_dask.ridge.params import CHECKPOINT_PARAM
 from npt_dask.runtime.inputs import (
-    is_data_array,
     is_lazy,
     wrap_rows,
 )
-from npt_dask.runtime.labels import class_labels
-from npt_dask.runtime.scheduler import compute
+from npt_dask.runtime.labels import class_labels, host_labels
 
 __all__ = [
     "KernelRidgeClassifier",
@@ -181,10 +180,7 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
             raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        values = y.data if is_data_array(y) else y
-        if isinstance(values, da.Array):
-            values = compute(values)[0]
-        values = np.asarray(values)
+        values = host_labels(y, name="y")  # one read; a device's labels cross once
         if values.ndim != 1 or values.shape[0] != n:
             raise InputError(
                 f"y must hold one class label per training row, shape ({n},); got {values.shape}."
@@ -203,5 +199,5 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         """Class labels (lazy for lazy input)."""
         out, info = self._decision(X)
         index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
-        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        labels = take_labels(Rows.of(out), index, self.classes_)  # device scores: device labels
         return wrap_rows(labels, info, name="label")

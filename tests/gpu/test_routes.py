@@ -62,9 +62,6 @@ COUNTS: dict[str, dict[str, dict[str, int]]] = {}
 """Stand-in counts: test id -> phase -> counter (h2d, d2h, syncs, fortran_copies, peak ...)."""
 
 
-TAKE = "(labels: map_blocks(classes_.take) without meta)"
-
-
 def fails(where: str) -> Any:
     """A route that does not work on the device today: ``where`` it stops (file:line)."""
     return pytest.mark.xfail(strict=True, reason=f"stops at {where}")
@@ -239,9 +236,9 @@ def test_fit_from_a_start(cupy, meter, basis):
     ("kind", "where"),
     [
         ("labels", "host"),
-        pytest.param("labels", "device", marks=fails("npt/training.py:87")),
+        ("labels", "device"),
         ("targets", "host"),
-        pytest.param("targets", "device", marks=fails("npt/training.py:87")),
+        ("targets", "device"),
     ],
 )
 def test_fit_moments(cupy, meter, kind, where):
@@ -351,7 +348,6 @@ def test_a_dataarray_of_device_chunks(cupy, meter):
     assert rel(gram(y), gram(_npt_reference("dense")[1])) < F64
 
 
-@fails("npt/growth.py:115")
 def test_partial_fit_on_device_rows(cupy, meter):
     d = _data()
     model = npt.fit(host(d["x"][:200], (100, 100)), "rbf", gamma=GAMMA, n_components=None,
@@ -404,7 +400,6 @@ def test_nonlinear_projection_with_its_inverse(cupy, meter, kernel):
 # --- kernel ridge --------------------------------------------------------------------------
 
 NYSTROM = "ridge/solvers.py:132"
-LABELS = f"ridge/estimators.py:980 {TAKE}"
 RIDGES = {
     "exact-direct": ({"landmarks": None, "solver": "direct"}, F64),
     "exact-cg": ({"landmarks": None, "solver": "cg", "tol": 1e-10, "max_iter": 500}, CG),
@@ -516,8 +511,8 @@ CLASSIFIERS = {k: RIDGES[k] for k in ("exact-direct", "nystrom-direct", "nystrom
 @pytest.mark.parametrize(
     ("name", "where"),
     [
-        pytest.param("exact-direct", "host", marks=fails(LABELS)),
-        pytest.param("exact-direct", "device", marks=fails("ridge/estimators.py:961")),
+        ("exact-direct", "host"),
+        ("exact-direct", "device"),
         pytest.param("nystrom-direct", "host", marks=fails(NYSTROM)),
         pytest.param("nystrom-cg", "host", marks=fails(NYSTROM)),
     ],
@@ -548,8 +543,7 @@ def test_kernel_ridge_classifier(cupy, meter, name, where):
     [
         pytest.param("regression", None, id="regression-exact"),
         pytest.param("regression", 60, id="regression-nystrom", marks=fails(NYSTROM)),
-        pytest.param("classification", None, id="classification-exact",
-                     marks=fails(LABELS)),
+        pytest.param("classification", None, id="classification-exact"),
         pytest.param("classification", 60, id="classification-nystrom", marks=fails(NYSTROM)),
     ],
 )  # fmt: skip
@@ -605,7 +599,7 @@ METHODS = {
         "decision_function",
     ),
 }
-CLASSIFIERS = ("ridge-classifier", "ridge-classifier-loo", "fisher", "linear-svm")
+METHOD_CLASSIFIERS = ("ridge-classifier", "ridge-classifier-loo", "fisher", "linear-svm")
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -627,7 +621,7 @@ def test_methods_on_device_coordinates(cupy, meter, name):
     if name in ("fisher", "pcal1"):  # directions have no sign
         out, want_out = np.abs(out), np.abs(want_out)
     assert rel(out, want_out) < F64
-    if name in CLASSIFIERS:
+    if name in METHOD_CLASSIFIERS:
         predicted = got.predict(test)
         assert on_device(predicted, cupy)
         np.testing.assert_array_equal(to_numpy(predicted), to_numpy(want.predict(test_h)))
@@ -793,7 +787,74 @@ def test_cli_project_on_the_device(cupy, meter, files):
     assert rel(got["coordinates"].values, want["coordinates"].values) < F64
 
 
-@fails(LABELS)
+def test_cli_grow_on_the_device(cupy, meter, files):
+    d = _data()
+    npt.fit(host(d["x"][:200], (100, 100)), "rbf", gamma=GAMMA, n_components=None,
+            solver="dense", **KEEP).save(files / "m0.zarr")  # fmt: skip
+    np.save(files / "day1.npy", d["x"][200:])
+    grow = ["grow", files / "m0.zarr", files / "day1.npy", "--residual-tol", 0.01, "--out"]
+    with meter("grow"):
+        assert _cli(*grow, files / "gpu.zarr", "--device", "gpu") == 0
+    assert _cli(*grow, files / "cpu.zarr", "--device", "cpu") == 0
+    got, want = npt.load(files / "gpu.zarr"), npt.load(files / "cpu.zarr")
+    assert got.n_samples == want.n_samples
+    assert rel(got.eigenvalues, want.eigenvalues) < F64
+
+
+EVERY_STAGE = [{"name": "kpca"}, {"name": "ridge"}, {"name": "kfd"},
+               {"name": "kpcal1", "n_components": 1, "n_init": 2},
+               {"name": "ksvm", "solver": "chunked", "epochs": 3, "label": "ksvm-chunked"},
+               {"name": "ksvm", "solver": "svc", "label": "ksvm-svc"},
+               {"name": "alignment"}]  # fmt: skip
+
+
+def _numbers(report: Any, prefix: str = "") -> dict[str, float]:
+    """A report's numbers by path (``seconds`` left out)."""
+    if isinstance(report, dict):
+        report = {k: v for k, v in report.items() if k != "seconds"}
+        items = report.items()
+    elif isinstance(report, list):
+        items = enumerate(report)  # type: ignore[assignment]
+    else:
+        return {prefix: report} if isinstance(report, int | float) else {}
+    return {k: v for key, value in items for k, v in _numbers(value, f"{prefix}/{key}").items()}
+
+
+@fails("storage/store.py:337")
+def test_pipeline_of_every_stage_on_the_device(cupy, meter, tmp_path):
+    """``device = "gpu"`` with every method and a grow stage: every number of the report
+    (methods and growth) = the CPU run's."""
+    from distributed import LocalCluster
+
+    from npt_dask.interface.pipeline import PipelineConfig, run
+
+    rng = np.random.default_rng(1)
+    npt.fit(rng.normal(size=(60, 2)), "rbf", gamma=2.0, n_components=None,
+            solver="dense").save(tmp_path / "m0.zarr")  # fmt: skip
+    np.save(tmp_path / "day1.npy", rng.normal(size=(40, 2)))
+    config = {"name": "moons-gpu", "data": {"source": "moons", "n_samples": 120,
+                                            "data_dir": str(tmp_path)},
+              "model": {"kernel": "rbf", "gamma": 2.0, "n_components": 3},
+              "grow": {"model": str(tmp_path / "m0.zarr"), "files": ["day1.npy"]},
+              "methods": EVERY_STAGE}  # fmt: skip
+    reports = {}
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
+        cluster.get_client() as client,
+    ):
+        for device in ("gpu", "cpu"):
+            out = {"dir": str(tmp_path / device), "plots": False}
+            cfg = PipelineConfig.from_dict({**config, "device": device, "output": out})
+            with meter(f"run-{device}") if device == "gpu" else contextlib.nullcontext():
+                reports[device] = run(cfg, client=client, progress=False)
+    gpu, cpu = ({k: _numbers(reports[d][k]) for k in ("methods", "grow")} for d in ("gpu", "cpu"))
+    for part in ("methods", "grow"):
+        assert gpu[part].keys() == cpu[part].keys()
+        assert len(cpu[part]) >= (len(EVERY_STAGE) if part == "methods" else 1)
+        for key, want in cpu[part].items():
+            np.testing.assert_allclose(gpu[part][key], want, rtol=F64, atol=F64, err_msg=key)
+
+
 def test_cli_ridge_on_the_device(cupy, meter, files):
     ridge = ["ridge", files / "x.npy", "--labels", files / "y.npy", "--test", files / "z.npy",
              "--test-labels", files / "z_labels.npy", "--kernel", "rbf", "--gamma", GAMMA,
