@@ -58,6 +58,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.centres import certificate, extended_factor, pivoted_cholesky
 from npt_dask.engine.operator import KernelOperator
 from npt_dask.errors import InputError
@@ -114,8 +115,11 @@ floor under ``residual_tol=0`` (the pivot would make the factor unstable)."""
 
 
 def _rows(x: Any) -> np.ndarray:
+    """Rows in host memory as float64 (growth works on the driver): a lazy array computed,
+    a sparse one made dense, a device's copied to the host once."""
     block = compute(x)[0] if hasattr(x, "dask") else x
-    return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
+    block = block.toarray() if hasattr(block, "toarray") else block
+    return np.asarray(to_host(block), dtype=np.float64)
 
 
 def check_growable(model: FittedModel) -> None:

@@ -64,9 +64,6 @@ COUNTS: dict[str, dict[str, dict[str, int]]] = {}
 """Stand-in counts: test id -> phase -> counter (h2d, d2h, syncs, fortran_copies, peak ...)."""
 
 
-TAKE = "(labels: map_blocks(classes_.take) without meta)"
-
-
 def fails(where: str) -> Any:
     """A route that does not work on the device today: ``where`` it stops (file:line)."""
     return pytest.mark.xfail(strict=True, reason=f"stops at {where}")
@@ -241,9 +238,9 @@ def test_fit_from_a_start(cupy, meter, basis):
     ("kind", "where"),
     [
         ("labels", "host"),
-        pytest.param("labels", "device", marks=fails("npt/training.py:87")),
+        ("labels", "device"),
         ("targets", "host"),
-        pytest.param("targets", "device", marks=fails("npt/training.py:87")),
+        ("targets", "device"),
     ],
 )
 def test_fit_moments(cupy, meter, kind, where):
@@ -456,7 +453,6 @@ def test_a_dataarray_of_device_chunks(cupy, meter):
     assert rel(res, _npt_reference("dense")[2]) < F64
 
 
-@fails("npt/growth.py:115")
 def test_partial_fit_on_device_rows(cupy, meter):
     d = _data()
     model = npt.fit(host(d["x"][:200], (100, 100)), "rbf", gamma=GAMMA, n_components=None,
@@ -686,23 +682,28 @@ def _coordinates(cupy: ModuleType | None) -> tuple[da.Array, da.Array]:
     return model.transform(dev(cupy, d["x"])), model.transform(dev(cupy, d["z"], Z_CHUNKS))
 
 
+ALPHAS = [1e-3, 1e-2, 0.1, 1.0, 10.0]
 METHODS = {
     "ridge": (lambda: Ridge(alpha=0.1), "t", "predict"),
+    "ridge-loo": (lambda: Ridge(alpha=ALPHAS, criterion="loo"), "t", "predict"),
     "ridge-classifier": (lambda: RidgeClassifier(alpha=0.1), "y", "decision_function"),
+    "ridge-classifier-loo": (
+        lambda: RidgeClassifier(alpha=ALPHAS, criterion="loo"),
+        "y",
+        "decision_function",
+    ),
     "fisher": (lambda: FisherDiscriminant(), "y", "transform"),
-    "pcal1": (lambda: PCAL1(n_components=1, n_init=2, random_state=0), None, "transform"),
+    "pcal1": (lambda: PCAL1(n_components=2, n_init=2, random_state=0), None, "transform"),
     "linear-svm": (
         lambda: ChunkedLinearSVM(C=1.0, epochs=3, random_state=0),
         "y",
         "decision_function",
     ),
 }
-METHOD_FAILS = {"ridge": "methods/ridge.py:99", "ridge-classifier": "methods/ridge.py:99",
-                "fisher": "methods/kfd.py:74", "pcal1": "methods/pcal1.py:85",
-                "linear-svm": "methods/ksvm.py:234"}  # fmt: skip
+METHOD_CLASSIFIERS = ("ridge-classifier", "ridge-classifier-loo", "fisher", "linear-svm")
 
 
-@pytest.mark.parametrize("name", _routes(METHODS, METHOD_FAILS))
+@pytest.mark.parametrize("name", list(METHODS))
 def test_methods_on_device_coordinates(cupy, meter, name):
     make, target, output = METHODS[name]
     d = _data()
@@ -711,6 +712,8 @@ def test_methods_on_device_coordinates(cupy, meter, name):
     with meter("fit"):
         got = make().fit(train, y)
     want = make().fit(train_h, y)
+    if hasattr(want, "alpha_"):
+        assert got.alpha_ == want.alpha_
     out = getattr(got, output)(test)
     assert on_device(out, cupy)
     with meter(output):
@@ -719,13 +722,79 @@ def test_methods_on_device_coordinates(cupy, meter, name):
     if name in ("fisher", "pcal1"):  # directions have no sign
         out, want_out = np.abs(out), np.abs(want_out)
     assert rel(out, want_out) < F64
-    if hasattr(got, "predict") and name != "ridge":
+    if name in METHOD_CLASSIFIERS:
         predicted = got.predict(test)
         assert on_device(predicted, cupy)
         np.testing.assert_array_equal(to_numpy(predicted), to_numpy(want.predict(test_h)))
 
 
-@fails(f"methods/ridge.py:750 {TAKE}")
+@pytest.mark.parametrize("name", ["ridge-classifier", "fisher", "linear-svm", "ridge"])
+@pytest.mark.parametrize("where", ["device", "device-dask", "device-with-host-rows"])
+def test_methods_take_labels_and_targets_on_the_device(cupy, meter, name, where):
+    """Labels (targets) as a device array or a dask array of device chunks, with device
+    coordinates or host ones: the classes come to the host once, the fit = numpy's."""
+    make, target, _ = METHODS[name]
+    values = _data()[target]
+    given = cupy.asarray(values)
+    if where == "device-dask":
+        given = da.from_array(given, chunks=((150, 250),), asarray=False)
+    (train, test), (train_h, test_h) = _coordinates(cupy), _coordinates(None)
+    if where == "device-with-host-rows":
+        train, test = train_h, test_h
+    with meter("fit"):
+        got = make().fit(train, given)
+    want = make().fit(train_h, values)
+    if name == "ridge":
+        assert rel(got.coef_, want.coef_) < F64
+        return
+    np.testing.assert_array_equal(got.classes_, want.classes_)
+    assert isinstance(got.classes_, np.ndarray)  # a fitted model's small arrays: host numpy
+    np.testing.assert_array_equal(to_numpy(got.predict(test)), to_numpy(want.predict(test_h)))
+
+
+@pytest.mark.parametrize("name", ["ridge-classifier", "fisher", "linear-svm"])
+def test_string_classes_of_device_coordinates(cupy, name):
+    """Classes that are strings live on the host: the labels come back in host memory
+    (each chunk's positions cross once), equal to numpy's."""
+    make = METHODS[name][0]
+    labels = np.array(["low", "mid", "high"])[_data()["y"]]
+    (train, test), (train_h, test_h) = _coordinates(cupy), _coordinates(None)
+    got = make().fit(train, labels).predict(test)
+    assert isinstance(got._meta, np.ndarray)
+    assert got.dtype == labels.dtype
+    np.testing.assert_array_equal(got.compute(), make().fit(train_h, labels).predict(test_h))
+
+
+def test_methods_on_a_dataarray_of_device_coordinates(cupy):
+    """A DataArray wrapping device chunks in, a DataArray wrapping device chunks out."""
+    d = _data()
+    (train, test), (train_h, test_h) = _coordinates(cupy), _coordinates(None)
+
+    def wrapped(y: da.Array) -> xr.DataArray:
+        return xr.DataArray(y, dims=("sample", "component"))
+
+    got = RidgeClassifier(alpha=0.1).fit(wrapped(train), d["y"])
+    want = RidgeClassifier(alpha=0.1).fit(train_h, d["y"])
+    for method in ("decision_function", "predict"):
+        out = getattr(got, method)(wrapped(test))
+        assert isinstance(out, xr.DataArray)
+        assert on_device(out, cupy)
+        assert rel(out, getattr(want, method)(test_h)) < F64
+
+
+def test_an_empty_chunk_of_device_coordinates(cupy):
+    """A row chunk with no rows adds nothing (its moments are zeros of the right shapes)."""
+    d = _data()
+    y = to_numpy(_coordinates(None)[0])
+    chunks = (100, 0, 300)
+    on_dev = da.from_array(cupy.asarray(y), chunks=(chunks, 8), asarray=False)
+    for make, target in ((lambda: Ridge(alpha=ALPHAS), "t"),
+                         (lambda: RidgeClassifier(alpha=0.1), "y")):  # fmt: skip
+        got = make().fit(on_dev, d[target])
+        want = make().fit(da.from_array(y, chunks=(chunks, 8)), d[target])
+        assert rel(got.coef_, want.coef_) < F64
+
+
 def test_fit_moments_then_predict_device_coordinates(cupy, meter):
     d = _data()
     lm = npt.fit(host(d["x"]), "rbf", gamma=GAMMA, landmarks=60, random_state=0, labels=d["y"],
@@ -738,14 +807,7 @@ def test_fit_moments_then_predict_device_coordinates(cupy, meter):
         np.testing.assert_array_equal(to_numpy(out), want)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param("class_scatter", marks=fails("methods/kfd.py:74")),
-        pytest.param("ridge_moments", marks=fails("methods/ridge.py:92")),
-        pytest.param("l1_dispersion", marks=fails("methods/pcal1.py:109")),
-    ],
-)
+@pytest.mark.parametrize("name", ["class_scatter", "ridge_moments", "l1_dispersion"])
 def test_one_pass_statistics_of_device_coordinates(cupy, meter, name):
     d = _data()
     (train, _), (train_h, _) = _coordinates(cupy), _coordinates(None)
@@ -759,7 +821,6 @@ def test_one_pass_statistics_of_device_coordinates(cupy, meter, name):
     assert rel(got, call(train_h)) < F64
 
 
-@fails("methods/alignment.py:54")
 def test_alignment_and_variance_of_device_rows(cupy, meter):
     d = _data()
     with meter("alignment"):
@@ -773,16 +834,20 @@ def test_alignment_and_variance_of_device_rows(cupy, meter):
     assert rel(ratio, explained_variance_ratio(_npt_reference("dense")[0])) < F64
 
 
-@fails("methods/ksvm.py:247")
-def test_kernel_svm_pipeline_on_device_rows(cupy, meter):
+@pytest.mark.parametrize("solver", ["chunked", "svc", "liblinear"])
+def test_kernel_svm_pipeline_on_device_rows(cupy, meter, solver):
+    """The chunked solver streams the device coordinates (labels device-backed); the
+    in-memory ones (scikit-learn's) read them in host memory, brought there once."""
     d = _data()
-    params = {"C": 1.0, "solver": "chunked", "kernel": "rbf", "gamma": GAMMA, "n_components": 8,
-              "random_state": 0, "svm_params": {"epochs": 3}, **KEEP}  # fmt: skip
+    svm_params = {"epochs": 3, "random_state": 0} if solver == "chunked" else None
+    params = {"C": 1.0, "solver": solver, "kernel": "rbf", "gamma": GAMMA, "n_components": 8,
+              "random_state": 0, "svm_params": svm_params, **KEEP}  # fmt: skip
     with meter("fit"):
         pipe = kernel_svm(**params).fit(dev(cupy, d["x"]), d["y"])
-    out = to_numpy(pipe.predict(dev(cupy, d["z"], Z_CHUNKS)))
+    out = pipe.predict(dev(cupy, d["z"], Z_CHUNKS))
+    assert on_device(out, cupy) == (solver == "chunked")
     want = kernel_svm(**params).fit(host(d["x"]), d["y"]).predict(host(d["z"], Z_CHUNKS))
-    np.testing.assert_array_equal(out, to_numpy(want))
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(want))
 
 
 # --- the command line and pipelines --------------------------------------------------------
@@ -811,7 +876,6 @@ def test_cli_fit_on_the_device(cupy, meter, files):
     assert rel(got.eigenvalues, want.eigenvalues) < F64
 
 
-@fails("interface/cli.py:441")
 def test_cli_project_on_the_device(cupy, meter, files):
     _npt_reference("dense")[0].save(files / "m.zarr")
     project = ["project", files / "m.zarr", files / "z.npy", "--quiet", "--out"]
@@ -820,6 +884,73 @@ def test_cli_project_on_the_device(cupy, meter, files):
     assert _cli(*project, files / "cpu.zarr", "--device", "cpu") == 0
     got, want = xr.open_zarr(files / "gpu.zarr"), xr.open_zarr(files / "cpu.zarr")
     assert rel(got["coordinates"].values, want["coordinates"].values) < F64
+
+
+def test_cli_grow_on_the_device(cupy, meter, files):
+    d = _data()
+    npt.fit(host(d["x"][:200], (100, 100)), "rbf", gamma=GAMMA, n_components=None,
+            solver="dense", **KEEP).save(files / "m0.zarr")  # fmt: skip
+    np.save(files / "day1.npy", d["x"][200:])
+    grow = ["grow", files / "m0.zarr", files / "day1.npy", "--residual-tol", 0.01, "--out"]
+    with meter("grow"):
+        assert _cli(*grow, files / "gpu.zarr", "--device", "gpu") == 0
+    assert _cli(*grow, files / "cpu.zarr", "--device", "cpu") == 0
+    got, want = npt.load(files / "gpu.zarr"), npt.load(files / "cpu.zarr")
+    assert got.n_samples == want.n_samples
+    assert rel(got.eigenvalues, want.eigenvalues) < F64
+
+
+EVERY_STAGE = [{"name": "kpca"}, {"name": "ridge"}, {"name": "kfd"},
+               {"name": "kpcal1", "n_components": 1, "n_init": 2},
+               {"name": "ksvm", "solver": "chunked", "epochs": 3, "label": "ksvm-chunked"},
+               {"name": "ksvm", "solver": "svc", "label": "ksvm-svc"},
+               {"name": "alignment"}]  # fmt: skip
+
+
+def _numbers(report: Any, prefix: str = "") -> dict[str, float]:
+    """A report's numbers by path (``seconds`` left out)."""
+    if isinstance(report, dict):
+        report = {k: v for k, v in report.items() if k != "seconds"}
+        items = report.items()
+    elif isinstance(report, list):
+        items = enumerate(report)  # type: ignore[assignment]
+    else:
+        return {prefix: report} if isinstance(report, int | float) else {}
+    return {k: v for key, value in items for k, v in _numbers(value, f"{prefix}/{key}").items()}
+
+
+def test_pipeline_of_every_stage_on_the_device(cupy, meter, tmp_path):
+    """``device = "gpu"`` with every method and a grow stage: every number of the report
+    (methods and growth) = the CPU run's."""
+    from distributed import LocalCluster
+
+    from npt_dask.interface.pipeline import PipelineConfig, run
+
+    rng = np.random.default_rng(1)
+    npt.fit(rng.normal(size=(60, 2)), "rbf", gamma=2.0, n_components=None,
+            solver="dense").save(tmp_path / "m0.zarr")  # fmt: skip
+    np.save(tmp_path / "day1.npy", rng.normal(size=(40, 2)))
+    config = {"name": "moons-gpu", "data": {"source": "moons", "n_samples": 120,
+                                            "data_dir": str(tmp_path)},
+              "model": {"kernel": "rbf", "gamma": 2.0, "n_components": 3},
+              "grow": {"model": str(tmp_path / "m0.zarr"), "files": ["day1.npy"]},
+              "methods": EVERY_STAGE}  # fmt: skip
+    reports = {}
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
+        cluster.get_client() as client,
+    ):
+        for device in ("gpu", "cpu"):
+            out = {"dir": str(tmp_path / device), "plots": False}
+            cfg = PipelineConfig.from_dict({**config, "device": device, "output": out})
+            with meter(f"run-{device}") if device == "gpu" else contextlib.nullcontext():
+                reports[device] = run(cfg, client=client, progress=False)
+    gpu, cpu = ({k: _numbers(reports[d][k]) for k in ("methods", "grow")} for d in ("gpu", "cpu"))
+    for part in ("methods", "grow"):
+        assert gpu[part].keys() == cpu[part].keys()
+        assert len(cpu[part]) >= (len(EVERY_STAGE) if part == "methods" else 1)
+        for key, want in cpu[part].items():
+            np.testing.assert_allclose(gpu[part][key], want, rtol=F64, atol=F64, err_msg=key)
 
 
 def test_cli_ridge_on_the_device(cupy, meter, files):
@@ -1114,6 +1245,79 @@ def test_device_fits_hold_what_their_plan_says(cupy, name):
     with _counted(cupy) as seen:
         got = npt.fit(dev(cupy, d["x"]), "rbf", gamma=GAMMA, **FITS[name])
     assert seen.peak <= got.diagnostics.plan["device_bytes"]
+
+
+def _fitted_on_host(make: Any, target: str | None) -> Any:
+    """A method fitted on the host coordinates (its predictions are then counted alone)."""
+    d = _data()
+    return make().fit(to_numpy(_coordinates(None)[0]), None if target is None else d[target])
+
+
+COSTS: dict[str, tuple[Any, int | None]] = {
+    # name: (call on (train, test) device coordinates, library crossings: passes; None:
+    # the same for any chunking, not fixed)
+    "ridge": (lambda y, z: Ridge(alpha=0.1).fit(y, _data()["t"]), 1),
+    "ridge-loo": (lambda y, z: Ridge(alpha=ALPHAS, criterion="loo").fit(y, _data()["t"]), 2),
+    "ridge-classifier": (lambda y, z: RidgeClassifier(alpha=0.1).fit(y, _data()["y"]), 1),
+    "ridge-classifier-loo": (
+        lambda y, z: RidgeClassifier(alpha=ALPHAS, criterion="loo").fit(y, _data()["y"]),
+        2,
+    ),
+    "fisher": (lambda y, z: FisherDiscriminant().fit(y, _data()["y"]), 1),
+    "class_scatter": (lambda y, z: class_scatter(y, _data()["y"]), 1),
+    "ridge_moments": (lambda y, z: ridge_moments(y, _data()["t"]), 1),
+    "l1_dispersion": (lambda y, z: l1_dispersion(y, np.eye(8)[:2]), 1),
+    "pcal1": (lambda y, z: PCAL1(n_components=2, n_init=2, random_state=0).fit(y), None),
+    "alignment": (lambda y, z: alignment_scores(y, _data()["y"], "rbf", gamma=GAMMA), 1),
+    "linear-svm": (lambda y, z: METHODS["linear-svm"][0]().fit(y, _data()["y"]), -1),
+    **{
+        f"{name}.{output}": (
+            lambda y, z, name=name, output=output: getattr(
+                _fitted_on_host(*METHODS[name][:2]), output
+            )(z).compute(),
+            0,
+        )
+        for name, output in [("ridge", "predict"), ("ridge-classifier", "predict"),
+                             ("fisher", "predict"), ("fisher", "transform"),
+                             ("pcal1", "transform"), ("linear-svm", "predict")]
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(COSTS))
+def test_methods_cross_once_per_pass(cupy, name):
+    """What a method moves between host and device per call, whatever the chunking (4 or
+    8 row chunks of the same coordinates, already on the device):
+
+    * host->device: the same copies for any chunking (targets or class positions once a
+      fit, a pass's small arrays once a pass, coefficients once a prediction);
+    * device->host through the library's one crossing point (``arrays.host.to_host``):
+      one per pass, the pass's sums (a prediction: none, its result stays on the
+      device; the chunked SVM: each chunk once, as scikit-learn's SGD reads it on the
+      host);
+    * any other device->host copy is one byte: the finite check of each chunk read
+      (``runtime.inputs.check_finite_block``) -- never an array.
+    """
+    from npt_dask.arrays.host import count_crossings
+
+    call, passes = COSTS[name]
+    train, test = (to_numpy(c) for c in _coordinates(None))
+    seen_by: dict[int, Any] = {}
+    for chunks in (4, 8):
+        y = da.from_array(cupy.asarray(train), chunks=(400 // chunks, 8), asarray=False)
+        z = da.from_array(cupy.asarray(test), chunks=(100 // chunks, 8), asarray=False)
+        y, z = y.persist(), z.persist()
+        with _counted(cupy) as seen, count_crossings() as crossed:
+            call(y, z)
+        seen_by[chunks] = (seen, crossed.count, sum(crossed.sizes))
+        others, other_bytes = seen.d2h - crossed.count, seen.d2h_bytes - 8 * sum(crossed.sizes)
+        assert other_bytes <= others  # each at most one byte
+        if passes is not None:
+            assert crossed.count == (chunks if passes == -1 else passes)
+    (four, crossed4, _), (eight, crossed8, _) = seen_by[4], seen_by[8]
+    assert (four.h2d, four.h2d_bytes) == (eight.h2d, eight.h2d_bytes)  # per call, not chunk
+    if passes != -1:
+        assert crossed4 == crossed8
 
 
 def test_device_routes_on_a_cluster(cupy, meter):

@@ -20,8 +20,10 @@ and the output folder (a config whose stages all read the rows themselves --
     dir = "results/quickstart"
 
 A top-level ``device = "gpu"`` moves the rows' chunks to the CUDA device (CuPy,
-``pip install 'npt-dask[gpu]'``) before the fit and the projections; a run on a machine
-without CuPy or a GPU stops before anything is written.
+``pip install 'npt-dask[gpu]'``) before the fit, the grow stage and the projections (the
+methods read the projections' zarr stores; ``kernel_ridge`` and
+``kernel_svm_reference`` fit on the rows in host memory); a run on a machine without
+CuPy or a GPU stops before anything is written.
 
 Every section is validated before anything runs: unknown keys and bad values
 raise :class:`~npt_dask.errors.InputError` naming the key and the allowed
