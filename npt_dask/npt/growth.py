@@ -40,11 +40,14 @@ could be exact (refit with ``n_components=None``, or fit afresh with
 
 Layer rule: numpy maths on the driver (kernel blocks of the batch against the
 basis, triangular solves, one LAPACK call per batch); the only graph is the
-rotation's kernel matrix. Below :mod:`npt_dask.npt.model` (whose ``partial_fit``
-calls :func:`grow`): a model is read as its record (:class:`~npt_dask.npt.fitted.FittedModel`:
-the batch's rows by the projector's rule, :func:`npt_dask.npt.projector.rows_rule`), and
-grown models are built from the parent with ``dataclasses.replace``; nothing calls
-back into the model. Saving is the store's (:func:`npt_dask.storage.store.save`).
+rotation's kernel matrix. Rows that live on a device (the batch, a device-fitted
+parent's training rows) are gathered to the host once each
+(:meth:`~npt_dask.engine.rows.Rows.take`); the grown model's rows are host numpy.
+Below :mod:`npt_dask.npt.model` (whose ``partial_fit`` calls :func:`grow`): a model is
+read as its record (:class:`~npt_dask.npt.fitted.FittedModel`: the batch's rows by the
+projector's rule, :func:`npt_dask.npt.projector.rows_rule`), and grown models are built
+from the parent with ``dataclasses.replace``; nothing calls back into the model. Saving
+is the store's (:func:`npt_dask.storage.store.save`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ import scipy.linalg
 
 from npt_dask.engine.centres import certificate, extended_factor, pivoted_cholesky
 from npt_dask.engine.operator import KernelOperator
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.eigen import dense_eigh, select_eigenpairs
@@ -69,7 +73,6 @@ from npt_dask.npt.projector import rows_rule
 from npt_dask.params.constraints import INT, NONE, REAL, Interval, Param, check_table
 from npt_dask.params.parsing import number_or
 from npt_dask.runtime.inputs import InputInfo
-from npt_dask.runtime.scheduler import compute
 from npt_dask.storage import store
 
 __all__ = [
@@ -111,9 +114,11 @@ DIRECTION_FLOOR = 1e-10
 floor under ``residual_tol=0`` (the pivot would make the factor unstable)."""
 
 
-def _rows(x: Any) -> np.ndarray:
-    block = compute(x)[0] if hasattr(x, "dask") else x
-    return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
+def _rows(x: da.Array) -> np.ndarray:
+    """Every row of the row-chunked ``x`` in host memory, dense, float64: one gather
+    (:meth:`~npt_dask.engine.rows.Rows.take`; rows on a device cross to the host once)."""
+    rows = Rows.of(x)
+    return np.asarray(rows.take(np.arange(rows.n), host=True), dtype=np.float64)
 
 
 def _check_growable(model: FittedModel) -> None:
