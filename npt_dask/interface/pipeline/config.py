@@ -234,6 +234,12 @@ def model_config(values: Mapping[str, Any]) -> FitParams:
     if not isinstance(values, Mapping):
         raise InputError(f"[model] must be a table; got {type(values).__name__}.")
     check_keys(values, names(), "in [model]")
+    if "device" in values:  # one place: the projection and the methods read it too
+        raise InputError(
+            "device belongs at the config's top level (device = 'gpu'), where the fit, the "
+            "projection and the methods read it; remove it from [model].",
+            param="device",
+        )
     try:
         return FitParams.from_mapping({**MODEL_DEFAULTS, **values}, section="model")
     except (ValueError, TypeError) as exc:  # the table's wording, placed in the config
