@@ -40,7 +40,7 @@ Layer rule: graph code; the numbers come from :mod:`npt_dask.engine.blocks`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import array_api_compat
 import dask.array as da
@@ -140,8 +140,8 @@ def _terms_on(rows: Rows, terms: ProjectionTerms) -> ProjectionTerms:
     task would otherwise copy them to its chunk's device); on numpy as they are."""
     if rows.numpy:
         return terms
-    return ProjectionTerms({k: rows.put(v) if isinstance(v, np.ndarray) else v
-                            for k, v in terms.items()})  # fmt: skip
+    moved = {k: rows.put(v) if isinstance(v, np.ndarray) else v for k, v in terms.items()}
+    return cast(ProjectionTerms, moved)
 
 
 def _foreign(data: Any) -> bool:
