@@ -4,9 +4,7 @@ scored on test rows; or, with ``--model``, predictions of a saved model."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from npt_dask.arrays.device import check_device
 from npt_dask.arrays.host import to_host
-from npt_dask.errors import ClusterError, InputError
+from npt_dask.errors import InputError
 from npt_dask.interface.cli.checks import check_parent
 from npt_dask.interface.cli.options import (
     client_from_args,
@@ -39,7 +37,6 @@ from npt_dask.interface.cli.ridge_files import (
     ridge_rows,
     save_npy,
 )
-from npt_dask.npt.projection_store import scheduler_lost
 from npt_dask.ridge.classifier import KernelRidgeClassifier
 from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
 from npt_dask.ridge.load import load_ridge
@@ -47,6 +44,7 @@ from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.regressor import KernelRidge
 from npt_dask.ridge.search import SEARCH_PARAMS
 from npt_dask.runtime.inputs import is_lazy
+from npt_dask.runtime.lost_scheduler import on_lost_scheduler
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage.store import check_target
@@ -126,7 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     est = kinds[(args.regression, search)](**values, progress=not args.quiet)
     result: dict[str, Any] = {}
-    with client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
+    with client_from_args(args) as client, on_lost_scheduler(client, lambda: _resume_hint(args)):
         with progress_label("npt ridge"):
             est.fit(x, y, checkpoint=args.checkpoint)
         if args.out is not None:
@@ -246,26 +244,6 @@ def _resume_hint(args: argparse.Namespace) -> str:
         f" CG's state is kept in {args.checkpoint} after each iteration: run the same "
         "command again to resume from it."
     )
-
-
-@contextlib.contextmanager
-def _lost_scheduler(client: Any, hint: str) -> Iterator[None]:
-    """A run that stopped because the scheduler went away: one
-    :class:`~npt_dask.errors.ClusterError` saying so and how to go on (``hint``); a
-    task's own error as it is."""
-
-    try:
-        yield
-    except ClusterError:
-        raise
-    except Exception as exc:
-        if client is None or not scheduler_lost(client, exc):
-            raise
-        address = getattr(getattr(client, "scheduler", None), "address", "?")
-        raise ClusterError(
-            f"Lost the connection to the dask scheduler at {address}: it stopped, or the "
-            f"network to it failed.{hint}"
-        ) from None
 
 
 def interrupted_hint(args: argparse.Namespace) -> str:
