@@ -55,6 +55,7 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import KernelSpec
 from npt_dask.storage import store
+from npt_dask.storage.kinds import refuse_data
 
 __all__ = [
     "FORMAT_VERSION",
@@ -434,6 +435,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     """
     path = Path(path)
     store.recover(path)
+    refuse_data(path, "a kernel ridge model")  # data or a projection: said as such
     group = store.open_group(path)
     if "npt" not in group.attrs:
         raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
