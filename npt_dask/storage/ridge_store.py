@@ -64,6 +64,7 @@ __all__ = [
     "StoredRidge",
     "plain",
     "read",
+    "read_manifest",
     "save",
 ]
 
@@ -434,13 +435,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     CRC32C is checked on the read, and with ``verify`` every array's SHA-256.
     """
     path = Path(path)
-    store.recover(path)
-    refuse_data(path, "a kernel ridge model")  # data or a projection: said as such
-    group = store.open_group(path)
-    if "npt" not in group.attrs:
-        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
-    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
-    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
+    group, manifest = _open(path)
     absent = sorted(_required(manifest) - set(manifest.arrays))
     if absent:
         raise StoreIntegrityError(f"{path}: the manifest lists no {absent}; the store is damaged.")
@@ -453,3 +448,21 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
             raise StoreIntegrityError(f"{path}/{name} does not match its checksum; it was altered.")
     _check_versions(path, manifest)
     return StoredRidge(path.resolve(), manifest, arrays)
+
+
+def read_manifest(path: str | os.PathLike) -> RidgeManifest:
+    """The manifest of the kernel ridge store at ``path``, checked against its recorded
+    checksum; no array is read (``npt info``)."""
+    return _open(Path(path))[1]
+
+
+def _open(path: Path) -> tuple[Any, RidgeManifest]:
+    """The store's group and its checked manifest (a killed save recovered first)."""
+    store.recover(path)
+    refuse_data(path, "a kernel ridge model")  # data or a projection: said as such
+    group = store.open_group(path)
+    if "npt" not in group.attrs:
+        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
+    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
+    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
+    return group, manifest
