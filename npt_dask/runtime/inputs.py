@@ -156,7 +156,7 @@ def _host_chunks(x: da.Array, name: str) -> da.Array:
     passes as it is."""
     if not _is_host(x._meta):
         return x
-    return x.map_blocks(_check_host_chunk, name, x._meta, dtype=x.dtype, meta=x._meta)
+    return da.map_blocks(_check_host_chunk, x, name, x._meta, dtype=x.dtype, meta=x._meta)
 
 
 def _check_host_chunk(block: Any, name: str, meta: Any) -> Any:
