@@ -5,6 +5,9 @@ gamma = 0.02: bandwidth 5, EigenPro's setting); in the same invocation and on
 the same rows:
 
 * ``SVC(kernel="rbf", C=10, gamma="scale")`` on all 60,000 rows (scikit-learn);
+* the same ``SVC`` from scikit-learn-intelex (``sklearnex.svm.SVC``, oneDAL's solver: the
+  CPU kernel SVM a user would pick), where it is installed (``pip install
+  'npt-dask[bench]'``); where it is not, its entry says so and the run goes on;
 * scikit-learn's ``benchmarks/bench_mnist.py`` approximation:
   ``Nystroem(gamma=0.015, n_components=1000)`` + ``LinearSVC(C=100)``;
 * npt-dask's kernel ridge routes (``KernelRidgeClassifier``, ±1 one-vs-all
@@ -103,6 +106,30 @@ def _svc(xtr, ytr, xte, yte) -> dict[str, Any]:
             "seconds": t2 - t0}  # fmt: skip
 
 
+ONEDAL_MISSING = (
+    "scikit-learn-intelex is not installed, so oneDAL's SVC did not run: pip install "
+    "'npt-dask[bench]' (or scikit-learn-intelex) to run it beside stock SVC"
+)
+
+
+def _svc_onedal(xtr, ytr, xte, yte) -> dict[str, Any]:
+    """scikit-learn-intelex's ``SVC`` (oneDAL), with stock ``SVC``'s parameters."""
+    import importlib.util
+
+    if importlib.util.find_spec("sklearnex") is None:
+        return {"skipped": ONEDAL_MISSING}
+    import sklearnex
+    from sklearnex.svm import SVC
+
+    t0 = time.perf_counter()
+    clf = SVC(kernel="rbf", C=10, gamma="scale").fit(xtr, ytr)
+    t1 = time.perf_counter()
+    acc = float((clf.predict(xte) == yte).mean())
+    t2 = time.perf_counter()
+    return {"accuracy": acc, "fit_seconds": t1 - t0, "predict_seconds": t2 - t1,
+            "seconds": t2 - t0, "version": sklearnex.__version__}  # fmt: skip
+
+
 def _nystroem(xtr, ytr, xte, yte) -> dict[str, Any]:
     from sklearn.kernel_approximation import Nystroem
     from sklearn.pipeline import make_pipeline
@@ -197,6 +224,8 @@ def _child(args: list[str]) -> None:
     data = _dataset(dataset, quick)
     if kind == "svc":
         out = _svc(*data)
+    elif kind == "svc_onedal":
+        out = _svc_onedal(*data)
     elif kind == "nystroem":
         out = _nystroem(*data)
     elif kind == "krr":
@@ -243,6 +272,7 @@ def main() -> None:
     }
     mnist = report["mnist"]
     mnist["svc_rbf_all_rows"] = _run("svc", "mnist", args.quick)
+    mnist["svc_onedal_all_rows"] = _run("svc_onedal", "mnist", args.quick)
     mnist["nystroem1000_linearsvc"] = _run("nystroem", "mnist", args.quick)
     for name, route in routes.items():
         mnist[name] = _run("krr", "mnist", args.quick, *route, rates["float64"], rates["float32"])
@@ -261,6 +291,11 @@ def main() -> None:
         report["vs_svc"] = {k: {"accuracy_gain": v["accuracy"] - svc["accuracy"],
                                 "time_ratio": v["seconds"] / svc["seconds"]}
                             for k, v in ours.items()}  # fmt: skip
+    onedal = mnist["svc_onedal_all_rows"]
+    if "seconds" in onedal and ours:
+        report["vs_svc_onedal"] = {k: {"accuracy_gain": v["accuracy"] - onedal["accuracy"],
+                                       "time_ratio": v["seconds"] / onedal["seconds"]}
+                                   for k, v in ours.items()}  # fmt: skip
     if args.million:
         proc = subprocess.run(
             [sys.executable, str(HERE.parent / "mnist1m.py"), "--store", args.million],
@@ -275,6 +310,8 @@ def main() -> None:
             other = {report["best_route"]: _run("krr", name, args.quick, *route, rates["float64"],
                                                 rates["float32"])}  # fmt: skip
             other["svc_rbf_all_rows"] = _run("svc", name, args.quick, timeout=args.svc_limit)
+            other["svc_onedal_all_rows"] = _run("svc_onedal", name, args.quick,
+                                                timeout=args.svc_limit)  # fmt: skip
             report[name] = other
     print(json.dumps(report, indent=2, default=float))
     if args.plot:

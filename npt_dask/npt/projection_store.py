@@ -59,7 +59,6 @@ import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,7 +76,6 @@ from npt_dask.engine.consumers import Projection, projection_verdict
 from npt_dask.engine.passes import run_block
 from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
-    ClusterError,
     InputError,
     InputTypeError,
     NPTWarning,
@@ -107,6 +105,7 @@ from npt_dask.runtime.atomic import (
     write_into_place,
 )
 from npt_dask.runtime.inputs import InputInfo, check_finite_eagerly
+from npt_dask.runtime.lost_scheduler import on_lost_scheduler, scheduler_lost
 from npt_dask.runtime.owners import describe
 from npt_dask.runtime.places import check_output_place
 from npt_dask.runtime.progress import ProgressBar
@@ -730,15 +729,10 @@ def _run(tasks: list[Any], bar: ProgressBar) -> None:
             with contextlib.suppress(Exception):  # the interrupt matters, not this one
                 client.cancel(futures)
             raise
-        except Exception as exc:
-            if not scheduler_lost(client, exc):
-                if lost_data(exc):  # retried: no task of this attempt may write after that
-                    _settle(futures)
-                raise  # a task's own error, or lost data (the caller retries): as it is
-            raise ClusterError(
-                f"Lost the connection to the dask scheduler at {client.scheduler.address}: "
-                "it stopped, or the network to it failed."
-            ) from None
+        except Exception as exc:  # a lost scheduler is :func:`project`'s to say
+            if lost_data(exc) and not scheduler_lost(client, exc):
+                _settle(futures)  # retried: no task of this attempt may write after that
+            raise  # a task's own error, or lost data (the caller retries): as it is
         return
     from dask.callbacks import Callback
 
@@ -770,32 +764,6 @@ def _settle(futures: list[Any]) -> None:
 
     with contextlib.suppress(Exception):  # the attempt's own error is the one to report
         wait(futures, timeout=SETTLE_SECONDS)
-
-
-LOST_SCHEDULER_WAIT = 5.0
-"""Seconds a connection error waits for the client to notice a lost scheduler."""
-
-
-def scheduler_lost(client: Any, exc: BaseException, wait: float = LOST_SCHEDULER_WAIT) -> bool:
-    """Whether ``exc`` ended a run because the client lost its scheduler (killed, or the
-    network gone), not because a task failed. A connection error (``OSError``: distributed's
-    ``CommClosedError``, ``ConnectionResetError``) can reach the caller a moment before the
-    client marks itself disconnected: then the client's status is watched for ``wait``
-    seconds (seen: 2 in 6 killed schedulers gave a bare "Connection reset by peer")."""
-
-    def lost() -> bool:
-        return getattr(client, "status", "running") not in ("running", "newly-created")
-
-    if lost() or "scheduler-connection-lost" in str(exc):
-        return True
-    if not isinstance(exc, OSError):
-        return False
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        if lost():
-            return True
-    return False
 
 
 def project(
@@ -866,14 +834,46 @@ def project(
                 key=key,
                 var=var,
             )
-    import xarray as xr
-
     if not isinstance(model, NPTModel):
         raise InputTypeError(
             f"model must be an NPTModel (from npt.fit or npt.load(path)); got "
             f"{type(model).__name__}."
         )
+    out = str(out)
     check_output_place(out, error=ProjectionError)  # inside a zarr store, or not writable
+    with on_lost_scheduler(current_client(), lambda: _kept(out), _RESUME):
+        return _project(model, data, out, chunk_size, resume, progress, key, var)
+
+
+_RESUME = {"the same call": "the same npt project command"}
+
+
+def _kept(out: str) -> str:
+    """What a stopped projection left in ``out`` and how to go on."""
+    if not _is_projection_store(Path(out)):
+        return (
+            f" Nothing was written to {out} yet: run the same call again once the scheduler "
+            "is back."
+        )
+    return (
+        f" The chunks written so far are kept in {out}: run the same call again to resume "
+        "once the scheduler is back (done chunks are checked, not projected again)."
+    )
+
+
+def _project(
+    model: NPTModel,
+    data: Any,
+    out: str,
+    chunk_size: int | None,
+    resume: bool,
+    progress: bool,
+    key: str | None,
+    var: str | None,
+) -> Any:
+    """:func:`project` on the current scheduler, its parameters checked."""
+    import xarray as xr
+
     size = model.chunk_size if chunk_size is None else int(chunk_size)
     rows = rows_rule(model).rows(  # features matched by name, as transform's
         open_data(data, key=key, var=var), chunk_size=size, name="data"
@@ -891,7 +891,6 @@ def project(
             "diag=<diagonal of kernel(Z, Z)>).",
             ResidualWarning,
         )
-    out = str(out)
     if not os.path.exists(out) and Path(out).suffix != ".zarr":
         warn(
             f"{out} will be a zarr store (a directory), whatever its suffix; name it "
@@ -907,15 +906,7 @@ def project(
 
     digest = BLAKE2B if rows.numpy else POSITIONAL  # a new store's
     with _writer(Path(out), model, x, info, resume, digest):
-        try:
-            retry_on_lost_data(attempt)
-        except ClusterError as exc:  # the scheduler is gone: say what is kept and how to go on
-            raise ClusterError(
-                f"{exc} The chunks written so far are kept in {out}: run the same call "
-                "again to resume once the scheduler is back (done chunks are checked, not "
-                "projected again).",
-                spellings={"the same call": "the same npt project command"},
-            ) from None
+        retry_on_lost_data(attempt)
         _finish(out)
     return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
 

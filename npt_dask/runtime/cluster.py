@@ -515,7 +515,7 @@ def _embedded(
     local_directory: Any,
 ) -> Any:
     from dask.system import CPU_COUNT
-    from distributed import Client
+    from distributed import LocalCluster
 
     workers, per, limit = default_layout()
     if n_workers is None and threads is not None:  # as LocalCluster: fill the cores
@@ -527,8 +527,7 @@ def _embedded(
         memory_limit = limit * workers // n_workers
     spill = Path(local_directory) if local_directory is not None else spill_directory()
     spill.mkdir(parents=True, exist_ok=True)
-    # Client(**cluster kwargs) owns the LocalCluster: closing the client closes it
-    return Client(
+    cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=threads or per,
         memory_limit=memory_limit,
@@ -536,8 +535,8 @@ def _embedded(
         processes=True,
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0",
-        set_as_default=True,
     )
+    return _owning_client(cluster)  # closing the client closes the cluster, quietly
 
 
 def _embedded_cuda(
@@ -665,7 +664,8 @@ def _hand_pool_to_cupy(client: Any) -> None:
 
 def _owning_client(cluster: Any) -> Any:
     """A default ``distributed.Client`` of ``cluster`` that closes it when it closes (as a
-    client that started its LocalCluster itself does)."""
+    client that started its LocalCluster itself does), in the order that keeps a correct
+    run's end quiet (:func:`close_cluster`)."""
     from distributed import Client
 
     class OwningClient(Client):
@@ -673,11 +673,32 @@ def _owning_client(cluster: Any) -> Any:
             try:
                 return super().close(*args, **kwargs)
             finally:
-                with contextlib.suppress(Exception):
-                    cluster.close()
+                close_cluster(cluster)
 
     try:
         return OwningClient(cluster, set_as_default=True)
     except BaseException:
         cluster.close()
         raise
+
+
+CLOSE_SECONDS = 30.0
+"""Seconds each worker process of an embedded cluster is given to stop when it closes.
+distributed's own is 5 s, of which the process gets 4 before it is killed: on a busy
+machine a worker's exit takes longer, and the kill prints "Worker process still alive
+after 4.0 seconds, killing" and the broken connections' tracebacks after a correct run."""
+
+
+def close_cluster(cluster: Any, seconds: float = CLOSE_SECONDS) -> None:
+    """Close an embedded cluster after its client: first every worker (each given
+    ``seconds`` to stop, while the scheduler that it says goodbye to is still up), then
+    the scheduler. Nothing is raised: the run's own result or error is what matters."""
+
+    async def stop_workers() -> None:
+        workers = list(getattr(cluster, "workers", {}).values())
+        await asyncio.gather(*(w.close(timeout=seconds) for w in workers), return_exceptions=True)
+
+    with contextlib.suppress(Exception):
+        cluster.sync(stop_workers)
+    with contextlib.suppress(Exception):
+        cluster.close(timeout=seconds)

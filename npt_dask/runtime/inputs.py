@@ -118,7 +118,7 @@ def _from_xarray(data: Any, name: str) -> tuple[Any, InputInfo]:
     coords = {k: v.variable for k, v in data.coords.items() if v.dims == (sample_dim,)}
     lazy = data.chunks is not None
     info = InputInfo("xarray", lazy, sample_dim, coords)
-    return data.data, info
+    return _host_chunks(data.data, name) if lazy else data.data, info
 
 
 def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
@@ -131,7 +131,7 @@ def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
     if isinstance(data, pd.DataFrame):
         return data.to_numpy(), InputInfo("pandas", False, index=data.index)
     if isinstance(data, da.Array):
-        return data, InputInfo("dask", True)
+        return _host_chunks(data, name), InputInfo("dask", True)
     if scipy.sparse.issparse(data):
         if data.ndim != 2:
             raise InputError(f"{name} must be a 2-D sparse matrix; got shape {data.shape}.")
@@ -143,6 +143,36 @@ def _to_array(data: Any, name: str) -> tuple[Any, InputInfo]:
     except Exception as exc:
         raise InputTypeError(f"{name} could not be converted to an array: {exc}") from exc
     return array, InputInfo("numpy", False)
+
+
+def _is_host(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or scipy.sparse.issparse(a)
+
+
+def _host_chunks(x: da.Array, name: str) -> da.Array:
+    """``x``, each chunk checked as it is computed to be what its meta says: a dask array
+    whose meta is numpy (or scipy.sparse) must have such chunks. Another library's
+    arrays under a numpy meta (``map_blocks(array_api_strict.asarray)``) would otherwise
+    fail deep inside dask ("Cannot interpret ... as a data type"); the first pass, the
+    input check itself, refuses them with the fix. A CuPy meta (``device="gpu"``)
+    passes as it is."""
+    if not _is_host(x._meta):
+        return x
+    return da.map_blocks(_check_host_chunk, x, name, x._meta, dtype=x.dtype, meta=x._meta)
+
+
+def _check_host_chunk(block: Any, name: str, meta: Any) -> Any:
+    if _is_host(block):
+        return block
+    kind = f"{type(block).__module__.split('.')[0]}.{type(block).__qualname__}"
+    said = f"{type(meta).__module__.split('.')[0]}.{type(meta).__qualname__}"
+    raise InputTypeError(
+        f"{name} is a dask array whose chunks are {kind} objects, but its meta (the chunk "
+        f"type dask was told) is {said}; dask and npt-dask read every chunk as its meta's "
+        f"type, so they cannot be used. Make the chunks numpy: "
+        f"{name}.map_blocks(numpy.asarray, meta=numpy.empty((0, 0), {name}.dtype)) (CuPy "
+        "chunks: give them a CuPy meta, meta=cupy.empty((0, 0)))."
+    )
 
 
 def _check_shape(array: Any, name: str, min_samples: int) -> None:

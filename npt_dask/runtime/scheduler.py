@@ -53,8 +53,8 @@ T = TypeVar("T")
 def current_client() -> Any | None:
     """The ``distributed.Client`` that ``dask.compute`` would use, or None."""
     scheduler = get_scheduler()
-    owner = getattr(scheduler, "__self__", None)
-    if owner is not None and type(owner).__name__ == "Client":
+    owner = getattr(scheduler, "__self__", None)  # a Client, or a subclass (an owning one)
+    if owner is not None and any(c.__name__ == "Client" for c in type(owner).__mro__):
         return owner
     return None
 

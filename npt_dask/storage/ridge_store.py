@@ -62,6 +62,7 @@ from npt_dask.errors import (
 )
 from npt_dask.kernels import KernelSpec
 from npt_dask.storage import store
+from npt_dask.storage.kinds import refuse_data
 
 __all__ = [
     "FORMAT_VERSION",
@@ -72,6 +73,7 @@ __all__ = [
     "plain",
     "read",
     "read_input_transform",
+    "read_manifest",
     "save",
 ]
 
@@ -501,22 +503,11 @@ def _check_versions(path: Path, manifest: RidgeManifest) -> None:
         )
 
 
-def _read_manifest(path: Path) -> tuple[Any, RidgeManifest]:
-    """The group and its manifest, its checksum checked (no array read)."""
-    store.recover(path)
-    group = store.open_group(path)
-    if "npt" not in group.attrs:
-        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
-    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
-    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
-    return group, manifest
-
-
 def read_input_transform(path: str | os.PathLike) -> dict[str, Any] | None:
     """The input transform recorded in the kernel ridge store at ``path``
     (:func:`check_input_transform`'s form), None for a store that records none (saved
     from Python, or by an earlier npt-dask); only the manifest is read."""
-    transform = _read_manifest(Path(path))[1].input_transform
+    transform = _open(Path(path))[1].input_transform
     return None if transform is None else dict(transform)
 
 
@@ -528,7 +519,7 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
     CRC32C is checked on the read, and with ``verify`` every array's SHA-256.
     """
     path = Path(path)
-    group, manifest = _read_manifest(path)
+    group, manifest = _open(path)
     absent = sorted(_required(manifest) - set(manifest.arrays))
     if absent:
         raise StoreIntegrityError(f"{path}: the manifest lists no {absent}; the store is damaged.")
@@ -541,3 +532,21 @@ def read(path: str | os.PathLike, *, verify: bool = True) -> StoredRidge:
             raise StoreIntegrityError(f"{path}/{name} does not match its checksum; it was altered.")
     _check_versions(path, manifest)
     return StoredRidge(path.resolve(), manifest, arrays)
+
+
+def read_manifest(path: str | os.PathLike) -> RidgeManifest:
+    """The manifest of the kernel ridge store at ``path``, checked against its recorded
+    checksum; no array is read (``npt info``)."""
+    return _open(Path(path))[1]
+
+
+def _open(path: Path) -> tuple[Any, RidgeManifest]:
+    """The store's group and its checked manifest (a killed save recovered first)."""
+    store.recover(path)
+    refuse_data(path, "a kernel ridge model")  # data or a projection: said as such
+    group = store.open_group(path)
+    if "npt" not in group.attrs:
+        raise StoreError(f"{path} is a zarr group but not a kernel ridge model (no 'npt').")
+    manifest = RidgeManifest.from_dict(group.attrs["npt"], path)
+    _check_recorded(path, group.attrs.get(store.CHECKSUM), manifest)
+    return group, manifest

@@ -75,6 +75,7 @@ from npt_dask.errors import (
 from npt_dask.kernels import KernelSpec
 from npt_dask.runtime import atomic as _atomic
 from npt_dask.runtime.places import check_output_place
+from npt_dask.storage.kinds import refuse_data
 
 __all__ = [
     "FORMAT_VERSION",
@@ -667,6 +668,7 @@ def open_group(path: Path) -> Any:
 
 
 def _open_manifest(path: Path, *, note: bool = True) -> tuple[Any, ModelManifest]:
+    refuse_data(path, "an npt model")  # data or a projection: said as such, not as damage
     group = open_group(path)
     if "npt" not in group.attrs:
         raise StoreError(f"{path} is a zarr group but not an npt model (no 'npt' attribute).")

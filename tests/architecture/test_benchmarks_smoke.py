@@ -59,3 +59,26 @@ def test_gpu_benchmark_without_cupy_says_so_and_exits_2(monkeypatch, capsys):
     assert "needs CuPy" in captured.err
     assert "pip install 'npt-dask[gpu]'" in captured.err
     assert captured.out == ""
+
+
+def test_classify_runs_onedal_svc_where_installed_and_says_why_not_elsewhere(monkeypatch):
+    """``classify.py``'s oneDAL SVC child: stock SVC's parameters and figures where
+    scikit-learn-intelex is installed, else a JSON note naming the ``bench`` extra."""
+    import importlib.util
+
+    import numpy as np
+
+    module = importlib.import_module("benchmarks.classify")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 3))
+    y = (x[:, 0] > 0).astype(int)
+    out = module._svc_onedal(x[:60], y[:60], x[60:], y[60:])
+    if importlib.util.find_spec("sklearnex") is None:
+        assert out == {"skipped": module.ONEDAL_MISSING}
+        assert "pip install 'npt-dask[bench]'" in out["skipped"]
+    else:
+        assert 0.8 <= out["accuracy"] <= 1.0
+        assert out["seconds"] >= out["fit_seconds"] > 0
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # not installed
+    assert module._svc_onedal(x[:60], y[:60], x[60:], y[60:]) == {"skipped": module.ONEDAL_MISSING}
+    assert "scikit-learn-intelex" in module.ONEDAL_MISSING

@@ -307,7 +307,28 @@ def test_readmes_say_what_there_is():
     assert set(alls) == {count.lower()}, alls
     main_readme = (root / "README.md").read_text()
     assert all(name in main_readme for name in notebooks), notebooks
-    assert "about ten minutes" in main_readme
+    assert "about 8 minutes on a quiet two-core machine" in main_readme  # and under load:
+    assert "longer when the machine is shared" in main_readme
+
+
+def test_the_readme_quickstart_sample_is_what_the_quickstart_writes():
+    """The sample output has a line per method of ``pipelines/quickstart.toml`` in its
+    order, and the text beside it names every store the pipeline writes."""
+    import tomllib
+
+    from npt_dask.interface.pipeline.outputs import STORES
+
+    root = PACKAGE.parent
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## 1. The quickstart") : readme.index("## 2. ")]
+    sample = section[section.index("```text") : section.index("```", section.index("```text") + 3)]
+    config = tomllib.loads((root / "pipelines" / "quickstart.toml").read_text())
+    labels = [m.get("label", m["name"]) for m in config["methods"]]
+    lines = sample.splitlines()[1:]
+    shown = [line.split(":")[0] for line in lines[5 : 5 + len(labels)]]  # after the header
+    assert shown == labels
+    assert lines[5 + len(labels)] == f"outputs in {config['output']['dir']}"
+    assert all(f"`{name}`" in section for name in STORES), STORES
 
 
 # --- one run spec per key under a distributed scheduler -----------------------------------

@@ -4,6 +4,7 @@ resumes is ``test_reliability.py::test_killed_client_resumes``'s."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -123,3 +124,60 @@ def test_killed_scheduler_ends_npt_ridge_with_one_line_saying_how_to_resume(tmp_
     assert lines[0].startswith("npt ridge: error: Lost the connection to the dask scheduler")
     assert f"kept in {checkpoint}" in lines[0]
     assert "run the same command again to resume" in lines[0]
+
+
+class _CloseOnFirstTask:
+    """A scheduler plugin that closes its scheduler as the first task is sent to run."""
+
+    name = "close-on-first-task"
+
+    def __init__(self, scheduler) -> None:
+        self.scheduler, self.closing = scheduler, False
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish == "processing" and not self.closing:
+            import asyncio
+
+            self.closing = True
+            asyncio.get_running_loop().create_task(self.scheduler.close())
+
+
+def test_scheduler_lost_in_npt_projects_finiteness_pass_is_the_same_one_line(tmp_path, capsys):
+    """The scheduler lost while ``npt project`` reads a lazy input for NaN/inf (its first
+    pass, before the store exists): the one line the rest of the run gives, with how to go
+    on, exit 2; not a traceback of distributed's cancelled future."""
+    import zarr
+    from distributed import LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    from npt_dask.interface.cli.program import main
+
+    rng = np.random.default_rng(7)
+    model = npt.fit(rng.normal(size=(300, 4)), "rbf", gamma=0.2, n_components=3,
+                    random_state=0)  # fmt: skip
+    path = model.save(tmp_path / "m.zarr")
+    data = zarr.create_array(tmp_path / "z.zarr", shape=(4000, 4), chunks=(100, 4),
+                             dtype="f8")  # fmt: skip  # a lazy input: 40 chunks to check
+    data[:] = rng.normal(size=(4000, 4))
+    out = tmp_path / "p.zarr"
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                           protocol="tcp://", host="127.0.0.1", dashboard_address=None)  # fmt: skip
+    try:
+        plugin = type("Closer", (_CloseOnFirstTask, SchedulerPlugin), {})(cluster.scheduler)
+        cluster.scheduler.add_plugin(plugin)
+        address = cluster.scheduler_address
+        code = main(["project", str(path), str(tmp_path / "z.zarr"), "--out", str(out),
+                     "--quiet", "--scheduler", address, "--scheduler-timeout", "2"])  # fmt: skip
+    finally:  # its scheduler is gone: stop the worker, and do not wait long for the rest
+        for worker in list(cluster.workers.values()):
+            cluster.sync(worker.close, timeout=5)
+        with contextlib.suppress(TimeoutError):
+            cluster.close(timeout=2)
+    assert plugin.closing  # the scheduler went away during the pass
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2, lines
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"npt project: error: Lost the connection to the dask scheduler "
+                               f"at {address}")  # fmt: skip
+    assert f"Nothing was written to {out} yet: run the same npt project command again" in lines[0]
+    assert not out.exists()

@@ -3,7 +3,7 @@
     npt fit DATA --kernel rbf --gamma 0.02 --n-components 100 --out model.zarr
     npt project MODEL DATA --out proj.zarr [--rows 48000:56000] [--overwrite] [--scheduler ADDRESS]
     npt grow MODEL NEW_DATA [NEW_DATA ...] --out NEW_MODEL [--residual-tol 0.01]
-    npt info MODEL
+    npt info MODEL                       (an npt fit model or an npt ridge --out model)
     npt ridge DATA --rows 0:60000 --test-rows 60000:70000 --kernel rbf --gamma 0.02 \
         --alpha 1e-3 --landmarks 20000 [--alphas 1e-6 1e-3 ...] [--checkpoint cg.npz] \
         [--scale 255] [--predictions PRED.npy [--overwrite]]

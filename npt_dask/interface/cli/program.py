@@ -17,6 +17,7 @@ from npt_dask._version import __version__
 from npt_dask.errors import NPTError
 from npt_dask.interface.cli import fit, grow, info, project, ridge, run
 from npt_dask.interface.cli.messages import for_the_command_line, one_line_warnings
+from npt_dask.interface.cli.signals import exit_status, signal_name, stop_on_signals
 
 __all__ = ["COMMANDS", "Parser", "build_parser", "main"]
 
@@ -64,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # the command's parser knows its options: it suggests the nearest
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        with one_line_warnings(args.command):
+        with stop_on_signals(), one_line_warnings(args.command):
             result = COMMANDS[args.command].run(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (signals.py): one way out
         print(file=sys.stderr)  # end a progress line rewritten in place
         out = getattr(args, "out", None)
         hint = ridge.interrupted_hint(args) if args.command == "ridge" else ""
@@ -75,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"; chunks already written are kept in {out}: run the same command again to "
                 "resume (they are checked, not projected again)"
             )
-        print(f"npt {args.command}: interrupted{hint}.", file=sys.stderr)
-        return 130
+        how = "" if signal_name(exc) == "SIGINT" else f" by {signal_name(exc)}"
+        print(f"npt {args.command}: interrupted{how}{hint}.", file=sys.stderr)
+        return exit_status(exc)
     except (NPTError, OSError) as exc:  # the library's own errors and files; a bug propagates
         text = str(exc) if args.command == "run" else for_the_command_line(exc)
         print(f"npt {args.command}: error: {text}", file=sys.stderr)  # run: the config's keys

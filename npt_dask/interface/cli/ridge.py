@@ -4,9 +4,7 @@ scored on test rows; or, with ``--model``, predictions of a saved model."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from npt_dask.arrays.device import check_device
 from npt_dask.arrays.host import to_host
-from npt_dask.errors import ClusterError, InputError, InputScaleWarning
+from npt_dask.errors import InputError, InputScaleWarning
 from npt_dask.interface.cli.checks import check_width
 from npt_dask.interface.cli.options import (
     client_from_args,
@@ -42,7 +40,6 @@ from npt_dask.interface.cli.ridge_files import (
     save_npy,
 )
 from npt_dask.interface.cli.scaling import fit_transform, model_transform, scaled
-from npt_dask.npt.projection_store import scheduler_lost
 from npt_dask.ridge.classifier import KernelRidgeClassifier
 from npt_dask.ridge.cv import KernelRidgeClassifierCV, KernelRidgeCV
 from npt_dask.ridge.load import load_ridge
@@ -50,6 +47,7 @@ from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.regressor import KernelRidge
 from npt_dask.ridge.search import SEARCH_PARAMS
 from npt_dask.runtime.inputs import is_lazy
+from npt_dask.runtime.lost_scheduler import on_lost_scheduler
 from npt_dask.runtime.progress import progress_label
 from npt_dask.runtime.scheduler import compute
 from npt_dask.storage.ridge_store import read_input_transform
@@ -111,7 +109,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     x = on_device(scaled(train, transform["scale"]), args)
     est = _estimator(args)
     result: dict[str, Any] = {}
-    with client_from_args(args) as client, _lost_scheduler(client, _resume_hint(args)):
+    with client_from_args(args) as client, on_lost_scheduler(client, lambda: _resume_hint(args)):
         with progress_label("npt ridge"):
             est.fit(x, y, checkpoint=args.checkpoint)
         if args.out is not None:
@@ -268,26 +266,6 @@ def _resume_hint(args: argparse.Namespace) -> str:
         f" CG's state is kept in {args.checkpoint} after each iteration: run the same "
         "command again to resume from it."
     )
-
-
-@contextlib.contextmanager
-def _lost_scheduler(client: Any, hint: str) -> Iterator[None]:
-    """A run that stopped because the scheduler went away: one
-    :class:`~npt_dask.errors.ClusterError` saying so and how to go on (``hint``); a
-    task's own error as it is."""
-
-    try:
-        yield
-    except ClusterError:
-        raise
-    except Exception as exc:
-        if client is None or not scheduler_lost(client, exc):
-            raise
-        address = getattr(getattr(client, "scheduler", None), "address", "?")
-        raise ClusterError(
-            f"Lost the connection to the dask scheduler at {address}: it stopped, or the "
-            f"network to it failed.{hint}"
-        ) from None
 
 
 def interrupted_hint(args: argparse.Namespace) -> str:
