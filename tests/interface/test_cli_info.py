@@ -43,7 +43,13 @@ def test_npt_info_shows_a_kernel_ridge_store_written_by_npt_ridge(tmp_path, caps
     assert est.dual_coef_.shape[0] == 60
     assert shown["n_classes"] == len(est.classes_) == 2
     assert shown["reason"] == est.plan_["reason"]
-    assert "scale" in shown  # None: npt ridge was given no --scale
+    assert shown["scale"] is None  # standard-normal rows: npt ridge divided them by nothing
+    scaled = tmp_path / "s.zarr"
+    assert main(["ridge", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"),
+                 "--kernel", "rbf", "--gamma", "0.1", "--landmarks", "60", "--scale", "4",
+                 "--quiet", "--out", str(scaled)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert _info(capsys, scaled)["scale"] == 4.0  # what --model will divide rows by
 
 
 def test_npt_info_shows_a_saved_search_and_refuses_an_altered_ridge_store(tmp_path, capsys):

@@ -5,7 +5,6 @@ shapes, iterations and input scale."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,8 @@ def ridge_summary(path: str | Path) -> dict[str, Any]:
             "n_targets": m.n_targets,
         },
         "n_iter": fitted.get("n_iter_"),
-        "scale": _stored_scale(m.to_dict()),
+        "scale": None if m.input_transform is None else m.input_transform["scale"],
+        "image_shape": None if m.input_transform is None else m.input_transform["image_shape"],
     }
     classes = m.arrays.get("classes") or m.arrays.get("classes_utf32")
     if classes is not None:
@@ -110,22 +110,6 @@ def ridge_summary(path: str | Path) -> dict[str, Any]:
         "checksum": m.checksum,
     }
     return out
-
-
-def _stored_scale(manifest: Mapping[str, Any]) -> Any:
-    """The input scale (or transform) recorded with the model, wherever the manifest
-    keeps it: at its top level, under ``input``, or among the fitted values."""
-    fitted = manifest.get("fitted") or {}
-    for where, key in [
-        (manifest, "scale"),
-        (manifest, "input_scale"),
-        (manifest.get("input") or {}, "scale"),
-        (fitted, "scale_"),
-        (fitted, "input_scale_"),
-    ]:
-        if isinstance(where, Mapping) and where.get(key) is not None:
-            return where[key]
-    return None
 
 
 def _short(names: list[str], most: int = 20) -> list[str] | str:
