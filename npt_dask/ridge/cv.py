@@ -108,8 +108,9 @@ class KernelRidgeCV(_Search, KernelRidge):
     best pair, scores within one part in a thousand of the best being ties broken toward
     the middle of the grids (the ends are where a grid is too short). Cost:
     ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (or its landmarks) -- SEARCH_CLAIM --
-    recorded in ``cv_results_["seconds"]``.
+    of the subproblem's size (or its landmarks), recorded in ``cv_results_["seconds"]``:
+    the cube of the subproblem's rows, which a fifth of n keeps near the final fit's time
+    (``benchmarks/search.py`` times both).
 
     Parameters
     ----------
@@ -208,8 +209,9 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
     best pair, scores within one part in a thousand of the best being ties broken toward
     the middle of the grids (the ends are where a grid is too short). Cost:
     ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (or its landmarks) -- SEARCH_CLAIM --
-    recorded in ``cv_results_["seconds"]``.
+    of the subproblem's size (or its landmarks), recorded in ``cv_results_["seconds"]``:
+    the cube of the subproblem's rows, which a fifth of n keeps near the final fit's time
+    (``benchmarks/search.py`` times both).
 
     Parameters
     ----------
