@@ -28,8 +28,9 @@ the number of rows). Cost: ``len(gammas)`` kernel evaluations of
 ``c x c`` Cholesky factorisation (``c^3 / 3`` flops): ``len(gammas) * len(alphas)``
 factorisations, the search's time. A subproblem of a fifth of the rows keeps the
 default grid's 40 factorisations at ``40 (0.16 n)^3 / 3``, a sixth of the direct solve
-of all n rows (``n^3 / 3``), and about the final fit's time when that fit is iterative
-(measured on 20,000 covertype rows, 2 cores: ``benchmarks/search.py``). One
+of all n rows (``n^3 / 3``). Measured (``benchmarks/search.py``, 5,000 covertype rows,
+a busy 2-core machine, one run): 68 s against the direct final fit's 27 s, where the
+former default (all 5,000 rows) took 918 s. One
 eigendecomposition per gamma would serve every alpha, but costs more than the eight
 Cholesky factorisations it replaces (the tridiagonal reduction is memory-bound: some 19
 factorisations' time at 4,000 rows). Memory: the s rows and two ``c x c`` float64
