@@ -148,6 +148,15 @@ class FalkonCholesky:
             x = self._solve(x, "T", transpose=False)
         return np.asarray(x, dtype=np.float64)
 
+    def half(self, r: np.ndarray) -> np.ndarray:
+        """``A^-T T^-T r``, the first half of :meth:`__call__` (float64 out): for kernel
+        columns ``k_m(x)``, their squared norms are the rows' weights in the
+        preconditioned system (:func:`npt_dask.ridge.estimate.nystrom_iterations`)."""
+        with blas_limit("latency"):
+            x = self._solve(np.asarray(r, dtype=self.factors.dtype), "T", transpose=True)
+            x = self._solve(x, "A", transpose=True)
+        return np.asarray(x, dtype=np.float64)
+
     @property
     def nbytes(self) -> int:
         return int(self.factors.nbytes + self.diag_t.nbytes + self.diag_a.nbytes)

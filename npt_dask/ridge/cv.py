@@ -51,7 +51,7 @@ class _Search:
 
     alphas: Any
     gammas: Any
-    search_rows: int
+    search_rows: int | None
     held_out: float
     kernel: Any
     degree: float
@@ -100,15 +100,18 @@ class KernelRidgeCV(_Search, KernelRidge):
     """Kernel ridge regression with gamma and alpha chosen by held-out R^2 on a subproblem.
 
     The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
-    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
+    rows (None: a fifth of the rows, from 1,000 up to 10,000) drawn uniformly (seeded by
+    ``random_state``) make a subproblem, a share
     ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
     each alpha one Cholesky factorisation is solved (the penalty per row kept:
     ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
     best pair, scores within one part in a thousand of the best being ties broken toward
     the middle of the grids (the ends are where a grid is too short). Cost:
     ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (at most ``search_rows``, or its landmarks) -- seconds to a
-    minute with the defaults -- recorded in ``cv_results_["seconds"]``.
+    of the subproblem's size (or its landmarks), recorded in ``cv_results_["seconds"]``:
+    the cube of the subproblem's rows, which a fifth of n keeps near the final fit's time
+    (on 5,000 covertype rows, a busy 2-core machine: 68 s against the final fit's 27 s;
+    ``benchmarks/search.py`` times both).
 
     Parameters
     ----------
@@ -117,7 +120,7 @@ class KernelRidgeCV(_Search, KernelRidge):
     gammas : sequence of float, optional
         Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
         (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
-    search_rows : int, default 10000
+    search_rows : int or None, default None
     held_out : float, default 0.2
     kernel : str or callable, default "rbf"
         As :class:`KernelRidge`'s, but for its default: a search over gammas needs a
@@ -155,7 +158,7 @@ class KernelRidgeCV(_Search, KernelRidge):
         alphas: Any = _S["alphas"],
         *,
         gammas: Any = _S["gammas"],
-        search_rows: int = _S["search_rows"],
+        search_rows: int | None = _S["search_rows"],
         held_out: float = _S["held_out"],
         kernel: Any = _S["kernel"],
         degree: float = _S["degree"],
@@ -201,15 +204,18 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
     of the ±1 targets on a subproblem.
 
     The search (:mod:`npt_dask.ridge.search`): before the full fit, ``search_rows``
-    rows drawn uniformly (seeded by ``random_state``) make a subproblem, a share
+    rows (None: a fifth of the rows, from 1,000 up to 10,000) drawn uniformly (seeded by
+    ``random_state``) make a subproblem, a share
     ``held_out`` of them held out; for each gamma its kernel is evaluated once, for
     each alpha one Cholesky factorisation is solved (the penalty per row kept:
     ``alpha * rows / n``) and scored on the held-out rows; the full fit takes the
     best pair, scores within one part in a thousand of the best being ties broken toward
     the middle of the grids (the ends are where a grid is too short). Cost:
     ``len(gammas)`` kernel evaluations and ``len(gammas) * len(alphas)`` factorisations
-    of the subproblem's size (at most ``search_rows``, or its landmarks) -- seconds to a
-    minute with the defaults -- recorded in ``cv_results_["seconds"]``.
+    of the subproblem's size (or its landmarks), recorded in ``cv_results_["seconds"]``:
+    the cube of the subproblem's rows, which a fifth of n keeps near the final fit's time
+    (on 5,000 covertype rows, a busy 2-core machine: 68 s against the final fit's 27 s;
+    ``benchmarks/search.py`` times both).
 
     Parameters
     ----------
@@ -218,7 +224,7 @@ class KernelRidgeClassifierCV(_Search, KernelRidgeClassifier):
     gammas : sequence of float, optional
         Candidate gammas; None: ``(0.25, 0.5, 1, 2, 4)`` times ``gamma="scale"``
         (``1 / (d var X)`` on the subproblem's rows) for kernels that take a gamma.
-    search_rows : int, default 10000
+    search_rows : int or None, default None
     held_out : float, default 0.2
     kernel : str or callable, default "rbf"
         As :class:`KernelRidge`'s, but for its default: a search over gammas needs a

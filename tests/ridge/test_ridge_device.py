@@ -23,6 +23,7 @@ from npt_dask.linalg import cg
 from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky
 from npt_dask.linalg.tiles import TiledUpper
+from npt_dask.ridge.estimate import PROBE_ROWS
 from npt_dask.ridge.iterations import Iterations, finish
 from npt_dask.ridge.normal_solve import solve_moments, solve_there
 from npt_dask.ridge.problem import Clock
@@ -61,7 +62,10 @@ def test_a_nystrom_cg_iteration_crosses_k_numbers_never_a_vector():
     vectors = [s for s in few if s > 3 * K]
     assert vectors[-1] == 100 * K
     assert few[-1] == 100 * K
-    assert len(vectors) == 2  # and the kernel-scale check's sample of rows, before any pass
+    # and before any pass two samples of rows: the kernel-scale check's and the iteration
+    # estimate's (npt_dask.ridge.estimate.probe_rows: PROBE_ROWS rows of 5 columns)
+    assert len(vectors) == 3
+    assert PROBE_ROWS * 5 in vectors
 
 
 def _system(n: int = 120, m: int = 25, alpha: float = 10.0):

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_BYTES",
-    "CG_ITERATIONS",
     "Route",
     "centre_bytes",
     "device_memory",
@@ -38,11 +37,6 @@ __all__ = [
     "row_chunks",
     "task_bytes",
 ]
-
-CG_ITERATIONS = 20
-"""Iterations the plan expects of preconditioned CG on the Nyström system when it compares
-routes (Falkon's typical count). It only weighs the choice; the solver stops on ``tol`` or
-``max_iter``. (Exact CG estimates its own: :mod:`npt_dask.ridge.routes.cg`.)"""
 
 BLOCK_BYTES = 256 * 2**20
 """A pass's kernel block (``rows x m``, with its float64 copy when one is needed) is

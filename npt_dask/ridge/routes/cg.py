@@ -7,7 +7,8 @@ checkpoints, the true-residual check).
   precision, built from :func:`npt_dask.ridge.centre_rows.problem_centre_kernel`: ``m^3``
   flops); per iteration the fused ``K_nm^T W (K_nm p)`` and ``K_mm p`` from the same
   blocks, ``2nmd + 4nmk`` (p) ``+ 4 m^2 k``. The plan expects
-  :data:`~npt_dask.ridge.routes.base.CG_ITERATIONS` iterations.
+  :func:`~npt_dask.ridge.estimate.nystrom_prior` iterations; once built, the
+  preconditioner updates that from a sample of the rows.
 * **Exact** (:class:`ExactCG`): ``(S K S + alpha I) c' = S Y`` (``c = S c'``), the
   randomized Nyström preconditioner of a landmark NPT model of rank l
   (:class:`~npt_dask.linalg.preconditioners.LowRank`, its ``n x l`` factor in the kernel
@@ -30,8 +31,8 @@ its factor takes budget from the kernel blocks kept between passes, so each iter
 recomputes more of them. The plan tries ranks up to a tenth of n (and
 :data:`RANK_MOST`) and keeps the one of least counted work: the preconditioner, plus
 the expected iterations times the work of one (the share of kernel blocks not kept).
-Once built, the preconditioner's own smallest eigenvalue gives a second estimate, which
-the refined plan's reason states.
+Once built, the preconditioner's own eigenvalues give a second estimate
+(:func:`npt_dask.ridge.estimate.exact_iterations`), which the refined plan states.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from npt_dask.ridge.centre_rows import (
     problem_centre_kernel,
 )
 from npt_dask.ridge.checkpoint import Checkpoint
+from npt_dask.ridge.estimate import exact_estimate, nystrom_estimate, nystrom_prior, updated
 from npt_dask.ridge.iterations import Iterations, data_digests, finish
 from npt_dask.ridge.problem import (
     Clock,
@@ -72,7 +74,6 @@ from npt_dask.ridge.problem import (
     total_weight,
 )
 from npt_dask.ridge.routes.base import (
-    CG_ITERATIONS,
     Route,
     centre_bytes,
     device_memory,
@@ -150,7 +151,7 @@ class NystromCG(Route):
             memory["device_preconditioner"] = 2 * s.m * s.m * s.itemsize
         memory = device_memory(memory, s, ("centres", "sums", "vectors"))
         return replace(base, route=self.name, row_chunk=rows, flops=flops, memory=memory,
-                       iterations=min(s.max_iter, CG_ITERATIONS))  # fmt: skip
+                       iterations=min(s.max_iter, nystrom_prior(s.tol)))  # fmt: skip
 
     def solve(
         self, problem: RidgeProblem, *, checkpoint: Checkpoint | None = None,
@@ -167,7 +168,10 @@ class NystromCG(Route):
         loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
         pc = FalkonCholesky.build(problem_centre_kernel(problem),
                                   float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
+        refined = updated(plan, nystrom_estimate(problem, rows.data, pc))
         clock.lap("preconditioner")
+        loop.report.stage(f"cg: about {refined.iterations} iterations expected "
+                          f"(planned {plan.iterations})")  # fmt: skip
         centres = centres_of(problem)
         slots = centre_slots(rows, idx)
         weights = rows.aligned(problem.weights)
@@ -193,8 +197,12 @@ class NystromCG(Route):
             return out.sums["q"] + rows.put(problem.alphas[cols]) * kp
 
         state = loop.run(state, product, precondition)
-        details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes}
-        return finish(state, plan, clock, details, loop)
+        details = {"preconditioner": "falkon", "jitter": pc.jitter, "bytes": pc.nbytes,
+                   "expected_iterations": refined.iterations,
+                   "expected_iterations_prior": plan.iterations}  # fmt: skip
+        solution = finish(state, plan, clock, details, loop)
+        solution.plan = refined
+        return solution
 
 
 class ExactCG(Route):
@@ -272,8 +280,9 @@ class ExactCG(Route):
         s = _root_weights(rows, problem.weights)
         pc = _landmark_preconditioner(problem, rows, s)
         clock.lap("preconditioner")
-        refined = _refined(plan, pc, float(problem.alphas.min()))
-        loop.report.stage(f"cg: {refined.reason.rsplit('; ', 1)[-1]}")
+        refined = updated(plan, exact_estimate(problem, rows.data, pc))
+        loop.report.stage(f"cg: about {refined.iterations} iterations expected "
+                          f"(planned {plan.iterations})")  # fmt: skip
         y = dense_values(rows, problem.targets)
         b = y if s is None else y * s[:, None]
         op = KernelOperator(rows, problem.kernel, center=False, kept=plan.kept,
@@ -298,7 +307,8 @@ class ExactCG(Route):
             state.x *= s[:, None]
         details = {"preconditioner": "landmark", "rank": int(pc.u.shape[1]), "bytes": pc.nbytes,
                    "cached_fraction": op.cached_fraction,
-                   "expected_iterations": refined.iterations}  # fmt: skip
+                   "expected_iterations": refined.iterations,
+                   "expected_iterations_prior": plan.iterations}  # fmt: skip
         solution = finish(state, plan, clock, details, loop)
         solution.plan = refined
         return solution
@@ -310,16 +320,6 @@ def _root_weights(rows: Rows, weights: Any) -> Any:
         return None
     w = dense_values(rows, weights)
     return namespace_of(w).sqrt(w)
-
-
-def _refined(plan: RidgePlan, pc: LowRank, alpha: float) -> RidgePlan:
-    """The plan with the iterations the built preconditioner predicts: its smallest kept
-    eigenvalue (the landmark model's, scaled by n / l) stands for lambda_{l+1}."""
-    tail = float(pc.values[-1]) if len(pc.values) else 0.0
-    iterations = expected_iterations(tail, alpha, plan.tol)
-    note = (f"the rank-{len(pc.values):,} preconditioner leaves lambda_(l+1) ~ {tail:.3g}, "
-            f"so about {iterations} iterations to tol={plan.tol:g}")  # fmt: skip
-    return replace(plan, iterations=iterations, reason=f"{plan.reason}; {note}")
 
 
 def _landmark_preconditioner(problem: RidgeProblem, rows: Rows, s: Any) -> LowRank:
