@@ -233,7 +233,8 @@ def _probe_kernel(problem: RidgeProblem, rows: da.Array, idx: np.ndarray) -> tup
         sample = gather_rows(rows, idx)
         against = sample if exact else problem.centre_x
         assert against is not None
-        against = np.asarray(to_host(against))  # the centres' rows, wherever they live
+        if not isinstance(against, np.ndarray):  # the centres' rows on a device: once
+            against = np.asarray(to_host(against))
         dtype = np.dtype(rows.dtype)
         kernel = np.asarray(problem.kernel(sample.astype(dtype), against.astype(dtype)),
                             dtype=np.float64)  # fmt: skip

@@ -320,8 +320,9 @@ def test_each_block_is_evaluated_once_per_iteration():
     chunks = -(-400 // est.plan_["row_chunk"])
     passes = [c for c in calls if c[1] == 60 and c[0] != 60]  # row chunks x centres
     assert est.n_iter_ == 7
-    # the right-hand side, one a step, and the true residual of the stopped iterates
-    assert len(passes) == chunks * (1 + est.n_iter_ + 1)
+    # the right-hand side, one a step, and the true residual of the stopped iterates; and
+    # one block of the iteration estimate's sampled rows against the centres
+    assert len(passes) == chunks * (1 + est.n_iter_ + 1) + 1
     assert est.solve_details_["passes"] == est.n_iter_ + 1
     calls.clear()
     exact = KernelRidge(alpha=0.05, kernel=kernel, solver="cg", tol=1e-12, max_iter=4,
