@@ -25,6 +25,7 @@ from npt_dask.params.constraints import (
 )
 from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
+from npt_dask.ridge.routes import solver_doc
 from npt_dask.runtime.inputs import (
     is_data_array,
     is_lazy,
@@ -70,11 +71,7 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
         ``random_state``); an array: those rows.
     landmark_method : {"uniform", "rpcholesky"}, default "uniform"
-    solver : {"auto", "direct", "cg"}, default "auto"
-        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
-        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
-        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
-        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+    {solver}
         ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
         (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
         n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
@@ -240,6 +237,11 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
 def _take_classes(index: Any, classes: Any) -> Any:
     """Task body: ``classes[index]`` in their (the device's) namespace."""
     return namespace_of(index, classes).take(classes, index, axis=0)
+
+
+KernelRidgeClassifier.__doc__ = solver_doc(
+    KernelRidgeClassifier.__doc__
+)  # the solver entry, from the route registry
 
 
 def _take_on_host(index: Any, classes: np.ndarray) -> np.ndarray:

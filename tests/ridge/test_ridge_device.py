@@ -139,7 +139,7 @@ def test_the_million_row_nystrom_plan_fits_one_h200():
     h200 = 139 * 2**30
     plan = plan_ridge(n=1_000_000, m=50_000, d=784, k=10, itemsize=8, solver="direct",
                       memory_budget=64 * 2**30, threads=16, device_budget=h200)  # fmt: skip
-    assert plan.route == "direct"
+    assert plan.route == "nystrom-direct"
     assert 4 * 8 * 50_000**2 <= plan.device_bytes <= h200
     assert plan.memory["device_rows"] == 8 * 784 * 1_000_000
 

@@ -54,12 +54,20 @@ _MIN_ROWS, _MAX_ROWS = 256, 8192
 class Route(ABC):
     """One way of solving one kernel ridge problem; see the module doc.
 
-    ``name`` is what ``solver=`` names and ``plan_["route"]`` records; ``exact`` which
-    problem it solves; ``iterative`` whether it stops on ``tol`` (then it needs alpha > 0,
-    and ``solver="auto"`` weighs it by :data:`npt_dask.ridge.planning.CG_MARGIN`).
+    ``name`` is the route's own name, unique in the registry, which ``plan_["route"]``
+    records; ``solver`` the public ``solver=`` value it answers to (several routes may
+    answer to one: one per problem, or the plan weighs them); ``description`` one line
+    for the docstrings and the command line's help; ``exact`` which problem it solves;
+    ``iterative`` whether it stops on ``tol`` (then it needs alpha > 0, and
+    ``solver="auto"`` weighs it by :data:`npt_dask.ridge.planning.CG_MARGIN`). Its
+    solution says how many iterations it took (:attr:`RidgeSolution.iterations
+    <npt_dask.ridge.problem.RidgeSolution.iterations>`, 1 for one direct solve), which
+    the estimators' ``n_iter_`` reports.
     """
 
     name: str = ""
+    solver: str = ""
+    description: str = ""
     exact: bool = False
     iterative: bool = False
 

@@ -127,7 +127,10 @@ def ranks_to_try(n: int) -> tuple[int, ...]:
 class NystromCG(Route):
     """Preconditioned CG on the Nyström system, Falkon's preconditioner."""
 
-    name, exact, iterative = "cg", False, True
+    name, solver, exact, iterative = "nystrom-cg", "cg", False, True
+    description = (
+        "preconditioned conjugate gradient, one pass per iteration (Falkon's preconditioner)"
+    )
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """The preconditioner's two triangular factors share one m x m matrix (kernel
@@ -201,7 +204,8 @@ class ExactCG(Route):
     """Preconditioned CG on the exact system, a landmark preconditioner whose rank the
     plan chooses from the budget (see the module doc)."""
 
-    name, exact, iterative = "cg", True, True
+    name, solver, exact, iterative = "exact-cg", "cg", True, True
+    description = "preconditioned CG (a landmark NPT model's top eigenpairs)"
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """The plan at each rank of :func:`ranks_to_try`; the one that fits with the least
