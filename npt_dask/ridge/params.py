@@ -69,7 +69,7 @@ class RouteSolvers(Options):
         pass
 
     @property
-    def values(self) -> tuple[Any, ...]:  # type: ignore[override]
+    def values(self) -> tuple[Any, ...]:
         return routes.solvers()
 
 

@@ -26,6 +26,7 @@ from npt_dask.linalg.tiles import TiledUpper
 from npt_dask.ridge.iterations import Iterations, finish
 from npt_dask.ridge.normal_solve import solve_moments, solve_there
 from npt_dask.ridge.problem import Clock
+from npt_dask.ridge.routes.cg import CG, NystromCG
 
 K = 2
 
@@ -79,7 +80,7 @@ def _system(n: int = 120, m: int = 25, alpha: float = 10.0):
 
 def _driven(h, b, pc, tol: float = 1e-10):
     problem = SimpleNamespace(plan=SimpleNamespace(tol=tol, max_iter=60, precision="float64"))
-    loop = Iterations(problem, None, None, progress=False)  # type: ignore[arg-type]
+    loop = Iterations(NystromCG(), CG, problem, None, None, progress=False)  # type: ignore[arg-type]
     precondition = preconditioner_like(pc, b)
     state = loop.start(b, None, precondition)
     state = loop.run(state, lambda p, cols: h @ p, precondition)

@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from npt_dask.ridge.routes.base import Route
+from npt_dask.ridge.routes.base import OLD_NAMES, Route
 from npt_dask.ridge.routes.cg import ExactCG, NystromCG
 from npt_dask.ridge.routes.direct import ExactDirect, NystromDirect
 
@@ -40,11 +40,6 @@ ROUTES: tuple[Route, ...] = (
 )
 """Every route, in the order that breaks ties of counted work (direct ones first)."""
 
-_OLD_NAMES = {("direct", False): "nystrom-direct", ("direct", True): "exact-direct",
-              ("cg", False): "nystrom-cg", ("cg", True): "exact-cg"}  # fmt: skip
-"""The names routes had when two were named ``"direct"`` and two ``"cg"`` (stores and
-plans written then record them), by name and problem."""
-
 
 def route_named(name: str, exact: bool) -> Route:
     """The route ``name`` (an old name of :func:`current_name` too) of the exact (or the
@@ -56,7 +51,7 @@ def route_named(name: str, exact: bool) -> Route:
 def current_name(name: str, exact: bool) -> str:
     """A route's name as the registry spells it now: a name recorded before routes had
     unique names (``"direct"``, ``"cg"``) read with its problem."""
-    return _OLD_NAMES.get((name, bool(exact)), name)
+    return OLD_NAMES.get((name, bool(exact)), name)
 
 
 def solvers() -> tuple[str, ...]:

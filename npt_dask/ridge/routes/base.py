@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BLOCK_BYTES",
     "CG_ITERATIONS",
+    "OLD_NAMES",
     "Route",
     "centre_bytes",
     "device_memory",
@@ -49,6 +50,11 @@ BLOCK_BYTES = 256 * 2**20
 kept near this size: the plan picks the rows per task from it (:func:`ridge_rows`)."""
 
 _MIN_ROWS, _MAX_ROWS = 256, 8192
+
+OLD_NAMES = {("direct", False): "nystrom-direct", ("direct", True): "exact-direct",
+             ("cg", False): "nystrom-cg", ("cg", True): "exact-cg"}  # fmt: skip
+"""The names routes had when two were named ``"direct"`` and two ``"cg"`` (stores, plans
+and checkpoints written then record them), by name and problem: the name now."""
 
 
 class Route(ABC):
@@ -70,6 +76,14 @@ class Route(ABC):
     description: str = ""
     exact: bool = False
     iterative: bool = False
+
+    @property
+    def pin(self) -> str:
+        """The route as a checkpoint's fingerprint names it (with its problem): the name
+        it had before route names were unique, where it had one (checkpoints written
+        then resume)."""
+        old = {new: name for (name, _), new in OLD_NAMES.items()}.get(self.name, self.name)
+        return f"{old}-{'exact' if self.exact else 'nystrom'}"
 
     @abstractmethod
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
