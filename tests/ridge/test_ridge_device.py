@@ -84,7 +84,7 @@ def _driven(h, b, pc, tol: float = 1e-10):
     precondition = preconditioner_like(pc, b)
     state = loop.start(b, None, precondition)
     state = loop.run(state, lambda p, cols: h @ p, precondition)
-    return finish(state, problem.plan, Clock(), {}, loop)  # type: ignore[arg-type]
+    return finish(state, problem.plan, Clock(), {}, loop)
 
 
 def test_the_iteration_driver_runs_in_the_vectors_namespace():
