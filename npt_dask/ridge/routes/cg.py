@@ -82,7 +82,7 @@ from npt_dask.ridge.routes.base import (
     row_chunks,
     task_bytes,
 )
-from npt_dask.ridge.state import COLUMNS, FLAGS, PER_TARGET
+from npt_dask.ridge.state import COLUMNS, FLAGS, PER_TARGET, Method
 from npt_dask.runtime.scheduler import compute, task_threads
 
 __all__ = [
@@ -178,6 +178,7 @@ class NystromCG(Route):
     """Preconditioned CG on the Nyström system, Falkon's preconditioner."""
 
     name, solver, exact, iterative = "nystrom-cg", "cg", False, True
+    method: Method = CG
     description = (
         "preconditioned conjugate gradient, one pass per iteration (Falkon's preconditioner)"
     )
@@ -216,7 +217,7 @@ class NystromCG(Route):
         idx = problem.centres
         assert idx is not None
         rows = held(nystrom_rows(problem))
-        loop = Iterations(self, CG, problem, rows, checkpoint, progress)
+        loop = Iterations(self, self.method, problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
         pc = FalkonCholesky.build(problem_centre_kernel(problem),
                                   float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
@@ -255,6 +256,7 @@ class ExactCG(Route):
     plan chooses from the budget (see the module doc)."""
 
     name, solver, exact, iterative = "exact-cg", "cg", True, True
+    method: Method = CG
     description = "preconditioned CG (a landmark NPT model's top eigenpairs)"
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
@@ -320,7 +322,7 @@ class ExactCG(Route):
         if problem.kernel.precomputed:
             data = data.rechunk({1: plan.row_chunk})
         rows = held(problem.rows.like(data))
-        loop = Iterations(self, CG, problem, rows, checkpoint, progress)
+        loop = Iterations(self, self.method, problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: landmark preconditioner of rank "
                           f"{plan.preconditioner_rank:,}")  # fmt: skip
         s = _root_weights(rows, problem.weights)
