@@ -64,7 +64,7 @@ from npt_dask.runtime.atomic import real, release_lock, take_lock, write_file
 from npt_dask.runtime.owners import describe
 from npt_dask.runtime.places import check_output_place
 
-__all__ = ["CHECKPOINT_VERSION", "Checkpoint", "Saved", "array_digest", "fingerprint"]
+__all__ = ["CHECKPOINT_VERSION", "Checkpoint", "Saved", "Snapshot", "array_digest", "fingerprint"]
 
 CHECKPOINT_VERSION = 3
 """Layout of the checkpoint file (another one is refused, not misread; 2: the right-hand
@@ -102,14 +102,22 @@ def array_digest(value: np.ndarray) -> str:
 
 
 @dataclass
-class Saved:
-    """What a checkpoint holds, verified: the solver's state (its named arrays, iteration
-    count and history), the fingerprint of its problem, the sorted centre indices (None:
-    every row a centre) and the kernel's values on the probe of the data."""
+class Snapshot:
+    """A solver state as a checkpoint holds it: its named host arrays
+    (:meth:`npt_dask.ridge.state.Method.arrays`), its iteration count and history."""
 
     arrays: dict[str, np.ndarray]
     iteration: int
     history: list[float]
+
+
+@dataclass
+class Saved:
+    """What a checkpoint holds, verified: the solver's state, the fingerprint of its
+    problem, the sorted centre indices (None: every row a centre) and the kernel's values
+    on the probe of the data."""
+
+    state: Snapshot
     problem: str
     centres: np.ndarray | None
     probe: np.ndarray
@@ -250,8 +258,8 @@ def _read(target: Path) -> Saved:
     state = {name: value for name, value in arrays.items() if name not in _OWN}
     history = [float(v) for v in arrays["history"]]
     centres = arrays["centres"].astype(np.int64) if meta.get("has_centres") else None
-    return Saved(state, int(meta["iteration"]), history, str(meta["fingerprint"]), centres,
-                 arrays["probe"])  # fmt: skip
+    snapshot = Snapshot(state, int(meta["iteration"]), history)
+    return Saved(snapshot, str(meta["fingerprint"]), centres, arrays["probe"])
 
 
 class Checkpoint:
@@ -342,13 +350,13 @@ class Checkpoint:
                 "parameter it closes over or takes by default). Pass the original kernel "
                 "to resume, or delete the checkpoint to start afresh with this one."
             )
-        if not _agree(saved.arrays["b"], np.asarray(rhs, dtype=np.float64), 1e-10):
+        if not _agree(saved.state.arrays["b"], np.asarray(rhs, dtype=np.float64), 1e-10):
             raise CheckpointError(
                 f"{self.user_path} holds a right-hand side that the data do not give (altered "
                 "since it was written, or of another problem). " + _FIX
             )
         try:
-            state = read(saved.arrays, saved.iteration, saved.history)
+            state = read(saved.state.arrays, saved.state.iteration, saved.state.history)
         except ValueError as exc:
             raise CheckpointError(
                 f"{self.user_path} does not hold a valid solver state ({exc}). {_FIX}"
@@ -357,24 +365,21 @@ class Checkpoint:
         return state
 
     def save(
-        self, state: Mapping[str, np.ndarray], iteration: int, history: list[float],
-        problem: str, centres: np.ndarray | None, probe: np.ndarray,
-    ) -> None:  # fmt: skip
-        """Write a solver state (its named host arrays, :meth:`npt_dask.ridge.state.Method.
-        arrays`; its iteration count and history) of the problem with fingerprint
-        ``problem``, its centres and probe values, atomically, with a digest of every
-        array."""
-        clash = sorted(set(state) & {*_OWN, "meta"})
+        self, state: Snapshot, problem: str, centres: np.ndarray | None, probe: np.ndarray
+    ) -> None:
+        """Write a solver state of the problem with fingerprint ``problem``, its centres
+        and probe values, atomically, with a digest of every array."""
+        clash = sorted(set(state.arrays) & {*_OWN, "meta"})
         if clash:
             raise ValueError(f"A solver state may not name its arrays {clash}.")
-        arrays: dict[str, np.ndarray] = {name: np.asarray(v) for name, v in state.items()}
-        arrays["history"] = np.asarray(history, dtype=np.float64)
+        arrays = {name: np.asarray(v) for name, v in state.arrays.items()}
+        arrays["history"] = np.asarray(state.history, dtype=np.float64)
         arrays["centres"] = np.zeros(0, np.int64) if centres is None else np.asarray(
             centres, dtype=np.int64)  # fmt: skip
         arrays["probe"] = np.asarray(probe, dtype=np.float64)
         meta = {
             "version": CHECKPOINT_VERSION, "fingerprint": problem,
-            "iteration": iteration, "has_centres": centres is not None,
+            "iteration": state.iteration, "has_centres": centres is not None,
             "digests": {name: array_digest(value) for name, value in arrays.items()},
         }  # fmt: skip
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)

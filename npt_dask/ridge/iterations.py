@@ -35,7 +35,7 @@ from npt_dask.engine.passes import Centres, row_pass
 from npt_dask.engine.rows import Rows
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
 from npt_dask.ridge import state as states
-from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
+from npt_dask.ridge.checkpoint import Checkpoint, Snapshot, fingerprint
 from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSolution
 from npt_dask.ridge.resume import check_resumed
 from npt_dask.ridge.state import Method, SolverState
@@ -172,8 +172,8 @@ class Iterations:
         vectors per iteration, only with a checkpoint)."""
         if self.checkpoint is not None:
             assert self.key is not None
-            self.checkpoint.save(self.method.arrays(state), state.iteration, state.history,
-                                 self.key, self.problem.centres, self.probe)  # fmt: skip
+            snapshot = Snapshot(self.method.arrays(state), state.iteration, state.history)
+            self.checkpoint.save(snapshot, self.key, self.problem.centres, self.probe)
 
     def _check_resumed(self, state: SolverState, product: Callable[[Any, np.ndarray], Any]) -> None:
         """The saved state checked against this problem's operator, before any step
