@@ -2,9 +2,11 @@
 
 ``device="gpu"`` moves each chunk of a dask array onto the current CUDA device with
 ``cupy.asarray`` (``map_blocks``, the array's ``meta`` a CuPy array, so dask and every
-later step know the chunks are CuPy's); ``device="cpu"`` (or None) leaves the rows as
-they are. Asking for the GPU where CuPy or a CUDA device is missing is refused at once,
-naming the fix, before anything is read or written.
+later step know the chunks are CuPy's), once: the moved rows are persisted on the device
+when they fit its memory (:func:`persist_on_device`), so the passes of a fit read them
+there instead of moving X again; ``device="cpu"`` (or None) leaves the rows as they are.
+Asking for the GPU where CuPy or a CUDA device is missing is refused at once, naming the
+fix, before anything is read or written.
 
 CuPy is optional (:data:`GPU_INSTALL`: the ``gpu`` extra, which is ``gpu-cu13`` for CUDA 13
 drivers, or ``gpu-cu12``): this module imports it only when the GPU is asked for, so
@@ -31,6 +33,7 @@ __all__ = [
     "check_device",
     "cupy_or_refuse",
     "device_memory_budget",
+    "persist_on_device",
     "to_device",
 ]
 
@@ -166,8 +169,10 @@ def check_device(device: Any) -> str:
     return device
 
 
-def to_device(x: Any, device: str | None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:
-    """The rows ``x`` with their chunks on ``device``.
+def to_device(
+    x: Any, device: str | None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, budget: int | None = None
+) -> Any:
+    """The rows ``x`` with their chunks on ``device``, moved there once.
 
     Parameters
     ----------
@@ -176,10 +181,17 @@ def to_device(x: Any, device: str | None, *, chunk_rows: int = DEFAULT_CHUNK_ROW
         ``chunk_rows`` rows a chunk first; a DataArray keeps its dims and coords.
     device : {"cpu", "gpu"} or None
         ``"gpu"``: each chunk is moved to the current CUDA device by ``cupy.asarray``
-        (lazily, one task a chunk; its ``meta`` a CuPy array). ``"cpu"`` or None:
-        ``x`` itself, unchanged.
+        (one task a chunk; its ``meta`` a CuPy array) and the moved rows are persisted
+        there (:func:`persist_on_device`), so every later pass reads them where they
+        are: X crosses to the device once. ``"cpu"`` or None: ``x`` itself, unchanged.
     chunk_rows : int
         Rows a chunk, for rows not yet in a dask array.
+    budget : int, optional
+        Device bytes the moved rows may take (default :func:`device_memory_budget`).
+        Rows larger than that are not persisted: they stay a lazy move, and every pass
+        over them moves each chunk to the device again (one host-to-device copy of X
+        per pass, each chunk freed after its task), which holds a few chunks on the
+        device instead of all of X.
 
     Returns
     -------
@@ -204,7 +216,20 @@ def to_device(x: Any, device: str | None, *, chunk_rows: int = DEFAULT_CHUNK_ROW
     cupy = cupy_or_refuse()
     data = getattr(x, "data", x) if _is_dataarray(x) else x
     moved = _chunks_to_cupy(_as_dask(data, chunk_rows), cupy)
+    moved = persist_on_device(moved, device_memory_budget() if budget is None else budget)
     return x.copy(data=moved) if _is_dataarray(x) else moved
+
+
+def persist_on_device(x: Any, budget: int | None) -> Any:
+    """The device-backed dask array ``x`` computed once and held on the device (persisted
+    unfused, its chunks as they are) when its ``nbytes`` fit ``budget`` (None: no reading
+    of the device's memory, persisted); else ``x`` as it is, a lazy graph each pass
+    computes again (for rows moved from the host: one more host-to-device copy of each
+    chunk per pass). Under a ``distributed`` client the chunks are held by the workers.
+    """
+    if budget is not None and int(x.nbytes) > int(budget):
+        return x
+    return x.persist(optimize_graph=False)
 
 
 def _is_dataarray(x: Any) -> bool:

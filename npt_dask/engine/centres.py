@@ -21,9 +21,13 @@ The pieces, each small:
 * :func:`select_landmarks` -- resolve ``landmarks=`` (an int or row indices);
 * :func:`certificate` -- the residual summary recorded in the diagnostics.
 
-Layer rule: graph code over numpy blocks (kernel columns are streamed over the
-row chunks of X; for RPCholesky the driver holds the pivots, their Cholesky
-factor and the candidates' residual diagonal, never an n x m factor).
+Layer rule: graph code over the blocks of the rows' namespace (kernel columns are
+streamed over the row chunks of X; for RPCholesky the driver holds the pivots, their
+Cholesky factor and the candidates' residual diagonal, never an n x m factor). On a
+device the pivot rows and each round's task bodies stay there; the small matrices of a
+round (``k x b`` couplings, ``b x b`` Schur complements, the factor) cross to the host
+once and are factored there (LAPACK's pivoted Cholesky), and the candidates' residual
+diagonal comes back once per round (``pool`` numbers: the driver samples from it).
 """
 
 from __future__ import annotations
@@ -38,9 +42,13 @@ from dask import delayed
 from scipy.linalg import lapack
 
 from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_of
 from npt_dask.engine.kernel_matrix import kernel_diagonal
+from npt_dask.engine.passes import as_rows
+from npt_dask.engine.rows import Rows, dense
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.linalg.cholesky import solve_triangular
 from npt_dask.params.constraints import INT, NONE, SEED, InstanceOf, Interval, Options, Param
 from npt_dask.params.parsing import number_or
 from npt_dask.runtime.scheduler import compute
@@ -80,30 +88,36 @@ def uniform_landmarks(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
 
 def _round_update(
     z: Any,
-    d: np.ndarray,
-    pivots: np.ndarray,
+    pivots: Any,
     k: int,
-    g: np.ndarray,
-    lower: np.ndarray,
+    g: Any,
+    lower: Any,
     kernel: KernelSpec,
-) -> np.ndarray:
-    """Task body: a candidate chunk's residual diagonal after a round's new pivots.
+) -> Any:
+    """Task body: what a round's new pivots take off a candidate chunk's residual diagonal.
 
     ``kappa(z, P)`` against all pivots (the first ``k`` old, the rest new) is
     evaluated once; the new pivots' residual columns are
     ``C_new - C_old G`` with ``G = K_old^{-1} kappa(P_old, P_new)``, whitened
-    by the new pivots' Schur-complement Cholesky factor ``lower``.
+    by the new pivots' Schur-complement Cholesky factor ``lower``; the result is their
+    squared norms, one per row of the chunk, in the namespace of ``z`` (``pivots``,
+    ``g`` and ``lower`` already there).
     """
-    if hasattr(z, "toarray"):
-        z = z.toarray()
-    cols = np.asarray(kernel(z, pivots), dtype=np.float64)
+    z = dense(z)
+    xp = namespace_of(z, pivots)
+    if is_numpy(xp):
+        cols = np.asarray(kernel(z, pivots), dtype=np.float64)
+        new = cols[:, k:] - cols[:, :k] @ g if k else cols
+        step = scipy.linalg.solve_triangular(lower, new.T, lower=True)
+        return np.einsum("ij,ij->j", step, step)
+    cols = xp.astype(kernel(z, pivots), xp.float64)
     new = cols[:, k:] - cols[:, :k] @ g if k else cols
-    step = scipy.linalg.solve_triangular(lower, new.T, lower=True)
-    return np.maximum(d - np.einsum("ij,ij->j", step, step), 0.0)
+    step = solve_triangular(lower, new.T, lower=True)
+    return xp.sum(step * step, axis=0)
 
 
 def rpcholesky_landmarks(
-    x: da.Array,
+    x: Rows | da.Array,
     kernel: KernelSpec,
     m: int,
     rng: np.random.Generator,
@@ -134,14 +148,16 @@ def rpcholesky_landmarks(
     (``8 pool``) -- independent of ``n x m``. Each task holds one candidate
     chunk and its ``chunk x m`` kernel columns.
     """
-    n = int(x.shape[0])
+    x = as_rows(x)
+    n = x.n
     size = min(n, pool if pool is not None else RPCHOLESKY_POOL * m)
     candidates = np.sort(rng.choice(n, size=size, replace=False)) if size < n else None
     rows = x if candidates is None else _gathered(x, candidates)
-    d = np.asarray(to_host(compute(kernel_diagonal(rows, kernel))[0]), dtype=np.float64).copy()
+    d = np.asarray(to_host(compute(kernel_diagonal(rows.data, kernel))[0]), dtype=np.float64)
+    d = d.copy()
     scale = float(d.sum())
     chosen: list[int] = []
-    pivots: np.ndarray | None = None  # rows of the pivots so far
+    pivots: Any = None  # rows of the pivots so far (in the rows' namespace)
     factor = np.zeros((0, 0))  # lower Cholesky factor of kappa(P, P)
     done_rounds = 0
     while len(chosen) < m:
@@ -151,20 +167,17 @@ def rpcholesky_landmarks(
         want = -(-(m - len(chosen)) // max(rounds - done_rounds, 1))
         draws = np.unique(rng.choice(len(d), size=want, p=d / total))
         draws = draws[d[draws] > 1e-12 * scale]
-        new_rows = _rows_at(rows, draws)
+        new_rows = rows.take(draws)
         k = len(chosen)
-        cross = (
-            np.asarray(kernel(pivots, new_rows), dtype=np.float64)
-            if pivots is not None
-            else np.zeros((0, len(draws)))
-        )
+        cross = _host64(rows, kernel(pivots, new_rows)) if pivots is not None else (
+            np.zeros((0, len(draws))))  # fmt: skip
         g = scipy.linalg.cho_solve((factor, True), cross) if k else cross
-        schur = np.asarray(kernel(new_rows, new_rows), dtype=np.float64) - cross.T @ g
+        schur = _host64(rows, kernel(new_rows, new_rows)) - cross.T @ g
         schur = (schur + schur.T) / 2
         top = max(float(np.max(np.diag(schur), initial=0.0)), np.finfo(float).tiny)
         keep, lower = pivoted_cholesky(schur, PIVOT_FLOOR * top)
         draws, new_rows, cross, g = draws[keep], new_rows[keep], cross[:, keep], g[:, keep]
-        pivots = new_rows if pivots is None else np.concatenate([pivots, new_rows])
+        pivots = new_rows if pivots is None else _stacked(rows, pivots, new_rows)
         d = _updated_diagonal(rows, d, pivots, k, g, lower, kernel)
         d[draws] = 0.0
         coords = scipy.linalg.solve_triangular(factor, cross, lower=True).T if k else cross.T
@@ -177,30 +190,45 @@ def rpcholesky_landmarks(
     return np.sort(picked if candidates is None else candidates[picked])
 
 
-def _gathered(x: da.Array, idx: np.ndarray) -> da.Array:
-    """Rows ``idx`` of X (one pass), row-chunked like X, in memory where tasks run."""
-    rows = x[idx].rechunk({0: max(x.chunks[0])})
-    return rows.persist(optimize_graph=False)
+def _gathered(x: Rows, idx: np.ndarray) -> Rows:
+    """Rows ``idx`` of X (one pass), row-chunked like X, held where tasks run (persisted:
+    on the rows' device, or the workers'), for the rounds' passes over them."""
+    rows = x.data[idx].rechunk({0: max(x.chunks)})
+    return x.like(rows.persist(optimize_graph=False))
 
 
-def _rows_at(rows: da.Array, idx: np.ndarray) -> np.ndarray:
-    block = compute(rows[idx])[0]
-    return np.asarray(block.toarray() if hasattr(block, "toarray") else block)
+def _host64(rows: Rows, a: Any) -> np.ndarray:
+    """A small matrix of the rows' namespace as host float64 (one crossing)."""
+    return np.asarray(rows.host(a), dtype=np.float64)
+
+
+def _stacked(rows: Rows, top: Any, bottom: Any) -> Any:
+    """Two blocks of rows one above the other, in the rows' namespace."""
+    if rows.numpy:
+        return np.concatenate([top, bottom])
+    return rows.xp.concat([top, bottom], axis=0)
 
 
 def _updated_diagonal(
-    rows: da.Array, d: np.ndarray, pivots: np.ndarray, *round_terms: Any
-) -> np.ndarray:
+    rows: Rows, d: np.ndarray, pivots: Any, k: int, g: np.ndarray, lower: np.ndarray,
+    kernel: KernelSpec,
+) -> np.ndarray:  # fmt: skip
     """The candidates' residual diagonal after a round: one task per candidate chunk
-    (:func:`_round_update`, given ``k, g, lower, kernel``)."""
-    starts = np.concatenate([[0], np.cumsum(rows.chunks[0])])
+    (:func:`_round_update`); ``g`` and ``lower`` go to the rows' device once a round, and
+    the chunks' shares come back joined, once (``pool`` numbers)."""
+    g_there, lower_there = rows.put(g), rows.put(lower)
     parts = [
-        delayed(_round_update, pure=False)(
-            block, d[starts[i] : starts[i + 1]], pivots, *round_terms
-        )
-        for i, block in enumerate(rows.to_delayed().ravel())
+        delayed(_round_update, pure=False)(block, pivots, k, g_there, lower_there, kernel)
+        for block in rows.data.to_delayed().ravel()
     ]
-    return np.concatenate(compute(*parts, release_scratch=True))
+    taken = compute(delayed(_joined, pure=False)(parts), release_scratch=True)[0]
+    return np.maximum(d - taken, 0.0)
+
+
+def _joined(parts: list[Any]) -> np.ndarray:
+    """Task body: the chunks' vectors one after the other, in host memory (one crossing)."""
+    xp = namespace_of(*parts)
+    return np.asarray(to_host(np.concatenate(parts) if is_numpy(xp) else xp.concat(parts)))
 
 
 def extended_factor(factor: np.ndarray, coords: np.ndarray, lower: np.ndarray) -> np.ndarray:
@@ -295,7 +323,7 @@ def check_landmarks(landmarks: Any, n: int) -> np.ndarray | int:
 
 def select_landmarks(
     landmarks: Any,
-    x: da.Array,
+    x: Rows | da.Array,
     kernel: KernelSpec,
     *,
     method: str,
@@ -304,7 +332,7 @@ def select_landmarks(
 ) -> np.ndarray:
     """Sorted landmark row indices from ``landmarks=`` (an int m or row indices);
     ``report`` is told of each RPCholesky round."""
-    n = int(x.shape[0])
+    n = int(x.data.shape[0] if isinstance(x, Rows) else x.shape[0])
     checked = check_landmarks(landmarks, n)
     if isinstance(checked, np.ndarray):
         return checked

@@ -52,14 +52,20 @@ import hashlib
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 import scipy.sparse
 
 from npt_dask.arrays.buffers import scratch
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import device_of, is_numpy, namespace_and_device, on_device
+from npt_dask.arrays.namespace import (
+    device_of,
+    is_numpy,
+    namespace_and_device,
+    namespace_of,
+    on_device,
+)
 from npt_dask.engine.blocks import (
     block_products,
     block_times,
@@ -72,7 +78,9 @@ from npt_dask.engine.projection import ProjectionTerms, finish_parts
 from npt_dask.engine.sums import add_into
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
+from npt_dask.kernels.specs import checks_carried
 from npt_dask.linalg.tiles import TiledUpper
+from npt_dask.runtime.inputs import NON_FINITE_INPUT
 
 __all__ = [
     "DIGEST_LANES",
@@ -92,6 +100,8 @@ __all__ = [
     "centre_pairs",
     "dense_rows",
     "device_lanes",
+    "finite_flag",
+    "projection_verdict",
 ]
 
 
@@ -288,18 +298,63 @@ def non_finite_message(kernel: KernelSpec) -> str:
 @dataclass(frozen=True)
 class Projection(Consumer):
     """``[y | residual]`` (float64) of each row onto a model (see
-    :meth:`RowBlock.projected`); a non-finite coordinate is an error naming the kernel."""
+    :meth:`RowBlock.projected`); non-finite input rows, kernel values or coordinates are
+    an error (the input's, the kernel's or this one naming the kernel).
+
+    On numpy each is checked as it is made (nothing crosses). On a device one verdict
+    covers them all (:func:`projection_verdict`: the rows, the coordinates and the
+    residuals are finite -- a non-finite kernel value makes its row's products
+    non-finite, so the blocks are made unchecked,
+    :func:`~npt_dask.kernels.specs.checks_carried`) and is read once: with ``check`` (the
+    default) in the task, one flag a chunk (a task raises only on what the host sees);
+    with ``check=False`` not at all, for a caller that reads the verdict with the values
+    it takes to the host anyway (:func:`npt_dask.project`: no sync of its own). A failed
+    verdict is worded by :meth:`refuse`, as numpy's route words it."""
 
     terms: ProjectionTerms
+    check: bool = True
 
     def __call__(self, rows: RowBlock, before: Any) -> Any:
-        y, res = rows.projected(self.terms)[:2]
-        xp = rows.xp
-        # on a device one flag crosses (counted), not the coordinates
-        finite = np.isfinite(y).all() if rows.numpy else bool(to_host(xp.all(xp.isfinite(y))))
-        if not finite:  # (a precomputed kernel's residual is NaN)
-            raise InputError(non_finite_message(rows.kernel))
-        return np.hstack([y, res[:, None]]) if rows.numpy else xp.concat([y, res[:, None]], axis=1)
+        if rows.numpy:
+            y, res = rows.projected(self.terms)[:2]
+            if not np.isfinite(y).all():  # (a precomputed kernel's residual is NaN)
+                raise InputError(non_finite_message(rows.kernel))
+            return np.hstack([y, res[:, None]])
+        with checks_carried():  # the blocks' checks ride on the verdict
+            y, res = rows.projected(self.terms)[:2]
+        out = rows.xp.concat([y, res[:, None]], axis=1)
+        if self.check and not bool(to_host(projection_verdict(out, rows.z, rows.kernel))):
+            self.refuse(rows.z, rows.centres, rows.kernel)  # one flag crossed, and it failed
+        return out
+
+    def refuse(self, z: Any, centres: Any, kernel: KernelSpec) -> NoReturn:
+        """Raise the error of a chunk whose verdict failed (:func:`projection_verdict`) as
+        numpy's route raises it: the rows' own (NaN or inf in the input), else the
+        kernel's (its blocks made again, checked), else this projection's. The error path
+        only: its work and crossings are not counted."""
+        parts = z if isinstance(z, list) else [z]
+        if not kernel.precomputed and not all(bool(to_host(finite_flag(p))) for p in parts):
+            raise InputError(NON_FINITE_INPUT)
+        RowBlock(z, centres, kernel, {}).projected(self.terms)
+        raise InputError(non_finite_message(kernel))
+
+
+def projection_verdict(out: Any, z: Any, kernel: KernelSpec) -> Any:
+    """Whether a device chunk's projection ``out`` (``[y | residual]``) and its rows ``z``
+    are all finite, as a 0-d array on their device (nothing crosses): the one check of
+    :class:`Projection` on a device. A non-finite kernel value makes every coordinate of
+    its row non-finite, so this covers the blocks too. For a precomputed kernel: the
+    coordinates (its residual is NaN; its rows are checked as they are read)."""
+    if kernel.precomputed:
+        return finite_flag(out[:, :-1])
+    return finite_flag(out) & finite_flag(z)
+
+
+def finite_flag(y: Any) -> Any:
+    """Whether every entry of ``y`` is finite, as a 0-d array where ``y`` lives (no sync:
+    read it with the values it belongs to)."""
+    xp = namespace_of(y)
+    return xp.all(xp.isfinite(y))
 
 
 @dataclass(frozen=True)

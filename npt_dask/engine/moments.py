@@ -72,7 +72,8 @@ def chunk_moments(
         x, tt = xp.astype(y, xp.float64), xp.astype(t, xp.float64)
         g = xp.astype(x, getattr(xp, np.dtype(gram_dtype).name))
         return (
-            xp.asarray(float(x.shape[0]), dtype=xp.float64, device=device_of(x)),
+            # the count made where it is summed (xp.asarray of a number would copy it)
+            xp.full((), float(x.shape[0]), dtype=xp.float64, device=device_of(x)),
             xp.sum(x, axis=0),
             xp.sum(tt, axis=0),
             xp.astype(g.T @ g, xp.float64),

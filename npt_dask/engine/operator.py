@@ -399,9 +399,15 @@ class KernelOperator:
         For the dense solvers: the uncentred matrix is evaluated blockwise
         (:func:`kernel_matrix`), its row means recorded (:attr:`row_means` then
         costs no pass), and it is centred and symmetrised in place. Memory: the
-        ``n x n`` matrix, plus its blocks while they are gathered.
+        ``n x n`` matrix, plus its blocks while they are gathered. On a device each
+        block crosses to the host in the task that makes it: the device holds the blocks
+        in flight, never the ``n x n`` matrix.
         """
-        gram = np.asarray(to_host(compute(kernel_matrix(self.x, self.x, self.kernel))[0]))
+        matrix = kernel_matrix(self.x, self.x, self.kernel)
+        if not self.numpy:
+            host = np.empty((0, 0), dtype=matrix.dtype)
+            matrix = da.map_blocks(to_host, matrix, dtype=matrix.dtype, meta=host)
+        gram = np.asarray(to_host(compute(matrix)[0]))
         gram = gram.astype(np.float64, copy=False)
         self._row_sums = gram.sum(axis=1)
         self.passes += 1

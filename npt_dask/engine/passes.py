@@ -178,8 +178,9 @@ def _moved_panel(block: Any, rows: Rows) -> Any:
     moved once (a task where the panel lives, for a Delayed or a future)."""
     if block is None:
         return None
-    if isinstance(block, Delayed):
-        return delayed(put_like, pure=True)(block, rows.meta)
+    if isinstance(block, Delayed):  # named, not tokenized: a device meta would be pickled
+        name = f"put-{block.key}-{rows.xp.__name__}-{rows.device}"
+        return delayed(put_like, pure=True)(block, rows.meta, dask_key_name=name)
     if hasattr(block, "key") and not hasattr(block, "shape"):  # a future: move it there
         client = current_client()
         assert client is not None, "futures of centres need their client"
@@ -403,8 +404,8 @@ def map_rows(
     rows = as_rows(rows)
     tasks = chunk_tasks(rows, centres, kernel, consumer, dtype, host=False)
     meta = rows.empty((0, width), dtype)
-    blocks = [
-        da.from_delayed(task, shape=(c, width), dtype=dtype, meta=meta)
+    blocks = [  # named by their tasks: tokenizing a device meta would pickle it (a crossing)
+        da.from_delayed(task, shape=(c, width), dtype=dtype, meta=meta, name=f"rows-{task.key}")
         for task, c in zip(tasks, rows.chunks, strict=True)
     ]
     return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]

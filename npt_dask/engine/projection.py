@@ -10,7 +10,7 @@ Layer rule: arrays in, arrays out (:func:`finish_parts` in its input's namespace
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -33,8 +33,14 @@ def projection_weights(u_rows: np.ndarray, eigenvalues: np.ndarray, n: int) -> n
     return np.hstack([a, np.full((a.shape[0], 1), 1.0 / n)])
 
 
-class ProjectionTerms(dict):
-    """The constants of :func:`finish_parts`: ``offset``, ``ones``, ``grand_mean``, ``center``."""
+class ProjectionTerms(TypedDict):
+    """The constants of :func:`finish_parts` (a plain dict at run time: dask looks inside
+    it, so a cluster's futures of them resolve in the task)."""
+
+    offset: Any
+    ones: Any
+    grand_mean: float
+    center: bool
 
 
 def projection_terms(
@@ -69,4 +75,4 @@ def finish_parts(
         norms = np.einsum("ij,ij->i", y, y)
         return y, np.sqrt(np.maximum(kzz - norms, 0.0)), norms
     norms = xp.sum(y * y, axis=1)
-    return y, xp.sqrt(xp.clip(kzz - norms, min=0.0)), norms
+    return y, xp.sqrt(xp.maximum(kzz - norms, 0.0)), norms  # (clip: a bound array, a mask)

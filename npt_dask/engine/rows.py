@@ -123,12 +123,38 @@ class Rows:
         chunk that holds one. ``host``: in host memory (numpy), else in the rows'
         namespace on their device. ``columns`` (host integers): only those columns, taken
         chunk by chunk before the rows are joined (a precomputed kernel's ``K[idx][:, idx]``:
-        ``m x m`` values, never ``m x n``)."""
-        picked = self.data[np.asarray(idx)]
-        if columns is not None:
-            picked = picked[:, np.asarray(columns)]
-        got = dense(compute(picked)[0])
+        ``m x m`` values, never ``m x n``). On a device (local threads, one chunk of
+        columns, all columns) the indices cross there once, each chunk indexed by its slice
+        of them (dask's own gather would copy a host index into every chunk's task)."""
+        idx = np.asarray(idx)
+        if columns is None and not self.numpy and self._gathers_there(idx):
+            got = self._take_there(idx)
+        else:
+            picked = self.data[idx]
+            if columns is not None:
+                picked = picked[:, np.asarray(columns)]
+            got = dense(compute(picked)[0])
         return np.asarray(to_host(got)) if host and not self.numpy else got
+
+    def _gathers_there(self, idx: np.ndarray) -> bool:
+        """Whether :meth:`_take_there` applies: sorted indices, rows of one column chunk,
+        no cluster (there dask's gather runs where the chunks are)."""
+        return (
+            idx.ndim == 1 and idx.size > 0 and bool(np.all(idx[1:] >= idx[:-1]))
+            and len(self.data.chunks[1]) == 1 and current_client() is None
+        )  # fmt: skip
+
+    def _take_there(self, idx: np.ndarray) -> Any:
+        """The rows at sorted ``idx`` gathered on the device: one copy of the indices
+        (each relative to its chunk), one task per chunk holding some, joined there."""
+        starts = np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
+        cut = [int(c) for c in np.searchsorted(idx, starts)]
+        local = self.put(idx - np.repeat(starts[:-1], np.diff(cut)))
+        blocks = self.data.to_delayed(optimize_graph=False).ravel()
+        parts = [delayed(_pick, pure=False)(blocks[i], local[cut[i] : cut[i + 1]])
+                 for i in range(len(blocks)) if cut[i + 1] > cut[i]]  # fmt: skip
+        picked = [dense(p) for p in compute(*parts)]
+        return picked[0] if len(picked) == 1 else self.xp.concat(picked, axis=0)
 
     def aligned(self, values: Any, dtype: Any = None, *, host: bool = False) -> Aligned | None:
         """``values`` (``(n,)`` or ``(n, k)``: numpy, a device array, or a dask array of
@@ -165,7 +191,8 @@ class Rows:
         parts = list(values.to_delayed(optimize_graph=False).ravel())
         if self.numpy:
             return Aligned(tuple(parts))
-        moved = [delayed(put_like, pure=True)(p, self.meta) for p in parts]
+        # not pure: a key by tokenizing would pickle the device meta (a copy to the host)
+        moved = [delayed(put_like, pure=False)(p, self.meta) for p in parts]
         client = current_client()
         if client is not None:
             return Aligned(tuple(client.compute(moved)))
@@ -175,6 +202,11 @@ class Rows:
         """A row-aligned array already on the rows' device, cut like the rows (views)."""
         starts = np.concatenate([[0], np.cumsum(self.chunks)]).astype(int)
         return [whole[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def _pick(block: Any, local: Any) -> Any:
+    """Task body: the rows of ``block`` at ``local`` (indices on the block's device)."""
+    return dense(block)[local]
 
 
 def _astype(a: Any, dtype: Any, xp: Any) -> Any:

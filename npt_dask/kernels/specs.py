@@ -30,9 +30,11 @@ xarray or zarr.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -67,6 +69,7 @@ __all__ = [
     "KernelSpec",
     "NamedKernel",
     "PrecomputedKernel",
+    "checks_carried",
     "make_kernel",
     "resolve_kernel",
     "spec_of",
@@ -82,6 +85,23 @@ GAMMA_SCALE = "scale"
 """``gamma="scale"``: ``1 / (n_features * X.var())``, as scikit-learn's SVC."""
 
 _HYPERPARAMETERS = {p.name: p for p in KERNEL_HYPERPARAMETERS}
+
+_CARRIED = contextvars.ContextVar("npt_kernel_checks_carried", default=False)
+
+
+@contextlib.contextmanager
+def checks_carried() -> Iterator[None]:
+    """Inside the block (this thread), kernel blocks and diagonals are made without their
+    NaN/inf check: the caller checks what it computes from them instead -- a non-finite
+    entry makes every product and sum it enters non-finite -- reads that one verdict, and
+    on a failed one makes the blocks again outside the block, so the error is the
+    kernel's own. For a device, where each check reads a flag back to the host (a
+    synchronisation per block); numpy checks as it goes."""
+    token = _CARRIED.set(True)
+    try:
+        yield
+    finally:
+        _CARRIED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -295,8 +315,9 @@ class KernelSpec(metaclass=_ByKind):
         return values
 
     def _check_finite(self, block: Any, a: Any, b: Any) -> None:
-        """Refuse a block with NaN or inf, naming the kernel and the data (one reduction)."""
-        if all_finite(block):
+        """Refuse a block with NaN or inf, naming the kernel and the data (one reduction;
+        none inside :func:`checks_carried`, whose caller checks the results)."""
+        if _CARRIED.get() or all_finite(block):
             return
         xp = namespace_of(block)
         found = " and ".join(

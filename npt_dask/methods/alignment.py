@@ -15,8 +15,9 @@ removes the constant offset of the kernel) follow exactly:
 * ``||H calK H||_F^2 = ||calK||_F^2 - 2 ||calK 1||^2 / n + (1^T calK 1)^2 / n^2``,
 * ``||H T H||_F = 2 ||O~^T O~||_F``.
 
-Layer rule: graph code over numpy blocks; memory per task is one kernel
-block (``chunk_size**2`` floats), the driver holds O(n + C^2).
+Layer rule: graph code over the rows' blocks in their namespace (numpy, or a device's:
+the kernel blocks and the sums stay there, and the sums come to the host once); memory
+per task is one kernel block (``chunk_size**2`` floats), the driver holds O(n + C^2).
 """
 
 from __future__ import annotations
@@ -27,75 +28,95 @@ from typing import Any
 import numpy as np
 from dask import delayed
 
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.blocks import as_float64_block, scratch_block
 from npt_dask.engine.budget import upper_pairs
-from npt_dask.engine.sums import FAN_IN, add_tuples, tree_reduce
+from npt_dask.engine.rows import Aligned, Rows
+from npt_dask.engine.sums import FAN_IN, tree_reduce
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec, resolve_kernel
 from npt_dask.kernels.params import KernelArguments
-from npt_dask.methods._passes import as_labels
+from npt_dask.methods._passes import add_parts, aligned, as_labels, host_sums
 from npt_dask.runtime.inputs import (
     CHUNK_SIZE_PARAM,
     DEFAULT_CHUNK_SIZE,
     as_row_chunked,
     data_variance,
 )
-from npt_dask.runtime.labels import class_labels
+from npt_dask.runtime.labels import class_index
 from npt_dask.runtime.scheduler import compute
 
 __all__ = ["alignment_scores", "kernel_target_alignment"]
 
 
 def _pair_terms(
-    x_i: np.ndarray,
-    x_j: np.ndarray,
-    o_i: np.ndarray,
-    o_j: np.ndarray,
+    x_i: Any,
+    x_j: Any,
+    o_i: Any,
+    o_j: Any,
+    n_classes: int,
     kernel: KernelSpec,
     diagonal: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For block (i, j): ``O_i^T B O_j`` (+ transpose), ``||B||^2`` and row/column sums."""
+) -> tuple[Any, Any, Any, Any]:
+    """For block (i, j): ``O_i^T B O_j`` (+ transpose), ``||B||^2`` and row/column sums,
+    in the rows' namespace (``o_i``, ``o_j``: the blocks' class positions)."""
     b = as_float64_block(scratch_block(x_i, x_j, kernel))
+    o_i, o_j = _onehot(o_i, n_classes), _onehot(o_j, n_classes)
     cross = o_i.T @ (b @ o_j)
-    fro = np.einsum("ij,ij->", b, b)
+    xp = namespace_of(b)
+    if is_numpy(xp):
+        fro = np.array(np.einsum("ij,ij->", b, b))
+        empty = np.zeros(0)
+    else:
+        fro, empty = xp.sum(b * b), xp.zeros(0, dtype=xp.float64, device=device_of(b))
     if diagonal:
-        return cross, np.array(fro), b.sum(axis=1), np.zeros(0)
-    return cross + cross.T, np.array(2.0 * fro), b.sum(axis=1), b.sum(axis=0)
+        return cross, fro, b.sum(axis=1), empty
+    return cross + cross.T, 2.0 * fro, b.sum(axis=1), b.sum(axis=0)
 
 
 def _add_pairs(parts: list[tuple], starts_i: list[int], starts_j: list[int], n: int) -> tuple:
     """Sum a group of pair terms; row sums go to the rows of block i and block j."""
     cross = sum(p[0] for p in parts)
     fro = sum(p[1] for p in parts)
-    rows = np.zeros(n)
+    xp = namespace_of(parts[0][2])
+    rows = np.zeros(n) if is_numpy(xp) else xp.zeros(n, dtype=xp.float64, device=device_of(cross))
     for part, si, sj in zip(parts, starts_i, starts_j, strict=True):
-        rows[si : si + len(part[2])] += part[2]
-        rows[sj : sj + len(part[3])] += part[3]  # empty on the diagonal
+        rows[si : si + part[2].shape[0]] += part[2]
+        rows[sj : sj + part[3].shape[0]] += part[3]  # empty on the diagonal
     return cross, fro, rows
 
 
-def _one_pass(x: Any, onehot: Any, kernel: KernelSpec) -> tuple[np.ndarray, float, np.ndarray]:
-    xs, os_ = list(x.to_delayed().ravel()), list(onehot.to_delayed().ravel())
-    starts = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(int)
+def _one_pass(
+    x: Rows, index: Aligned, n_classes: int, kernel: KernelSpec
+) -> tuple[np.ndarray, float, np.ndarray]:
+    xs, os_ = list(x.data.to_delayed().ravel()), list(index.blocks)
+    starts = np.concatenate([[0], np.cumsum(x.chunks)]).astype(int)
     n, nb = int(starts[-1]), len(xs)
     pairs = upper_pairs(nb)
     groups = [pairs[k : k + FAN_IN] for k in range(0, len(pairs), FAN_IN)]
     level = [
         delayed(_add_pairs, pure=True)(
-            [delayed(_pair_terms, pure=True)(xs[i], xs[j], os_[i], os_[j], kernel, i == j)
+            [delayed(_pair_terms, pure=False)(xs[i], xs[j], os_[i], os_[j], n_classes, kernel,
+                                              i == j)
              for i, j in g],
             [int(starts[i]) for i, _ in g], [int(starts[j]) for _, j in g], n,
         )
         for g in groups
     ]  # fmt: skip
-    cross, fro, rows = compute(tree_reduce(level, add_tuples), release_scratch=True)[0]
+    total = delayed(host_sums, pure=False)(tree_reduce(level, add_parts))  # one crossing
+    cross, fro, rows = compute(total, release_scratch=True)[0]
     return cross, float(fro), rows
 
 
-def _onehot(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    out = np.zeros((len(block), len(classes)))
-    out[np.arange(len(block)), np.searchsorted(classes, block)] = 1.0
-    return out
+def _onehot(index: Any, n_classes: int) -> Any:
+    """The ``(rows, classes)`` indicator of rows' class positions, in their namespace."""
+    xp = namespace_of(index)
+    if is_numpy(xp):
+        out = np.zeros((len(index), n_classes))
+        out[np.arange(len(index)), index] = 1.0
+        return out
+    hits = index[:, None] == xp.arange(n_classes, device=device_of(index))[None, :]
+    return xp.astype(hits, xp.float64)
 
 
 def alignment_scores(
@@ -118,16 +139,14 @@ def alignment_scores(
         kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params
     )
     CHUNK_SIZE_PARAM.check(chunk_size)
-    x, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
-    labels = as_labels(y, x)
-    values = np.asarray(compute(labels)[0])  # read once: the check and the class counts
-    classes = class_labels(values, name="y", owner="Kernel-target alignment")  # the one check
-    counts = np.bincount(np.searchsorted(classes, values), minlength=len(classes))
-    spec = resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
-    onehot = labels.map_blocks(_onehot, classes, new_axis=1, dtype=np.float64,  # type: ignore[arg-type]
-                               chunks=(labels.chunks[0], (len(classes),)))  # fmt: skip
-    cross, fro, rows = _one_pass(x, onehot, spec)
-    n = x.shape[0]
+    data, _ = as_row_chunked(X, name="X", chunk_size=chunk_size, min_samples=2)
+    x = Rows.of(data)
+    # read once: the one check and the class counts; the positions moved to x's device once
+    classes, index = class_index(as_labels(y, data), name="y", owner="Kernel-target alignment")
+    counts = np.bincount(index, minlength=len(classes))
+    spec = resolve_kernel(params, int(data.shape[1]), lambda: data_variance(data))
+    cross, fro, rows = _one_pass(x, aligned(x, index), len(classes), spec)
+    n = data.shape[0]
     return {
         "alignment": float((2.0 * np.trace(cross) - cross.sum()) / (n * np.sqrt(fro))),
         "centered_alignment": _centered(cross, fro, rows, counts.astype(np.float64), n),

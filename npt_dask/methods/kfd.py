@@ -17,18 +17,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
     COORDINATE_ROWS,
-    as_coordinates,
+    affine,
+    aligned,
     as_labels,
-    chunk_sums,
+    coordinate_rows,
+    lazy_name,
+    pass_sums,
+    take_labels,
 )
 from npt_dask.params.constraints import (
     INT,
@@ -40,7 +47,7 @@ from npt_dask.params.constraints import (
     table_defaults,
 )
 from npt_dask.runtime.inputs import align_rows, wrap_rows
-from npt_dask.runtime.labels import class_labels
+from npt_dask.runtime.labels import class_index
 
 __all__ = [
     "FISHER_PARAMS",
@@ -70,12 +77,19 @@ _D = table_defaults(FISHER_PARAMS)  # the signature's defaults: the parameter ta
 _BY_NAME = {p.name: p for p in FISHER_PARAMS}
 
 
-def _class_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
-    x = np.asarray(block, dtype=np.float64)
-    index = np.searchsorted(classes, labels)
-    onehot = np.zeros((len(x), len(classes)))
-    onehot[np.arange(len(x)), index] = 1.0
-    return (onehot.sum(axis=0), onehot.T @ x, x.T @ x)
+def _class_moments(block: Any, index: Any, n_classes: int) -> tuple:
+    """A chunk's class counts, class sums and ``Y^T Y``, from its rows' class positions;
+    in the chunk's namespace."""
+    xp = namespace_of(block, index)
+    if is_numpy(xp):
+        x = np.asarray(block, dtype=np.float64)
+        onehot = np.zeros((len(x), n_classes))
+        onehot[np.arange(len(x)), index] = 1.0
+        return (onehot.sum(axis=0), onehot.T @ x, x.T @ x)
+    x = xp.astype(block, xp.float64)
+    hits = index[:, None] == xp.arange(n_classes, device=device_of(index))[None, :]
+    onehot = xp.astype(hits, xp.float64)
+    return (xp.sum(onehot, axis=0), onehot.T @ x, x.T @ x)
 
 
 def class_scatter(Y: Any, y: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict[str, np.ndarray]:
@@ -86,10 +100,9 @@ def class_scatter(Y: Any, y: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict
     (``total = within + between``).
     """
     y = align_rows(y, Y, name="y", rows_name="Y")
-    data, _ = as_coordinates(Y, chunk_size=chunk_size, min_samples=2)
-    labels = as_labels(y, data)
-    classes = class_labels(labels, name="y", owner="FisherDiscriminant")
-    counts, sums, gram = chunk_sums(_class_moments, [data, labels], classes)
+    rows, _ = coordinate_rows(Y, chunk_size=chunk_size, min_samples=2)
+    classes, index = class_index(as_labels(y, rows.data), name="y", owner="FisherDiscriminant")
+    counts, sums, gram = pass_sums(_class_moments, rows, [aligned(rows, index)], len(classes))
     n = counts.sum()
     means = sums / counts[:, None]
     mean = sums.sum(axis=0) / n
@@ -180,31 +193,34 @@ class FisherDiscriminant(ClassifierMixin, TransformerMixin, BaseEstimator):
         _BY_NAME["n_components"].within(limit, why).check(self.n_components, "FisherDiscriminant")
         return limit if self.n_components is None else int(self.n_components)
 
-    def _rows(self, Y: Any) -> tuple[Any, Any]:
+    def _features(self, Y: Any) -> tuple[Rows, Any, Any]:
+        """The rows of ``Y``, their lazy discriminant features (in their namespace) and
+        how ``Y`` came."""
         check_is_fitted(self, "scalings_")
-        data, info = as_coordinates(Y, chunk_size=self.chunk_size)
-        if data.shape[1] != self.n_features_in_:
+        rows, info = coordinate_rows(Y, chunk_size=self.chunk_size)
+        if rows.data.shape[1] != self.n_features_in_:
             raise InputError(
-                f"Y has {data.shape[1]} features, but FisherDiscriminant was fitted on "
+                f"Y has {rows.data.shape[1]} features, but FisherDiscriminant was fitted on "
                 f"{self.n_features_in_}."
             )
-        return data, info
+        return rows, affine(rows, self.scalings_, shift=self.mean_, label="kfd"), info
 
     def transform(self, Y: Any) -> Any:
         """Discriminant features ``(Y - mean_) @ scalings_``; same container type as Y."""
-        data, info = self._rows(Y)
-        z = (data.astype(np.float64) - self.mean_) @ self.scalings_
+        _, z, info = self._features(Y)
         return wrap_rows(z, info, name="kfd")
 
     def predict(self, Y: Any) -> Any:
-        """Nearest class mean in the discriminant space."""
-        data, info = self._rows(Y)
-        z = (data.astype(np.float64) - self.mean_) @ self.scalings_
-        nearest = z.map_blocks(_nearest, self._centroids, drop_axis=1, dtype=np.intp)
-        labels = nearest.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
-        return wrap_rows(labels, info, name="label")
+        """Nearest class mean in the discriminant space (labels on the coordinates'
+        device for numeric classes)."""
+        rows, z, info = self._features(Y)
+        nearest = da.map_blocks(
+            _nearest, z, rows.put(self._centroids), drop_axis=1, dtype=np.intp,
+            meta=rows.empty((0,), np.intp), name=lazy_name(rows, "nearest"),
+        )  # fmt: skip
+        return wrap_rows(take_labels(rows, nearest, self.classes_), info, name="label")
 
 
-def _nearest(z: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+def _nearest(z: Any, centroids: Any) -> Any:
     d = ((z[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=-1)
     return d.argmin(axis=1)

@@ -19,20 +19,27 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import SGDClassifier
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
+from npt_dask.arrays.host import to_host
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError
 from npt_dask.methods._passes import (
     COORDINATE_ROWS,
     PERSIST,
-    as_coordinates,
+    affine,
     as_labels,
+    class_positions,
+    coordinate_rows,
     maybe_persist,
+    take_labels,
 )
 from npt_dask.params.constraints import (
     FLAG,
@@ -47,14 +54,15 @@ from npt_dask.params.constraints import (
     check_table,
     table_defaults,
 )
-from npt_dask.runtime.inputs import align_rows, wrap_rows
-from npt_dask.runtime.labels import class_labels
+from npt_dask.runtime.inputs import align_rows, is_data_array, wrap_rows
+from npt_dask.runtime.labels import class_index
 from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "KERNEL_SVM_PARAMS",
     "SVM_PARAMS",
     "ChunkedLinearSVM",
+    "in_host_memory",
     "kernel_svm",
     "linear_svm",
 ]
@@ -117,6 +125,13 @@ def kernel_svm(
         Keyword arguments of :class:`npt_dask.NonlinearProjection`
         (``kernel``, ``gamma``, ``n_components``, ...).
 
+    Notes
+    -----
+    The in-memory solvers (``"svc"``, ``"liblinear"``) are scikit-learn's, which read
+    numpy: a ``"host"`` step between the two brings lazy coordinates into host memory
+    (computed once; a device's copied once), so rows on a GPU fit and predict too. The
+    chunked solver streams the coordinates' chunks itself.
+
     Examples
     --------
     >>> from sklearn.datasets import make_moons
@@ -131,7 +146,20 @@ def kernel_svm(
     values = {"C": C, "solver": solver, "svm_params": svm_params}
     check_table(KERNEL_SVM_PARAMS, values, owner="kernel_svm")
     svm = linear_svm(solver, C, **dict(svm_params or {}))
-    return Pipeline([("npt", NonlinearProjection(**npt_params)), ("svm", svm)])
+    steps: list[tuple[str, Any]] = [("npt", NonlinearProjection(**npt_params))]
+    if solver != "chunked":  # scikit-learn's solvers read the coordinates in host memory
+        steps.append(("host", FunctionTransformer(in_host_memory)))
+    return Pipeline([*steps, ("svm", svm)])
+
+
+def in_host_memory(coordinates: Any) -> Any:
+    """Coordinates in host memory for an in-memory solver: numpy as they are; lazy ones
+    (dask, a DataArray's) computed, and a device's copied to the host once."""
+    if is_data_array(coordinates):
+        coordinates = coordinates.data
+    if not isinstance(coordinates, da.Array):
+        return coordinates
+    return np.asarray(to_host(compute(coordinates)[0]))
 
 
 def linear_svm(solver: str, C: float, **params: Any) -> Any:
@@ -215,11 +243,11 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
         """Train over the chunks of Y (numpy, dask or DataArray) for ``epochs`` passes."""
         check_estimator(SVM_PARAMS, self)  # before any data are read
         y = align_rows(y, Y, name="y", rows_name="Y")
-        data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
-        labels = as_labels(y, data)
-        data = maybe_persist(data, self.persist)
-        classes = class_labels(labels, name="y", owner="ChunkedLinearSVM")
-        rng = np.random.default_rng(self.random_state)
+        rows, _ = coordinate_rows(Y, chunk_size=self.chunk_size, min_samples=2)
+        classes, index = class_index(as_labels(y, rows.data), name="y", owner="ChunkedLinearSVM")
+        labels = classes.take(index)  # in host memory, where SGD runs
+        data = maybe_persist(_on_host(rows), self.persist)
+        starts = np.concatenate([[0], np.cumsum(rows.chunks)]).astype(int)
         sgd = SGDClassifier(
             loss="hinge",
             alpha=1.0 / (float(self.C) * data.shape[0]),
@@ -227,39 +255,52 @@ class ChunkedLinearSVM(ClassifierMixin, BaseEstimator):
             learning_rate="optimal",
             random_state=self.random_state,
         )
+        rng = np.random.default_rng(self.random_state)
         for _ in range(self.epochs):
             for k in rng.permutation(data.numblocks[0]):
-                rows, lab = compute(data.blocks[k], labels.blocks[k])
-                order = rng.permutation(len(rows))
-                sgd.partial_fit(rows[order], lab[order], classes=classes)
+                (block,) = compute(data.blocks[k])
+                lab = labels[starts[k] : starts[k + 1]]
+                order = rng.permutation(len(block))
+                sgd.partial_fit(block[order], lab[order], classes=classes)
         self._sgd = sgd
         self.coef_, self.intercept_, self.classes_ = sgd.coef_, sgd.intercept_, classes
         self.n_features_in_, self.n_iter_ = data.shape[1], self.epochs
         return self
 
-    def _scores(self, Y: Any) -> tuple[Any, Any]:
+    def _scores(self, Y: Any) -> tuple[Rows, Any, Any]:
         check_is_fitted(self, "coef_")
-        data, info = as_coordinates(Y, chunk_size=self.chunk_size)
-        if data.shape[1] != self.n_features_in_:
+        rows, info = coordinate_rows(Y, chunk_size=self.chunk_size)
+        if rows.data.shape[1] != self.n_features_in_:
             raise InputError(
-                f"Y has {data.shape[1]} features, but the SVM was fitted on {self.n_features_in_}."
+                f"Y has {rows.data.shape[1]} features, but the SVM was fitted on "
+                f"{self.n_features_in_}."
             )
-        scores = data.astype(np.float64) @ self.coef_.T + self.intercept_
-        return scores, info
+        return rows, affine(rows, self.coef_.T, offset=self.intercept_, label="decision"), info
 
     def decision_function(self, Y: Any) -> Any:
         """Signed distances (times ``||w||``); shape (m,) for two classes, else (m, C)."""
-        scores, info = self._scores(Y)
+        _, scores, info = self._scores(Y)
         if scores.shape[1] == 1:
             return wrap_rows(scores[:, 0], info, name="decision")
         return wrap_rows(scores, info, column_dim="class", name="decision")
 
     def predict(self, Y: Any) -> Any:
-        """Class labels (lazy for dask input)."""
-        scores, info = self._scores(Y)
-        if scores.shape[1] == 1:
-            index = (scores[:, 0] > 0).astype(np.intp)
-        else:
-            index = scores.argmax(axis=1)
-        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        """Class labels (lazy for dask input; on the coordinates' device for numeric
+        classes)."""
+        rows, scores, info = self._scores(Y)
+        labels = take_labels(rows, class_positions(scores), self.classes_)
         return wrap_rows(labels, info, name="label")
+
+
+def _on_host(rows: Rows) -> Any:
+    """The coordinates in host memory, where scikit-learn's SGD reads them: each chunk
+    copied once (numpy's as they are)."""
+    if rows.numpy:
+        return rows.data
+    return da.map_blocks(
+        _host_block, rows.data, dtype=rows.data.dtype, meta=np.empty((0, 0), rows.data.dtype)
+    )
+
+
+def _host_block(block: Any) -> np.ndarray:
+    return np.asarray(to_host(block))

@@ -19,6 +19,7 @@ leave-one-out with a second pass.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -29,14 +30,22 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.moments import LinearMoments, chunk_moments, gram_of
+from npt_dask.engine.rows import Aligned, Rows
 from npt_dask.errors import InputError, InputTypeError
 from npt_dask.methods._passes import (
     COORDINATE_CHUNK,
     COORDINATE_ROWS,
-    as_coordinates,
+    add_parts,
+    affine,
+    aligned,
     as_labels,
-    chunk_sums,
+    class_positions,
+    coordinate_rows,
+    pass_sums,
+    take_labels,
 )
 from npt_dask.params.constraints import (
     ARRAY_TYPES,
@@ -57,7 +66,7 @@ from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
 )
-from npt_dask.runtime.labels import class_labels
+from npt_dask.runtime.labels import class_index, on_a_device
 
 __all__ = [
     "LINEAR_RIDGE_PARAMS",
@@ -86,38 +95,57 @@ _D = table_defaults(LINEAR_RIDGE_PARAMS)  # the signature's defaults: the parame
 
 
 # ------------------------------------------------------------------ chunk maths
+# Task bodies: a chunk of coordinates and its row-aligned extras in their namespace (numpy,
+# or a device's); numpy keeps its own products (symmetric Gram panels, einsum).
 
 
-def _target_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
+def _target_moments(block: Any, targets: Any) -> tuple:
     return chunk_moments(block, targets)
 
 
-def _centred_moments(block: np.ndarray, targets: np.ndarray) -> tuple:
+def _as_f64(xp: Any, a: Any) -> Any:
+    return np.asarray(a, dtype=np.float64) if is_numpy(xp) else xp.astype(a, xp.float64)
+
+
+def _centred_moments(block: Any, targets: Any) -> tuple:
     """A chunk's ``(n, mean y, mean t, Yc^T Yc, Yc^T Tc, ||Tc||^2)`` about its own means
     (merged by :func:`_merge_centred`: no sum of squares about 0 is ever centred, which
     cancels ``n mean^2`` against a small spread)."""
-    y = np.asarray(block, dtype=np.float64)
-    t = np.asarray(targets, dtype=np.float64).reshape(len(y), -1)
-    if len(y) == 0:
+    xp = namespace_of(block, targets)
+    y = _as_f64(xp, block)
+    t = _as_f64(xp, targets)
+    t = t[:, None] if t.ndim == 1 else t
+    if y.shape[0] == 0:
         r, k = y.shape[1], t.shape[1]
-        return (0.0, np.zeros(r), np.zeros(k), np.zeros((r, r)), np.zeros((r, k)), np.zeros(k))
-    my, mt = y.mean(axis=0), t.mean(axis=0)
+        zeros = np.zeros if is_numpy(xp) else functools.partial(xp.zeros, device=device_of(y))
+        return (0.0, zeros(r), zeros(k), zeros((r, r)), zeros((r, k)), zeros(k))
+    if is_numpy(xp):
+        my, mt = y.mean(axis=0), t.mean(axis=0)
+        yc, tc = y - my, t - mt
+        return (float(len(y)), my, mt, gram_of(yc), yc.T @ tc, np.einsum("ij,ij->j", tc, tc))
+    my, mt = xp.mean(y, axis=0), xp.mean(t, axis=0)
     yc, tc = y - my, t - mt
-    return (float(len(y)), my, mt, gram_of(yc), yc.T @ tc, np.einsum("ij,ij->j", tc, tc))
+    return (float(y.shape[0]), my, mt, yc.T @ yc, yc.T @ tc, xp.sum(tc * tc, axis=0))
+
+
+def _outer(a: Any, b: Any) -> Any:
+    """``np.outer`` of two vectors in their namespace (the same products)."""
+    return a[:, None] * b[None, :]
 
 
 def _merge_centred(parts: list[tuple]) -> tuple:
     """Centred moments of the union of row groups (Chan, Golub & LeVeque 1979): each
-    group's scatter plus ``n_a n_b / n`` times the outer product of the means' difference."""
-    n, my, mt, yy, yt, tt = (np.array(v, copy=True) for v in parts[0])
+    group's scatter plus ``n_a n_b / n`` times the outer product of the means' difference.
+    In the parts' namespace (a device's moments merge there)."""
+    n, my, mt, yy, yt, tt = add_parts(parts[:1])
     for nb, myb, mtb, yyb, ytb, ttb in parts[1:]:
         total = n + nb
         if nb == 0:
             continue
         dy, dt = myb - my, mtb - mt
         w = n * nb / total
-        yy += yyb + w * np.outer(dy, dy)
-        yt += ytb + w * np.outer(dy, dt)
+        yy += yyb + w * _outer(dy, dy)
+        yt += ytb + w * _outer(dy, dt)
         tt += ttb + w * dt * dt
         my += dy * (nb / total)
         mt += dt * (nb / total)
@@ -125,39 +153,52 @@ def _merge_centred(parts: list[tuple]) -> tuple:
     return (n, my, mt, yy, yt, tt)
 
 
-def _label_centred_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
-    return _centred_moments(block, _pm_one(labels, classes))
+def _label_centred_moments(block: Any, index: Any, n_classes: int) -> tuple:
+    return _centred_moments(block, _pm_one(index, n_classes))
 
 
-def _pm_one(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """One-vs-all targets: +1 for the row's class, -1 elsewhere; one column for 2 classes."""
-    index = np.searchsorted(classes, labels)
-    t = -np.ones((len(labels), len(classes)))
-    t[np.arange(len(labels)), index] = 1.0
-    return t[:, 1:] if len(classes) == 2 else t
+def _pm_one(index: Any, n_classes: int) -> Any:
+    """One-vs-all targets of rows' class positions ``index``: +1 for the row's class, -1
+    elsewhere; one column for 2 classes."""
+    xp = namespace_of(index)
+    if is_numpy(xp):
+        t = -np.ones((len(index), n_classes))
+        t[np.arange(len(index)), index] = 1.0
+    else:
+        hits = index[:, None] == xp.arange(n_classes, device=device_of(index))[None, :]
+        t = xp.astype(hits, xp.float64) * 2.0 - 1.0
+    return t[:, 1:] if n_classes == 2 else t
 
 
-def _label_moments(block: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> tuple:
-    return _target_moments(block, _pm_one(labels, classes))
+def _loo_terms(s: _Solution) -> tuple[Any, ...]:
+    """What every chunk of the leave-one-out pass reads, on the host: the means, the
+    eigenvectors, each alpha's shrinkage ``1 / (values + alpha)`` (A, r) and weights
+    ``shrink * projected`` (A, r, k), and the intercept's leverage."""
+    shrinks = [1.0 / (s.values + alpha) for alpha in s.alphas]
+    weights = [shrink[:, None] * s.projected for shrink in shrinks]
+    return (s.x_mean, s.vectors, s.t_mean, np.stack(shrinks), np.stack(weights), s.h0)
 
 
-def _loo_errors(block: np.ndarray, targets: np.ndarray, s: _Solution) -> tuple:
-    """Sum over the chunk's rows of squared leave-one-out residuals, per alpha and output."""
-    x = np.asarray(block, dtype=np.float64)
-    t = np.asarray(targets, dtype=np.float64)
-    z = (x - s.x_mean) @ s.vectors  # rows in the eigenbasis of the (centred) Gram
-    out = np.empty((len(s.alphas), t.shape[1]))
+def _loo_errors(
+    block: Any, targets: Any, x_mean: Any, vectors: Any, t_mean: Any, shrinks: Any,
+    weights: Any, h0: float,
+) -> tuple:  # fmt: skip
+    """Sum over the chunk's rows of squared leave-one-out residuals, per alpha and output
+    (:func:`_loo_terms`, on the rows' device)."""
+    xp = namespace_of(block, targets)
+    x, t = _as_f64(xp, block), _as_f64(xp, targets)
+    z = (x - x_mean) @ vectors  # rows in the eigenbasis of the (centred) Gram
+    out = []
     with np.errstate(divide="ignore", invalid="ignore"):
-        for a, alpha in enumerate(s.alphas):
-            shrink = 1.0 / (s.values + alpha)
-            fitted = s.t_mean + z @ (shrink[:, None] * s.projected)
-            leverage = s.h0 + (z * z) @ shrink
-            out[a] = (((t - fitted) / (1.0 - leverage)[:, None]) ** 2).sum(axis=0)
-    return (out,)
+        for shrink, weight in zip(shrinks, weights, strict=True):
+            fitted = t_mean + z @ weight
+            leverage = h0 + (z * z) @ shrink
+            out.append(xp.sum(((t - fitted) / (1.0 - leverage)[:, None]) ** 2, axis=0))
+    return (xp.stack(out),)
 
 
-def _loo_label_errors(block: np.ndarray, labels: np.ndarray, classes: np.ndarray, s) -> tuple:
-    return _loo_errors(block, _pm_one(labels, classes), s)
+def _loo_label_errors(block: Any, index: Any, n_classes: int, *terms: Any) -> tuple:
+    return _loo_errors(block, _pm_one(index, n_classes), *terms)
 
 
 # ------------------------------------------------------------------ the r x r solve
@@ -311,10 +352,10 @@ def ridge_moments(Y: Any, T: Any, *, chunk_size: int = COORDINATE_CHUNK) -> dict
     >>> float(m["n"]), m["gram"].tolist(), m["cross"].ravel().tolist()
     (10.0, [[10.0, 10.0], [10.0, 10.0]], [45.0, 45.0])
     """
-    data, _ = as_coordinates(Y, chunk_size=chunk_size)
-    targets = _as_targets(T, data, "Ridge")
+    rows, _ = coordinate_rows(Y, chunk_size=chunk_size)
+    targets = aligned(rows, _as_targets(T, rows.data, "Ridge"))
     keys = ("n", "y_sum", "t_sum", "gram", "cross", "t_norm2")
-    return dict(zip(keys, chunk_sums(_target_moments, [data, targets]), strict=True))
+    return dict(zip(keys, pass_sums(_target_moments, rows, [targets]), strict=True))
 
 
 # ------------------------------------------------------------------ validation
@@ -363,15 +404,16 @@ _NON_NUMERIC_Y = (
 )
 
 
-def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
-    """Numeric targets (1-D or 2-D) as a 2-D float dask array chunked like ``rows``."""
+def _as_targets(y: Any, rows: da.Array, owner: str) -> Any:
+    """Numeric targets (1-D or 2-D) as a 2-D array (numpy, a device's, or dask chunked
+    like ``rows``), checked for NaN and infinity (lazy ones as they are read)."""
     if y is None:
         raise InputError(f"{owner} requires y to be passed, but the target y is None.")
     if is_data_array(y):
         if y.ndim == 2 and "sample" in y.dims:
             y = y.transpose("sample", ...)
         y = y.data
-    if not isinstance(y, da.Array):
+    if not isinstance(y, da.Array) and not on_a_device(y):
         y = np.asarray(y)
     check_known_chunks(y, "y")
     if y.ndim not in (1, 2):
@@ -390,7 +432,7 @@ def _as_targets(y: Any, rows: da.Array, owner: str) -> da.Array:
         return y.map_blocks(check_finite_block, dtype=y.dtype) if y.dtype.kind == "f" else y
     if y.dtype.kind == "f":
         check_finite_block(y)
-    return da.from_array(y, chunks=(rows.chunks[0], -1))
+    return y
 
 
 # ------------------------------------------------------------------ estimators
@@ -412,29 +454,34 @@ class _RidgeBase(BaseEstimator):
 
     # --- fitting
 
-    def _rows_for_fit(self, X: Any, y: Any, **validate: Any) -> tuple[da.Array, Any]:
+    def _rows_for_fit(self, X: Any, y: Any, **validate: Any) -> tuple[Rows, Any]:
         """X as row-chunked coordinates and y in X's row order (matched by label when
-        both label their rows: :func:`npt_dask.runtime.inputs.align_rows`)."""
+        both label their rows: :func:`npt_dask.runtime.inputs.align_rows`). y may live on
+        the coordinates' device; with coordinates in host memory it comes there (once)."""
         if y is not None:
             y = align_rows(y, X, name="y")
         if is_lazy(X):
-            data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
-            self.n_features_in_ = int(data.shape[1])
+            rows, _ = coordinate_rows(X, name="X", chunk_size=self.chunk_size)
+            self.n_features_in_ = int(rows.data.shape[1])
             self.__dict__.pop("feature_names_in_", None)
-            return data, y
+            return rows, y
         _check_numeric_ndarray(X, "X")
+        if on_a_device(y):
+            y = np.asarray(to_host(y))
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], **validate)
-        data, _ = as_coordinates(X, name="X", chunk_size=self.chunk_size)
-        return data, y
+        rows, _ = coordinate_rows(X, name="X", chunk_size=self.chunk_size)
+        return rows, y
 
     def _fit_pass(
-        self, moments_of: Any, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
-    ) -> np.ndarray:
+        self, moments_of: Any, loo_of: Any, rows: Rows, extras: list[Aligned], *args: Any,
+        alphas: np.ndarray,
+    ) -> np.ndarray:  # fmt: skip
         """The one pass (centred moments, merged), the solve, and the choice of alpha;
-        returns coef (r, k)."""
-        moments = chunk_sums(moments_of, arrays, *args, combine=_merge_centred)
+        returns coef (r, k). ``extras`` (targets, class positions) were moved to the rows'
+        device once; every pass reads them."""
+        moments = pass_sums(moments_of, rows, extras, *args, combine=_merge_centred)
         c = _from_centred(moments, bool(self.fit_intercept))
-        return self._fit_solution(c, loo_of, arrays, *args, alphas=alphas)
+        return self._fit_solution(c, loo_of, rows, extras, *args, alphas=alphas)
 
     def _fit_from(self, moments: LinearMoments, alphas: np.ndarray) -> np.ndarray:
         """The solve from moments gathered elsewhere (no pass: GCV only)."""
@@ -446,11 +493,12 @@ class _RidgeBase(BaseEstimator):
         self.n_features_in_ = int(moments.gram.shape[0])
         self.__dict__.pop("feature_names_in_", None)
         c = _centre(moments.as_tuple(), bool(self.fit_intercept))
-        return self._fit_solution(c, None, [], alphas=alphas)
+        return self._fit_solution(c, None, None, [], alphas=alphas)
 
     def _fit_solution(
-        self, c: _Centred, loo_of: Any, arrays: list, *args: Any, alphas: np.ndarray
-    ) -> np.ndarray:
+        self, c: _Centred, loo_of: Any, rows: Rows | None, extras: list[Aligned], *args: Any,
+        alphas: np.ndarray,
+    ) -> np.ndarray:  # fmt: skip
         no_pass = len(alphas) == 1 or self.criterion == "gcv"
         by_cholesky = None
         if no_pass and len(alphas) <= CHOLESKY_MAX_ALPHAS:
@@ -464,7 +512,11 @@ class _RidgeBase(BaseEstimator):
             elif self.criterion == "gcv":
                 scores = sol.gcv()
             else:  # second pass: each row's leverage and residual, for every alpha
-                scores = chunk_sums(loo_of, arrays, *args, sol)[0].mean(axis=1) / sol.n
+                assert rows is not None, "leave-one-out reads the coordinates"
+                # what every chunk reads, moved to the rows' device once per pass
+                terms = [rows.put(a) if isinstance(a, np.ndarray) else a for a in _loo_terms(sol)]
+                errors = pass_sums(loo_of, rows, extras, *args, *terms)[0]
+                scores = errors.mean(axis=1) / sol.n
         best = 0 if len(alphas) == 1 else int(np.argmin(np.nan_to_num(scores, nan=np.inf)))
         self.alpha_ = float(alphas[best])
         self.alpha_scores_ = scores
@@ -481,13 +533,13 @@ class _RidgeBase(BaseEstimator):
             _check_numeric_ndarray(X, "X")
             X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
             return np.asarray(X, dtype=np.float64) @ coef.T + self.intercept_, None
-        data, info = as_coordinates(X, name="X", chunk_size=self.chunk_size)
-        if data.shape[1] != self.n_features_in_:
+        rows, info = coordinate_rows(X, name="X", chunk_size=self.chunk_size)
+        if rows.data.shape[1] != self.n_features_in_:
             raise InputError(
-                f"X has {data.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
+                f"X has {rows.data.shape[1]} features, but {type(self).__name__} is "
+                f"expecting {self.n_features_in_} features as input."
             )
-        return data.astype(np.float64) @ coef.T + self.intercept_, info
+        return affine(rows, coef.T, offset=self.intercept_, label="decision"), info
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -582,10 +634,10 @@ class Ridge(RegressorMixin, _RidgeBase):
         alphas = _check_params(self)
         if isinstance(y, np.ndarray) and y.dtype.kind in "USV":
             raise InputTypeError(_NON_NUMERIC_Y.format(owner="Ridge", dtype=y.dtype))
-        data, y = self._rows_for_fit(X, y, multi_output=True, y_numeric=True)
-        targets = _as_targets(y, data, "Ridge")
+        rows, y = self._rows_for_fit(X, y, multi_output=True, y_numeric=True)
+        targets = aligned(rows, _as_targets(y, rows.data, "Ridge"))  # moved once
         ndim = 1 if getattr(y, "ndim", 1) == 1 else 2
-        coef = self._fit_pass(_centred_moments, _loo_errors, [data, targets], alphas=alphas)
+        coef = self._fit_pass(_centred_moments, _loo_errors, rows, [targets], alphas=alphas)
         if ndim == 1:
             self.coef_, self.intercept_ = coef[:, 0], float(self.intercept_[0])
         else:
@@ -700,17 +752,17 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
     def fit(self, X: Any, y: Any) -> RidgeClassifier:
         """Fit on coordinates X and class labels y (numpy, dask, DataArray), one pass."""
         alphas = _check_params(self)
-        data, y = self._rows_for_fit(X, y)
+        rows, y = self._rows_for_fit(X, y)
         if y is None:
             raise InputError("RidgeClassifier requires y to be passed, but the target y is None.")
-        labels = as_labels(y, data)
-        # numpy labels as they are; lazy ones read once (the labels only)
-        classes = class_labels(y if isinstance(y, np.ndarray) else labels, name="y",
-                               owner="RidgeClassifier")  # fmt: skip
+        # labels read once (the labels only), in any namespace; each row's class position
+        # moved to the rows' device once
+        classes, index = class_index(as_labels(y, rows.data), name="y", owner="RidgeClassifier")
         self.classes_ = classes
         coef = self._fit_pass(
-            _label_centred_moments, _loo_label_errors, [data, labels], classes, alphas=alphas
-        )
+            _label_centred_moments, _loo_label_errors, rows, [aligned(rows, index)],
+            len(classes), alphas=alphas,
+        )  # fmt: skip
         self.coef_ = coef.T
         return self
 
@@ -739,13 +791,11 @@ class RidgeClassifier(ClassifierMixin, _RidgeBase):
         return _wrap(scores, info, "decision", "class")
 
     def predict(self, X: Any) -> Any:
-        """Class labels (lazy for lazy input)."""
+        """Class labels (lazy for lazy input; on the coordinates' device for numeric
+        classes)."""
         scores, info = self._scores(X)
-        if scores.shape[1] == 1:
-            index = (scores[:, 0] > 0).astype(np.intp)
-        else:
-            index = scores.argmax(axis=1)
+        index = class_positions(scores)
         if info is None:
             return self.classes_.take(index)
-        labels = index.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        labels = take_labels(Rows.of(scores), index, self.classes_)
         return wrap_rows(labels, info, name="label")

@@ -18,13 +18,16 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from npt_dask.arrays.namespace import is_numpy, namespace_of
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import ConvergenceWarning, InputError, warn
 from npt_dask.methods._passes import (
     COORDINATE_ROWS,
     PERSIST,
-    as_coordinates,
-    chunk_sums,
+    affine,
+    coordinate_rows,
     maybe_persist,
+    pass_sums,
 )
 from npt_dask.params.constraints import (
     FLAG,
@@ -73,48 +76,61 @@ _N_COMPONENTS = next(p for p in PCAL1_PARAMS if p.name == "n_components")
 _ZERO = 1e-12  # |w^T y| <= _ZERO * ||y|| counts as a zero projection (step 4b)
 
 
-def _deflated(block: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> np.ndarray:
+# Task bodies: a chunk in its namespace (numpy, or a device's) and the pass's small
+# arrays (mean, basis, direction) already there.
+
+
+def _float64(block: Any) -> Any:
+    xp = namespace_of(block)
+    return np.asarray(block, dtype=np.float64) if is_numpy(xp) else xp.astype(block, xp.float64)
+
+
+def _deflated(block: Any, mean: Any, basis: Any) -> Any:
     """Rows centred and projected off the directions found so far (greedy deflation)."""
-    x = np.asarray(block, dtype=np.float64) - mean
+    x = _float64(block) - mean
     if basis.shape[1]:
         x -= (x @ basis) @ basis.T
     return x
 
 
-def _moments(block: np.ndarray) -> tuple[np.ndarray, ...]:
-    x = np.asarray(block, dtype=np.float64)
-    return (x.sum(axis=0), np.array(float(len(x))))
+def _moments(block: Any) -> tuple[Any, ...]:
+    x = _float64(block)
+    return (x.sum(axis=0), np.array(float(x.shape[0])))
 
 
-def _scatter(block: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray]:
+def _scatter(block: Any, mean: Any, basis: Any) -> tuple[Any]:
     x = _deflated(block, mean, basis)
     return (x.T @ x,)
 
 
-def _polarity_step(
-    block: np.ndarray, w: np.ndarray, mean: np.ndarray, basis: np.ndarray
-) -> tuple[np.ndarray, ...]:
+def _polarity_step(block: Any, w: Any, mean: Any, basis: Any) -> tuple[Any, ...]:
     """Steps 2-3 of PCA-L1 for one chunk: ``sum p_i y_i``, the dispersion at w, zeros."""
     x = _deflated(block, mean, basis)
+    xp = namespace_of(x)
     s = x @ w
-    p = np.where(s < 0, -1.0, 1.0)
-    norm = np.linalg.norm(x, axis=1)
     # a row that is itself zero (at the mean, or removed by deflation) projects to
     # zero on every direction: no nudge can move it, so it is not a zero projection
-    zeros = (np.abs(s) <= _ZERO * norm) & (norm > 0)
-    return (x.T @ p, np.array(np.abs(s).sum()), np.array(float(zeros.sum())))
+    if is_numpy(xp):
+        p = np.where(s < 0, -1.0, 1.0)
+        norm = np.linalg.norm(x, axis=1)
+        zeros = (np.abs(s) <= _ZERO * norm) & (norm > 0)
+        return (x.T @ p, np.array(np.abs(s).sum()), np.array(float(zeros.sum())))
+    p = xp.where(s < 0, -1.0, 1.0)
+    norm = xp.linalg.vector_norm(x, axis=1)
+    zeros = (xp.abs(s) <= _ZERO * norm) & (norm > 0)
+    return (x.T @ p, xp.sum(xp.abs(s)), xp.sum(xp.astype(zeros, xp.float64)))
 
 
-def _dispersion(block: np.ndarray, w: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray]:
-    return (np.abs((np.asarray(block, dtype=np.float64) - mean) @ w).sum(axis=0),)
+def _dispersion(block: Any, w: Any, mean: Any) -> tuple[Any]:
+    return (abs((_float64(block) - mean) @ w).sum(axis=0),)
 
 
 def l1_dispersion(Y: Any, directions: np.ndarray, mean: np.ndarray | None = None) -> np.ndarray:
     """``sum_i |w_k^T (y_i - mean)|`` for each row ``w_k`` of ``directions`` (one pass)."""
-    y, _ = as_coordinates(Y)
+    rows, _ = coordinate_rows(Y)
     w = np.atleast_2d(np.asarray(directions, dtype=np.float64))
-    mean = np.zeros(y.shape[1]) if mean is None else np.asarray(mean, dtype=np.float64)
-    return chunk_sums(_dispersion, [y], w.T, mean)[0]
+    mean = np.zeros(rows.data.shape[1]) if mean is None else np.asarray(mean, dtype=np.float64)
+    return pass_sums(_dispersion, rows, (), rows.put(w.T), rows.put(mean))[0]
 
 
 class PCAL1(TransformerMixin, BaseEstimator):
@@ -201,14 +217,14 @@ class PCAL1(TransformerMixin, BaseEstimator):
     def fit(self, Y: Any, y: Any = None) -> PCAL1:
         """Find the directions; ``Y`` is numpy, dask or a DataArray of shape (n, r)."""
         check_estimator(PCAL1_PARAMS, self)  # before any data are read
-        data, _ = as_coordinates(Y, chunk_size=self.chunk_size, min_samples=2)
-        r = int(data.shape[1])  # the most directions there are
+        rows, _ = coordinate_rows(Y, chunk_size=self.chunk_size, min_samples=2)
+        r = int(rows.data.shape[1])  # the most directions there are
         _N_COMPONENTS.within(r, f"Y has r = {r} columns.").check(self.n_components, "PCAL1")
-        data = maybe_persist(data, self.persist)
+        data = rows.like(maybe_persist(rows.data, self.persist))
         rng = np.random.default_rng(self.random_state)
         self.mean_ = np.zeros(r)
         if self.center:
-            total, n = chunk_sums(_moments, [data])
+            total, n = pass_sums(_moments, data)
             self.mean_ = total / n
         basis = np.zeros((r, 0))
         found = []
@@ -222,28 +238,33 @@ class PCAL1(TransformerMixin, BaseEstimator):
         self.n_features_in_ = r
         return self
 
-    def _starts(self, data: Any, basis: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
-        (scatter,) = chunk_sums(_scatter, [data], self.mean_, basis)
+    def _starts(self, data: Rows, basis: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+        (scatter,) = pass_sums(_scatter, data, (), data.put(self.mean_), data.put(basis))
         starts = [np.linalg.eigh(scatter)[1][:, -1]]
         for _ in range(self.n_init - 1):
-            w = rng.standard_normal(data.shape[1])
+            w = rng.standard_normal(data.data.shape[1])
             starts.append(w - basis @ (basis.T @ w))
         return starts
 
     def _best_direction(
-        self, data: Any, basis: np.ndarray, rng: np.random.Generator
+        self, data: Rows, basis: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, int]:
         runs = [self._ascend(data, w, basis, rng) for w in self._starts(data, basis, rng)]
         return max(runs, key=lambda run: run[1][-1])
 
     def _ascend(
-        self, data: Any, w: np.ndarray, basis: np.ndarray, rng: np.random.Generator
+        self, data: Rows, w: np.ndarray, basis: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Steps 1-4 of PCA-L1 from start ``w``: polarity check, flip, maximise."""
+        """Steps 1-4 of PCA-L1 from start ``w``: polarity check, flip, maximise. The mean
+        and the basis go to the rows' device once per start, ``w`` once per iteration;
+        each iteration's sums (r + 2 numbers) come back in one crossing."""
         w = _unit(w, rng, basis)
+        mean, moved_basis = data.put(self.mean_), data.put(basis)
         history = []
         for it in range(1, self.max_iter + 1):
-            flipped, dispersion, zeros = chunk_sums(_polarity_step, [data], w, self.mean_, basis)
+            flipped, dispersion, zeros = pass_sums(
+                _polarity_step, data, (), data.put(w), mean, moved_basis
+            )
             history.append(float(dispersion))
             new = _unit(flipped - basis @ (basis.T @ flipped), rng, basis)
             same = np.allclose(new, w, rtol=0.0, atol=1e-14)
@@ -264,12 +285,13 @@ class PCAL1(TransformerMixin, BaseEstimator):
     def transform(self, Y: Any) -> Any:
         """Projections ``(Y - mean_) @ components_.T``; same container type as ``Y``."""
         check_is_fitted(self, "components_")
-        data, info = as_coordinates(Y, chunk_size=self.chunk_size)
-        if data.shape[1] != self.n_features_in_:
+        rows, info = coordinate_rows(Y, chunk_size=self.chunk_size)
+        if rows.data.shape[1] != self.n_features_in_:
             raise InputError(
-                f"Y has {data.shape[1]} features, but PCAL1 was fitted on {self.n_features_in_}."
+                f"Y has {rows.data.shape[1]} features, but PCAL1 was fitted on "
+                f"{self.n_features_in_}."
             )
-        z = (data.astype(np.float64) - self.mean_) @ self.components_.T
+        z = affine(rows, self.components_.T, shift=self.mean_, label="pcal1")
         return wrap_rows(z, info, name="pcal1")
 
 

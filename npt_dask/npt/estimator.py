@@ -27,6 +27,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from npt_dask.arrays.device import to_device
+from npt_dask.arrays.host import to_host
 from npt_dask.errors import (
     DegenerateKernelError,
     InputError,
@@ -54,6 +56,7 @@ from npt_dask.runtime.inputs import (
     sample_dim_of,
     zeros_like_rows,
 )
+from npt_dask.runtime.scheduler import compute
 
 __all__ = ["NonlinearProjection"]
 
@@ -189,6 +192,13 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         to what m landmarks give. GridSearchCV can tune it.
     landmark_method : {"uniform", "rpcholesky"}, default "uniform"
         How ``landmarks=m`` chooses its rows (see :func:`npt_dask.fit`).
+    device : {"cpu", "gpu"}, optional
+        Where the arithmetic runs (:func:`npt_dask.fit`'s ``device``): ``"gpu"`` moves the
+        rows to the CUDA device through CuPy, once, for ``fit`` and for ``transform``
+        (refused at ``fit`` with a :class:`~npt_dask.errors.DeviceError` naming the
+        install where CuPy or a device is missing). numpy in gives numpy out either way;
+        lazy input gives a lazy result whose chunks live on the device. None or
+        ``"cpu"``: the rows stay where they are.
     copy_X : bool, default True
         Keep a copy of numpy training rows (``transform`` reads them); False
         keeps a reference, so changing X afterwards changes the model, as KernelPCA.
@@ -272,6 +282,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         n_jobs: int | None = _E["n_jobs"],
         landmarks: int | Any | None = _D["landmarks"],
         landmark_method: str = _D["landmark_method"],
+        device: str | None = _D["device"],
     ) -> None:
         self.kernel = kernel
         self.gamma = gamma
@@ -299,6 +310,7 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         self.n_jobs = n_jobs
         self.landmarks = landmarks
         self.landmark_method = landmark_method
+        self.device = device
 
     def _fit_params(self) -> FitParams:
         """The parameters, validated by the fit's table (as npt.fit):
@@ -471,6 +483,8 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         from it (``start=``, its kernel), recorded in ``diagnostics.landmarks["refit"]``."""
         old = model.x_train
         new = da.from_array(X) if not isinstance(X, da.Array) else X
+        if getattr(self, "device", None) == "gpu":  # beside the model's rows, on the device
+            new = to_device(new, "gpu", budget=0)
         union = da.concatenate([old, new.astype(old.dtype).rechunk({1: -1})])
         b, total = int(new.shape[0]), int(union.shape[0])
         rows = (
@@ -604,7 +618,10 @@ class NonlinearProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             if not is_lazy(X):
                 return np.zeros((int(X.shape[0]), self.n_components_), self._degenerate_dtype)
             return zeros_like_rows(X, self.n_components_, self._degenerate_dtype)
-        return self.model_.transform(X, columns=self.n_components_)
+        if getattr(self, "device", None) != "gpu":
+            return self.model_.transform(X, columns=self.n_components_)
+        y = self.model_.transform(to_device(X, "gpu"), columns=self.n_components_)
+        return y if is_lazy(X) else np.asarray(to_host(compute(y)[0]))  # numpy in: numpy out
 
     def inverse_transform(self, X: Any) -> Any:
         """Rows in input space from coordinates: scikit-learn's learned pre-image.

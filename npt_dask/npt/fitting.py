@@ -16,10 +16,13 @@ import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks
 
+from npt_dask.arrays.device import check_device, persist_on_device, to_device
 from npt_dask.arrays.host import to_host
 from npt_dask.engine.budget import resolve_device_budget, resolve_memory_budget
 from npt_dask.engine.centres import LandmarkMethod, certificate, check_landmarks, select_landmarks
 from npt_dask.engine.operator import Cache, KernelOperator, drop_zero_features
+from npt_dask.engine.passes import as_rows
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     ConvergenceWarning,
     InputError,
@@ -40,10 +43,16 @@ from npt_dask.npt.fitted import SolverDiagnostics
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.panels import ChunkedPanels, scratch_root
 from npt_dask.npt.params import Basis, FitParams, OnNegative, Solver, SolverAlias, fit_defaults
-from npt_dask.npt.planning import FitPlan, default_block_size, max_rank, plan_fit
+from npt_dask.npt.planning import (
+    FitPlan,
+    certificate_bytes,
+    default_block_size,
+    max_rank,
+    plan_fit,
+)
 from npt_dask.npt.projector import balanced_rows
 from npt_dask.npt.scale_warnings import warn_kernel_scale
-from npt_dask.npt.training import linear_moments, training_pass
+from npt_dask.npt.training import device_targets, host_values, linear_moments, training_pass
 from npt_dask.runtime.inputs import (
     InputInfo,
     align_rows,
@@ -62,19 +71,22 @@ __all__ = ["fit", "fit_params", "plan_for"]
 _D = fit_defaults()  # the signature's defaults come from the one parameter table
 
 
-def plan_for(x: da.Array, params: FitParams) -> FitPlan:
+def plan_for(x: Rows | da.Array, params: FitParams) -> FitPlan:
     """The :class:`~npt_dask.npt.planning.FitPlan` of fitting the row-chunked ``x`` with ``params``.
 
-    With ``landmarks``, the plan is for the m landmark rows (chunked like X);
-    with a warm ``start`` the block is as wide as the wanted components.
+    With ``landmarks``, the plan is for the m landmark rows (chunked like X), and its
+    device part counts the certificate pass over X too
+    (:func:`~npt_dask.npt.planning.certificate_bytes`); with a warm ``start`` the block
+    is as wide as the wanted components.
     """
+    x = as_rows(x).data
     rows = _training_chunks(x, params.landmarks)
     _check_landmark_rank(params, sum(rows))
     r = params.n_components
     width = params.block_size
     if params.start is not None and width is None and r is not None:
         width = default_block_size(r)
-    return plan_fit(
+    plan = plan_fit(
         n=sum(rows),
         d=int(x.shape[1]),
         n_components=r,
@@ -91,6 +103,15 @@ def plan_for(x: da.Array, params: FitParams) -> FitPlan:
         cluster=current_client() is not None,
         device_memory_budget=resolve_device_budget(params.device_memory_budget, x),
     )
+    if params.landmarks is None:
+        return plan
+    return plan.with_certificate(
+        certificate_bytes(
+            chunk=max(int(c) for c in x.chunks[0]), m=plan.n, d=int(x.shape[1]),
+            n_components=plan.n_components or plan.n, itemsize=x.dtype.itemsize,
+            threads=plan.threads, device=plan.device_memory_budget is not None,
+        )
+    )  # fmt: skip
 
 
 def _training_chunks(x: da.Array, landmarks: Any) -> tuple[int, ...]:
@@ -123,8 +144,8 @@ def _check_landmark_rank(params: FitParams, m: int) -> None:
         )
 
 
-def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
-    n = int(x.shape[0])
+def _solve_dense(x: Rows, kernel: KernelSpec, params: FitParams, plan: FitPlan):
+    n = x.n
     report = FitProgress(params.n_components or n, 0.0, enabled=params.progress)
     try:
         report.stage(f"dense solver: kernel matrix {n:,} x {n:,}")
@@ -138,9 +159,10 @@ def _solve_dense(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPl
         report.close()
 
 
-def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitPlan):
-    n, r = int(x.shape[0]), int(params.n_components or 0)
-    op = KernelOperator(drop_zero_features(x, kernel), kernel, center=params.center, kept=plan.kept)
+def _solve_krylov(x: Rows, kernel: KernelSpec, params: FitParams, plan: FitPlan):
+    n, r = x.n, int(params.n_components or 0)
+    op = KernelOperator(x.like(drop_zero_features(x.data, kernel)), kernel, center=params.center,
+                        kept=plan.kept)  # fmt: skip
     assert op.row_chunks == plan.row_chunks, "the operator's blocks are the plan's"
     rng = np.random.default_rng(params.random_state)
     panels: DriverPanels | ChunkedPanels
@@ -148,7 +170,7 @@ def _solve_krylov(x: da.Array, kernel: KernelSpec, params: FitParams, plan: FitP
         panels = ChunkedPanels(op.chunked_matmat, op.row_chunks, plan.block_size)
     else:
         panels = DriverPanels(op.matmat, n, op.row_chunks)
-    tol = _tolerance(params, x.dtype)
+    tol = _tolerance(params, x.data.dtype)
     report = FitProgress(r, tol, enabled=params.progress)
     report.stage(  # a line at once: the first pass over a large kernel takes a while
         f"Krylov solver, n = {n:,}, r = {r}, block {plan.block_size}, basis {plan.basis}: "
@@ -198,7 +220,7 @@ def _scratch_errors(on_disk: bool) -> Iterator[None]:
 
 
 def _start_block(
-    x: da.Array,
+    x: Rows,
     params: FitParams,
     width: int,
     rng: np.random.Generator,
@@ -210,9 +232,9 @@ def _start_block(
         block = panels.random(rng, width)
     else:
         # sliced before computing: no more than n x width of the start's coordinates
-        warm = warm_coordinates(params.start, x)[:, :width]
-        if isinstance(panels, ChunkedPanels):
-            warm = panels.keep(warm.astype(np.float64).rechunk({1: -1}))
+        warm = warm_coordinates(params.start, x.data)[:, :width]
+        if isinstance(panels, ChunkedPanels):  # the panels live in host memory (or disk)
+            warm = panels.keep(_host_chunks(warm.astype(np.float64).rechunk({1: -1}), x))
             size = float(np.sqrt(np.sum(panels.norms(warm) ** 2)))
         else:
             warm = np.asarray(to_host(compute(warm)[0]), dtype=np.float64)
@@ -248,6 +270,14 @@ def warm_coordinates(start: Any, x: da.Array) -> da.Array:
             "model of rows like X, or start=None."
         )
     return da.map_blocks(_finite_start, coords, dtype=coords.dtype)
+
+
+def _host_chunks(a: da.Array, rows: Rows) -> da.Array:
+    """A row-chunked array of the rows' namespace with its chunks in host memory: each
+    chunk crosses once, in its task (on numpy ``a`` itself)."""
+    if rows.numpy:
+        return a
+    return da.map_blocks(to_host, a, dtype=a.dtype, meta=np.empty((0,) * a.ndim, a.dtype))
 
 
 def _finite_start(block: np.ndarray) -> np.ndarray:
@@ -302,6 +332,7 @@ def fit(
     landmark_method: LandmarkMethod = _D["landmark_method"],
     start: NPTModel | None = _D["start"],
     progress: bool = _D["progress"],
+    device: str | None = _D["device"],
     labels: Any = None,
     targets: Any = None,
 ) -> NPTModel:
@@ -419,6 +450,14 @@ def fit(
     progress : bool, default False
         Report each Krylov pass on stderr (pass, converged pairs, largest
         residual), in a terminal or a notebook, under any scheduler.
+    device : {"cpu", "gpu"}, optional
+        Where the arithmetic runs. ``"gpu"`` moves the rows' chunks to the current CUDA
+        device through CuPy at the entrance, once (held there for every pass when they
+        fit the device budget: :func:`npt_dask.arrays.device.to_device`); refused at once
+        with a :class:`~npt_dask.errors.DeviceError` naming the install where CuPy or a
+        CUDA device is missing. The model is the same either way (its small arrays are
+        numpy; numpy rows in give numpy coordinates out). None or ``"cpu"``: the rows
+        stay where they are (rows already on a device are fitted there).
     labels, targets : array-like of shape (n,) (or (n, k) targets), optional
         Class labels, or numeric targets, of the rows of X, matched to them by
         label when both label their rows (a DataArray's sample coordinate, a
@@ -472,6 +511,7 @@ def fit(
         landmark_method=landmark_method,
         start=start,
         progress=progress,
+        device=device,
     )
     return fit_params(X, params, labels=labels, targets=targets)
 
@@ -479,14 +519,15 @@ def fit(
 def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = None) -> NPTModel:
     """:func:`fit` with its parameters as one validated
     :class:`~npt_dask.npt.params.FitParams` (``labels``/``targets`` as in :func:`fit`)."""
+    device = check_device(params.device)  # a GPU asked for and missing: refused at once
     params = with_start_kernel(params)
     spec = _start_kernel(params) or make_kernel(
         params.kernel, gamma=params.gamma, degree=params.degree, coef0=params.coef0,
         kernel_params=params.kernel_params,
     )  # fmt: skip
     precision = None if params.precision is None else np.dtype(params.precision)
-    labels = None if labels is None else align_rows(labels, X, name="labels")
-    targets = None if targets is None else align_rows(targets, X, name="targets")
+    labels = None if labels is None else host_values(align_rows(labels, X, name="labels"))
+    targets = None if targets is None else device_targets(align_rows(targets, X, name="targets"))
     names = None if spec.precomputed else feature_names(X)
     if spec.precomputed:  # X is the kernel matrix: chunked by rows and columns
         x, info = as_kernel_matrix(X, name="X", chunk_size=params.chunk_size, dtype=precision)
@@ -494,16 +535,18 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
         x, info = as_row_chunked(
             X, name="X", chunk_size=params.chunk_size, min_samples=2, dtype=precision
         )
-    plan = plan_for(x, params)  # checks sizes and memory before any data is read
-    check_labels_or_targets(labels, targets, int(x.shape[0]))
+    rows = Rows.of(to_device(x, device, budget=0), info)  # held there below, by the plan
+    plan = plan_for(rows, params)  # checks sizes and memory before any data is read
+    check_labels_or_targets(labels, targets, rows.n)
+    rows = _held(rows, plan, landmarks=params.landmarks is not None)
     if info.lazy:
-        check_finite_eagerly(x, "X")
+        check_finite_eagerly(rows.data, "X")
     given = _start_kernel(params)  # a start's kernel, already resolved
-    spec = given or resolve_kernel(params, int(x.shape[1]), lambda: data_variance(x))
+    spec = given or resolve_kernel(params, int(x.shape[1]), lambda: data_variance(rows.data))
     _warn_start_kernel(params, spec)
-    warn_kernel_scale(x, x, spec, fitting=True)
+    warn_kernel_scale(rows.data, rows.data, spec, fitting=True)
     if params.landmarks is None:
-        model = _solve(_persisted(x), spec, params, plan, info, names)
+        model = _solve(rows, spec, params, plan, info, names)
         return _with_moments(model, labels, targets)
     if spec.precomputed:
         raise InputError(
@@ -513,24 +556,23 @@ def fit_params(X: Any, params: FitParams, *, labels: Any = None, targets: Any = 
     rng = np.random.default_rng(params.random_state)
     report = FitProgress(0, 0.0, enabled=params.progress)
     report.stage(
-        f"landmarks: choosing them among {int(x.shape[0]):,} rows ({params.landmark_method})"
+        f"landmarks: choosing them among {rows.n:,} rows ({params.landmark_method})"
         if isinstance(params.landmarks, int | np.integer)
         else f"landmarks: {len(params.landmarks):,} rows given"
     )
     idx = select_landmarks(
-        params.landmarks, x, spec, method=params.landmark_method, rng=rng, report=report.stage
+        params.landmarks, rows, spec, method=params.landmark_method, rng=rng, report=report.stage
     )
     report.close()
     if len(idx) != plan.n:  # RPCholesky stopped early: the rows chosen span every candidate
         _check_spanned_rank(params, len(idx))
-        plan = plan_for(x, params.replace(landmarks=idx))
-    rows = x[idx].rechunk({0: plan.row_chunks})  # as planned (_training_chunks)
+        plan = plan_for(rows, params.replace(landmarks=idx))
     coords = {k: np.asarray(v)[idx] for k, v in info.sample_coords.items()}
     index = None if info.index is None else info.index[idx]
     sub = dataclasses.replace(info, sample_coords=coords, index=index)
-    model = _solve(_landmark_rows(rows), spec, params, plan, sub, names)
+    model = _solve(_landmark_rows(rows, idx, plan.row_chunks), spec, params, plan, sub, names)
     method = params.landmark_method if isinstance(params.landmarks, int | np.integer) else "given"
-    return _certified(model, x, method, idx, labels, targets, params.progress)
+    return _certified(model, rows, method, idx, labels, targets, params.progress)
 
 
 _KERNEL_ARGS = ("kernel", "gamma", "degree", "coef0", "kernel_params")
@@ -597,27 +639,56 @@ def _warn_start_kernel(params: FitParams, spec: KernelSpec) -> None:
     )
 
 
-def _persisted(x: da.Array) -> da.Array:
-    """X held on a cluster's workers for the fit's passes, persisted unfused: its keys
-    keep the run specs every other graph on X gives them (a fused persist made the
-    scheduler warn "different run_spec" when the next graph read X)."""
-    return x.persist(optimize_graph=False) if current_client() is not None else x
+def _held(rows: Rows, plan: FitPlan, *, landmarks: bool) -> Rows:
+    """X held where the fit's passes read it, so that it is read (and moved) once.
+
+    * numpy rows: on a cluster's workers for an exact fit's passes, persisted unfused (its
+      keys keep the run specs every other graph on X gives them: a fused persist made the
+      scheduler warn "different run_spec" when the next graph read X); as they are under
+      local threads, and for a landmark fit (which reads X twice: its landmarks, its
+      certificate);
+    * rows on a device: persisted there (or on the workers' devices), when X and the
+      plan's device part fit the device budget
+      (:func:`~npt_dask.arrays.device.persist_on_device`): rows moved lazily from the
+      host (``x.map_blocks(cupy.asarray)``, ``device="gpu"``) then cross once per fit,
+      not once per pass. Past the budget they stay lazy: every pass moves X again.
+    """
+    if rows.numpy:
+        if current_client() is None or landmarks:
+            return rows
+        return rows.like(rows.data.persist(optimize_graph=False))
+    budget = plan.device_memory_budget
+    room = None if budget is None else budget - plan.device_bytes
+    return rows.like(persist_on_device(rows.data, room))
 
 
-def _landmark_rows(rows: da.Array) -> da.Array:
-    """The m landmark rows on a cluster: gathered once and kept as their own blocks
-    (:func:`~npt_dask.runtime.scheduler.numpy_rows`: the scheduler's copy is their lineage), not
-    as a persisted slice of X -- a model kept alive would otherwise pin X's tasks in the
-    scheduler, and the next graph on the same X (another fit, a kernel ridge) would meet
-    them with other run specs. ``m x d`` values pass through the driver once."""
-    if current_client() is None or not isinstance(rows._meta, np.ndarray):
-        return _persisted(rows)
-    return numpy_rows(np.asarray(to_host(rows.compute(optimize_graph=False))), rows.chunks[0])
+def _landmark_rows(rows: Rows, idx: np.ndarray, chunks: tuple[int, ...]) -> Rows:
+    """The m landmark rows of X, chunked as planned (:func:`_training_chunks`): the model's
+    training rows.
+
+    Locally: numpy rows as a lazy slice of X; rows on a device gathered once
+    (:meth:`~npt_dask.engine.rows.Rows.take`) and held there, so every later pass (the
+    certificate, each projection) reads ``m x d`` device values instead of gathering
+    them from X again. On a cluster they are gathered once and kept as their own blocks
+    (numpy: :func:`~npt_dask.runtime.scheduler.numpy_rows`, the scheduler's copy their
+    lineage, ``m x d`` values through the driver once; on a device: persisted on the
+    workers), not as a persisted slice of X -- a model kept alive would otherwise pin
+    X's tasks in the scheduler, and the next graph on the same X (another fit, a kernel
+    ridge) would meet them with other run specs."""
+    picked = rows.data[idx].rechunk({0: chunks})
+    if current_client() is not None:
+        if not rows.numpy:
+            return rows.like(picked.persist(optimize_graph=False))
+        gathered = np.asarray(to_host(picked.compute(optimize_graph=False)))
+        return rows.like(numpy_rows(gathered, picked.chunks[0]))
+    if rows.numpy:
+        return rows.like(picked)
+    return rows.like(da.from_array(rows.take(idx), chunks=(chunks, -1), asarray=False, name=False))
 
 
 def _certified(
     model: NPTModel,
-    x: da.Array,
+    x: Rows,
     method: str,
     idx: np.ndarray,
     labels: Any,
@@ -627,7 +698,7 @@ def _certified(
     """The landmark model with its certificate (every row's Lemma 5 residual) and, with
     labels or targets, the ridge moments of every row: one training pass (each finished
     row chunk reported with ``progress``)."""
-    rows = balanced_rows(model.rows_of(x)[0], task_threads())
+    rows = x.like(balanced_rows(model.rows_of(x.data)[0], task_threads()))
     result = training_pass(model, rows, labels=labels, targets=targets, progress=progress)
     summary = {
         "method": method,
@@ -640,18 +711,20 @@ def _certified(
 
 
 def _with_moments(model: NPTModel, labels: Any, targets: Any) -> NPTModel:
-    """An exact model's ridge moments, from its training coordinates (no kernel pass)."""
+    """An exact model's ridge moments, from its training coordinates (no kernel pass: the
+    coordinates are host numpy, so targets on a device come to host once)."""
     if labels is None and targets is None:
         return model
     y = da.from_array(
         model.eigenvectors * np.sqrt(model.eigenvalues), chunks=(model.chunk_size, -1)
     )
+    targets = None if targets is None else host_values(targets)
     moments = linear_moments(y, labels=labels, targets=targets)
     return dataclasses.replace(model, moments=moments)
 
 
 def _solve(
-    x: da.Array,
+    x: Rows,
     spec: KernelSpec,
     params: FitParams,
     plan: FitPlan,
@@ -662,8 +735,9 @@ def _solve(
     solve = _solve_dense if plan.solver == "dense" else _solve_krylov
     with _scratch_errors(plan.basis == "chunked" and current_client() is None):
         result, m, g = solve(x, spec, params, plan)
-    _warn_unconverged(result, _tolerance(params, x.dtype))
-    rtol = params.rtol if params.rtol is not None else DEFAULT_RTOL[np.dtype(x.dtype).name]
+    dtype = x.data.dtype
+    _warn_unconverged(result, _tolerance(params, dtype))
+    rtol = params.rtol if params.rtol is not None else DEFAULT_RTOL[np.dtype(dtype).name]
     values, vectors, residuals = select_eigenpairs(
         result,
         params.n_components,
@@ -678,7 +752,7 @@ def _solve(
     diagnostics = SolverDiagnostics(
         solver=result.solver,
         passes=result.passes,
-        tol=_tolerance(params, x.dtype),
+        tol=_tolerance(params, dtype),
         residuals=residuals,
         converged=result.converged,
         min_eigenvalue=result.min_eigenvalue,
@@ -689,5 +763,5 @@ def _solve(
         plan=plan.to_dict(),
     )
     return NPTModel(
-        spec, x, values, vectors, m, g, params.center, diagnostics, info, feature_names=names
+        spec, x.data, values, vectors, m, g, params.center, diagnostics, info, feature_names=names
     )

@@ -40,11 +40,14 @@ could be exact (refit with ``n_components=None``, or fit afresh with
 
 Layer rule: numpy maths on the driver (kernel blocks of the batch against the
 basis, triangular solves, one LAPACK call per batch); the only graph is the
-rotation's kernel matrix. Below :mod:`npt_dask.npt.model` (whose ``partial_fit``
-calls :func:`grow`): a model is read as its record (:class:`~npt_dask.npt.fitted.FittedModel`:
-the batch's rows by the projector's rule, :func:`npt_dask.npt.projector.rows_rule`), and
-grown models are built from the parent with ``dataclasses.replace``; nothing calls
-back into the model. Saving is the store's (:func:`npt_dask.storage.store.save`).
+rotation's kernel matrix. Rows that live on a device (the batch, a device-fitted
+parent's training rows) are gathered to the host once each
+(:meth:`~npt_dask.engine.rows.Rows.take`); the grown model's rows are host numpy.
+Below :mod:`npt_dask.npt.model` (whose ``partial_fit`` calls :func:`grow`): a model is
+read as its record (:class:`~npt_dask.npt.fitted.FittedModel`: the batch's rows by the
+projector's rule, :func:`npt_dask.npt.projector.rows_rule`), and grown models are built
+from the parent with ``dataclasses.replace``; nothing calls back into the model. Saving
+is the store's (:func:`npt_dask.storage.store.save`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.centres import certificate, extended_factor, pivoted_cholesky
 from npt_dask.engine.operator import KernelOperator
 from npt_dask.errors import InputError
@@ -114,8 +118,11 @@ floor under ``residual_tol=0`` (the pivot would make the factor unstable)."""
 
 
 def _rows(x: Any) -> np.ndarray:
+    """Rows in host memory as float64 (growth works on the driver): a lazy array computed,
+    a sparse one made dense, a device's copied to the host once."""
     block = compute(x)[0] if hasattr(x, "dask") else x
-    return np.asarray(block.toarray() if hasattr(block, "toarray") else block, dtype=np.float64)
+    block = block.toarray() if hasattr(block, "toarray") else block
+    return np.asarray(to_host(block), dtype=np.float64)
 
 
 def check_growable(model: FittedModel) -> None:

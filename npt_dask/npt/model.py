@@ -30,8 +30,10 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_of
 from npt_dask.engine.kernel_matrix import kernel_diagonal
 from npt_dask.engine.projection import finish_parts
+from npt_dask.engine.rows import Rows, put_like
 from npt_dask.errors import InputError, ResidualWarning, StoreIntegrityError, warn
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.fitted import FittedModel, SolverDiagnostics
@@ -44,9 +46,39 @@ from npt_dask.storage import store
 __all__ = ["NPTModel", "SolverDiagnostics", "load"]
 
 
-def _energy(both: np.ndarray, r: int) -> np.ndarray:
+def _energy(both: Any, r: int) -> Any:
+    """``[||y||^2, residual^2]`` of a chunk of ``[y | residual]``, in its namespace."""
     y, res = both[:, :r], both[:, r]
-    return np.stack([np.einsum("ij,ij->i", y, y), res * res], axis=1)
+    xp = namespace_of(both)
+    if is_numpy(xp):
+        return np.stack([np.einsum("ij,ij->i", y, y), res * res], axis=1)
+    return xp.stack([xp.sum(y * y, axis=1), res * res], axis=1)
+
+
+def _on_rows(rows: Rows, a: np.ndarray) -> Any:
+    """A small host array the graph combines with the rows' results: on numpy as it is;
+    else moved to their device once and wrapped as a one-chunk dask array (named at
+    random: tokenizing a device array would copy it back)."""
+    if rows.numpy:
+        return a
+    return da.from_array(rows.put(a), chunks=a.shape, asarray=False, name=False)
+
+
+def _moved_lazy(rows: Rows, d: da.Array) -> da.Array:
+    """A lazy vector in the rows' namespace: as it is when it is there, else each block
+    moved by its own task (one copy a block)."""
+    d = da.asarray(d)
+    there = Rows.of(d)
+    if rows.numpy or (there.xp, there.device) == (rows.xp, rows.device):
+        return d
+    meta, name = rows.empty((0,), d.dtype), f"put-{d.name}-{rows.device}"
+    return d.map_blocks(put_like, rows.meta, dtype=d.dtype, meta=meta, name=name)  # type: ignore[arg-type]
+
+
+def _info(rows: Rows) -> InputInfo:
+    """How the rows of a projection came (to return its result the same way)."""
+    assert rows.info is not None, "a projection's rows carry their input info"
+    return rows.info
 
 
 def _no_rows(x: da.Array) -> da.Array:
@@ -147,15 +179,20 @@ class NPTModel(FittedModel):
         ``beta`` are the coordinates of the direction (see
         :meth:`coordinates_of`). The signed length along ``w / ||w||`` is
         ``y(z) @ beta / ||beta||``. Same container type as ``z``.
+
+        Notes
+        -----
+        On a device: the projection's crossings (:meth:`transform`) and the unit
+        direction moved there once (``r`` numbers); the result stays there.
         """
         b = np.asarray(beta, dtype=np.float64)
         if b.shape != (self.n_components,):
             raise InputError(f"beta must have shape ({self.n_components},); got {b.shape}.")
-        unit = b / np.linalg.norm(b)
-        x, info = self._rows(z)
-        y = self._project(x)[:, : self.n_components]
+        rows = self._rows(z)
+        unit = _on_rows(rows, b / np.linalg.norm(b))  # on a device: one copy of r numbers
+        y = self._project(rows)[:, : self.n_components]
         gamma = (y @ unit)[:, None] * unit[None, :]
-        return wrap_rows(gamma.astype(x.dtype), info, name="projection")
+        return wrap_rows(gamma.astype(rows.data.dtype), _info(rows), name="projection")
 
     def rows_of(
         self, z: Any, *, name: str = "Z", chunk_size: int | None = None
@@ -165,14 +202,15 @@ class NPTModel(FittedModel):
         NaN refused (:class:`npt_dask.npt.projector.ProjectionRows`; no projector is built)."""
         return rows_rule(self).of(z, chunk_size=chunk_size, name=name)
 
-    def _rows(self, z: Any) -> tuple[da.Array, InputInfo]:
-        """Rows to project, scale-checked when they are in memory (lazy rows are not read
-        here: ``transform`` of dask input stays lazy; :func:`npt_dask.project` reads and
-        checks them)."""
-        x, info = self.rows_of(z)
-        if not info.lazy:
-            self.warn_scale(x)
-        return x, info
+    def _rows(self, z: Any) -> Rows:
+        """The rows to project as one :class:`~npt_dask.engine.rows.Rows` (their namespace
+        and device decided here, once, and carried along the route), scale-checked when
+        they are in memory (lazy rows are not read here: ``transform`` of dask input stays
+        lazy; :func:`npt_dask.project` reads and checks them)."""
+        rows = rows_rule(self).rows(z)
+        if not _info(rows).lazy:
+            self.warn_scale(rows.data)
+        return rows
 
     def projector(self, *, fresh: bool = False) -> Projector:
         """The model's :class:`~npt_dask.npt.projector.Projector` under the current scheduler,
@@ -185,9 +223,11 @@ class NPTModel(FittedModel):
             built[key] = build_projector(self)
         return built[key]
 
-    def _project(self, z: da.Array) -> da.Array:
-        """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like z's rows."""
-        return self.projector().rows(z)
+    def _project(self, rows: Rows) -> da.Array:
+        """Lazy ``[y | residual]`` of shape (m, r + 1), chunked like the rows, in their
+        namespace (:meth:`npt_dask.npt.projector.Projector.rows`: its Notes state what
+        crosses per call)."""
+        return self.projector().rows(rows)
 
     def transform(self, z: Any, *, columns: int | None = None) -> Any:
         """NPT coordinates ``y = Lambda^{-1/2} U^T k(z)`` of the rows of ``z``.
@@ -206,11 +246,19 @@ class NPTModel(FittedModel):
         Same kind as ``z``: numpy ``(m, r)``, lazy dask ``(m, r)``, or a
         DataArray with dims ``(sample, component)``. The dtype is the model's
         ``precision`` (float32 for a model fitted on float32 data);
-        accumulation is always float64.
+        accumulation is always float64. Rows on a device (a dask array, or a DataArray
+        of one, whose chunks are CuPy's) give a lazy result on that device.
+
+        Notes
+        -----
+        On a device, per call: the model's training panels and weights move there once
+        and the ``2 r`` terms that finish a projection once (never per chunk); each chunk
+        reads back one byte (its finiteness flag); the zero columns of ``columns`` are
+        made there.
         """
-        x, info = self._rows(z)
-        y = self._project(x)[:, : self.n_components].astype(x.dtype)
-        return wrap_rows(pad_columns(y, columns or 0), info, name="coordinates")
+        rows = self._rows(z)
+        y = self._project(rows)[:, : self.n_components].astype(rows.data.dtype)
+        return wrap_rows(pad_columns(y, columns or 0), _info(rows), name="coordinates")
 
     def residual(self, z: Any, diag: Any = None) -> Any:
         """Lemma 5: distance of ``phi(z)`` from the fitted subspace, shape (m,).
@@ -222,15 +270,21 @@ class NPTModel(FittedModel):
         which lacks ``k(z, z)``: pass ``diag``, the rows' self-similarities
         (the diagonal of ``kernel(Z, Z)``, shape (m,)). Without it the
         residual is NaN, with a :class:`~npt_dask.errors.ResidualWarning`.
+
+        Notes
+        -----
+        On a device, what :meth:`transform` moves; a ``diag`` given on the host moves
+        there once (``m`` numbers).
         """
-        x, info = self._rows(z)
+        rows = self._rows(z)
+        x, info = rows.data, _info(rows)
         if not self.kernel.precomputed:
             if diag is not None:
                 raise InputError(
                     "diag is for kernel='precomputed' only; this model evaluates k(z, z) "
                     f"from its {self.kernel.name} kernel. Call residual(z) without it."
                 )
-            res = self._project(x)[:, self.n_components].astype(x.dtype)
+            res = self._project(rows)[:, self.n_components].astype(x.dtype)
         elif diag is None:
             warn(
                 "residual() of a precomputed-kernel model needs k(z, z) of each row, which "
@@ -239,13 +293,15 @@ class NPTModel(FittedModel):
                 "kernel(Z, Z)>).",
                 ResidualWarning,
             )
-            res = self._project(x)[:, self.n_components].astype(x.dtype)
+            res = self._project(rows)[:, self.n_components].astype(x.dtype)
         else:
-            res = self._residual_from_diag(x, diag).astype(x.dtype)
+            res = self._residual_from_diag(rows, diag).astype(x.dtype)
         return wrap_rows(res, info, name="residual")
 
-    def _residual_from_diag(self, x: da.Array, diag: Any) -> da.Array:
-        """Residuals of the test x train kernel rows ``x`` given ``k(z, z)`` (precomputed)."""
+    def _residual_from_diag(self, rows: Rows, diag: Any) -> da.Array:
+        """Residuals of the test x train kernel rows given ``k(z, z)`` (precomputed), in
+        the rows' namespace (a host ``diag`` moved to their device once)."""
+        x = rows.data
         d = diag.data if is_data_array(diag) else diag
         d = d if isinstance(d, da.Array) else np.asarray(d, dtype=np.float64)
         if d.shape != (x.shape[0],):
@@ -255,8 +311,9 @@ class NPTModel(FittedModel):
             )
         if not isinstance(d, da.Array) and not np.isfinite(d).all():
             raise InputError("diag contains NaN or infinity; it must be k(z, z) of each row.")
+        d = _on_rows(rows, d) if isinstance(d, np.ndarray) else _moved_lazy(rows, d)
         d = da.asarray(d).astype(np.float64).rechunk((x.chunks[0],))
-        y = self._project(x)[:, : self.n_components]
+        y = self._project(rows)[:, : self.n_components]
         means = x.astype(np.float64).mean(axis=1)  # p[:, r] = kappa(z) 1 / n
         parts = da.concatenate([y, means[:, None], d[:, None]], axis=1).rechunk({1: -1})
         return parts.map_blocks(
@@ -266,6 +323,7 @@ class NPTModel(FittedModel):
             dtype=np.float64,
             drop_axis=1,
             chunks=(parts.chunks[0],),
+            meta=rows.empty((0,), np.float64),
         )
 
     def energy_split(self, z: Any) -> da.Array:
@@ -274,16 +332,18 @@ class NPTModel(FittedModel):
         One pass over the training blocks; only two numbers per row come back,
         whatever r (the landmark certificate uses it on every training row).
         """
-        x, _ = self.rows_of(z)
+        rows = rows_rule(self).rows(z)
         r = self.n_components
-        both = self._project(x)
-        chunks = (x.chunks[0], (2,))
-        return both.map_blocks(_energy, r, dtype=np.float64, chunks=chunks)  # type: ignore[arg-type]
+        both = self._project(rows)
+        chunks = (rows.data.chunks[0], (2,))
+        return both.map_blocks(_energy, r, dtype=np.float64, chunks=chunks,  # type: ignore[arg-type]
+                               meta=rows.empty((0, 2), np.float64))  # fmt: skip
 
     def transform_with_residual(self, z: Any) -> tuple[Any, Any]:
         """Both coordinates and residuals from one pass over the training rows."""
-        x, info = self._rows(z)
-        both = self._project(x).astype(x.dtype)
+        rows = self._rows(z)
+        info = _info(rows)
+        both = self._project(rows).astype(rows.data.dtype)
         if not info.lazy:  # compute once, then wrap the two parts
             both = da.from_array(compute(both, release_scratch=True)[0], chunks=both.chunks)
         r = self.n_components
@@ -420,10 +480,12 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> NPTModel:
     return model
 
 
-def _given_diag_residual(parts: np.ndarray, grand_mean: float, center: bool) -> np.ndarray:
+def _given_diag_residual(parts: Any, grand_mean: float, center: bool) -> Any:
     """Lemma 5's residual from ``[y | kappa(z) 1 / n | k(z, z)]`` (one decision:
-    :func:`npt_dask.engine.projection.finish_parts`; ``y`` is already finished)."""
+    :func:`npt_dask.engine.projection.finish_parts`; ``y`` is already finished), in the
+    namespace of ``parts``."""
     r = parts.shape[1] - 2
-    none = np.zeros(r)
+    xp = namespace_of(parts)
+    none = np.zeros(r) if is_numpy(xp) else xp.zeros(r, dtype=xp.float64, device=device_of(parts))
     _, res, _ = finish_parts(parts[:, : r + 1], parts[:, r + 1], none, none, grand_mean, center)
     return res

@@ -12,7 +12,9 @@ takes them as they are: the kernel's arguments and the block precision
 (:mod:`npt_dask.kernels.params`), ``chunk_size`` (:mod:`npt_dask.runtime.inputs`),
 ``cache`` (:mod:`npt_dask.engine.operator`), the memory budgets
 (:mod:`npt_dask.engine.budget`), the landmarks and the seed
-(:mod:`npt_dask.engine.centres`), ``progress`` (:mod:`npt_dask.runtime.progress`).
+(:mod:`npt_dask.engine.centres`), ``progress`` (:mod:`npt_dask.runtime.progress`), the
+device (:mod:`npt_dask.arrays.device`: the command line's ``--device`` and a pipeline's
+top-level ``device`` are the same entry).
 The constraint classes are :mod:`npt_dask.params.constraints`'.
 
 Nothing here touches data: :class:`FitParams` is the validated, frozen record
@@ -31,6 +33,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from npt_dask.arrays.device import DEVICE_PARAM
 from npt_dask.engine.budget import DEVICE_MEMORY_BUDGET_PARAM, MEMORY_BUDGET_PARAM
 from npt_dask.engine.centres import (
     LANDMARK_METHOD_PARAM,
@@ -190,6 +193,7 @@ PARAMS: tuple[Param, ...] = (
         "warm start: the Krylov solver starts from this model's coordinates of X",
     ),
     PROGRESS_PARAM,
+    DEVICE_PARAM,
 )
 """Every fit parameter, in signature order."""
 
@@ -298,6 +302,7 @@ class FitParams:
     landmark_method: LandmarkMethod = "uniform"
     start: Any = dataclasses.field(default=None, compare=False)
     progress: bool = False
+    device: str | None = None  # "gpu": the rows moved to the CUDA device at the entrance
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "solver", SOLVER_ALIASES.get(self.solver, self.solver))

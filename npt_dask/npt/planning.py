@@ -25,7 +25,9 @@ The memory a fit holds beyond its input rows, all counted against
 
 Device memory apart from host memory: the kernel blocks in flight and the kept blocks
 live where the blocks' array namespace does (:mod:`npt_dask.engine.consumers` chooses it: a
-GPU's memory for CuPy or torch on a GPU), the driver's matrices in host RAM;
+GPU's memory for CuPy or torch on a GPU) -- for the dense solver the blocks of the explicit
+matrix, each crossing to the host as it is made, and for a landmark fit the certificate
+pass over X (:func:`certificate_bytes`) --, the driver's matrices in host RAM;
 :attr:`FitPlan.device_bytes` and :attr:`FitPlan.host_bytes` report the split (so a GPU
 namespace is planned against its own device budget: ``device_memory_budget``, by default
 :func:`~npt_dask.engine.budget.default_device_budget` of the rows, a share of the GPU's
@@ -41,12 +43,14 @@ loading the input + budget + overhead.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from npt_dask.engine.budget import (
+    BLOCKS_PER_TASK,
     cached_fraction,
     check_budgets,
     default_memory_budget,
@@ -62,15 +66,20 @@ __all__ = [
     "DENSE_FRACTION",
     "DENSE_MAX_SAMPLES",
     "DENSE_VECTORS",
+    "DEVICE_BLOCKS_PER_TASK",
+    "DEVICE_PASS_PANELS",
     "FIXED_OVERHEAD",
     "LARGE_R",
     "FitPlan",
     "basis_bytes",
     "basis_columns",
     "block_candidates",
+    "blocks_in_flight",
+    "certificate_bytes",
     "chunked_driver_bytes",
     "default_block_size",
     "dense_bytes",
+    "device_pass_bytes",
     "estimated_passes",
     "fit_cost",
     "krylov_cap",
@@ -97,6 +106,39 @@ time an RBF block spends outside its matrix product, in flops at the product rat
 
 PRODUCT_EFFICIENCY = 0.75
 """Block times a skinny (b ~ 100) panel runs at ~75% of the square-product rate."""
+
+DEVICE_BLOCKS_PER_TASK = 3
+"""Kernel blocks' worth a task holds at once while it evaluates a block on a device (the
+rows' namespace is not numpy's): the product, its clipped copy and its exponential -- the
+array API has no in-place ufuncs, where numpy's path works in place
+(:data:`~npt_dask.engine.budget.BLOCKS_PER_TASK` there). A plan with a device budget
+counts these."""
+
+
+def blocks_in_flight(chunk: int, threads: int, device: bool) -> int:
+    """Bytes of the kernel blocks being evaluated at once, ``chunk x chunk`` float64 per
+    block: :func:`~npt_dask.engine.budget.in_flight_bytes` on the host,
+    :data:`DEVICE_BLOCKS_PER_TASK` blocks a task on a device.
+
+    >>> blocks_in_flight(100, 2, True) == 3 * blocks_in_flight(100, 2, False) // 2
+    True
+    """
+    if not device:
+        return in_flight_bytes(chunk, threads)
+    return threads * DEVICE_BLOCKS_PER_TASK * 8 * chunk * chunk
+
+
+DEVICE_PASS_PANELS = 4
+"""n-row panels of width ``b + 1`` a Krylov pass holds on a device besides its blocks: V
+moved there, the row sums' chains, their join before it crosses to the host, and the pair
+products in flight."""
+
+
+def device_pass_bytes(n: int, b: int) -> int:
+    """A Krylov pass's n-row panels on a device (:data:`DEVICE_PASS_PANELS` float64
+    ``n x (b + 1)``)."""
+    return DEVICE_PASS_PANELS * 8 * n * (b + 1)
+
 
 PASS_PANELS = 6
 """n-row panels of width ``b + 1`` a pass holds where its tasks run (see :func:`pass_bytes`),
@@ -231,6 +273,33 @@ the residual norms and signs, the kernel evaluation's and dask's bookkeeping, wi
 to spare."""
 
 
+def certificate_bytes(
+    *, chunk: int, m: int, d: int, n_components: int, itemsize: int, threads: int,
+    device: bool = False,
+) -> int:  # fmt: skip
+    """A landmark fit's certificate pass (:mod:`npt_dask.npt.training`) where its tasks
+    run: per task thread, the kernel block of a chunk of X against the ``m`` landmarks
+    (:data:`~npt_dask.engine.budget.BLOCKS_PER_TASK` blocks ``chunk x m`` of float64 with
+    the temporaries of their evaluation, :data:`DEVICE_BLOCKS_PER_TASK` on a device) and
+    four ``chunk x (r + 2)`` float64 panels (the
+    products ``[y | residual]``, the moments' coordinates); and once, the landmarks and
+    their projection weights (``m (d + r + 1)`` values, twice: as gathered and as moved)
+    and two moment sums per thread (``r^2 + 2 r`` float64 with up to ``r`` targets).
+
+    On a device it is device memory, beside the fit's (the pass runs after the solve:
+    the larger of the two counts); on the host it is the tasks' working memory.
+
+    >>> certificate_bytes(chunk=100, m=60, d=5, n_components=10, itemsize=8, threads=2)
+    277280
+    """
+    r = n_components
+    blocks = DEVICE_BLOCKS_PER_TASK if device else BLOCKS_PER_TASK
+    per_task = blocks * 8 * chunk * m + 4 * 8 * chunk * (r + 2)
+    centres = 2 * max(itemsize, 8) * m * (d + r + 1)
+    sums = 2 * 8 * (r * r + 2 * r + 1)
+    return threads * (per_task + sums) + centres
+
+
 def dense_bytes(n: int) -> int:
     """The dense solver's peak: the n x n matrix, LAPACK's copy of it (its eigenvectors)
     and LAPACK's ``2 n^2`` work, at once inside ``eigh`` (4 n^2 float64), and
@@ -329,6 +398,7 @@ class FitPlan:
     kept_bytes: int = 0
     explicit: bool = False
     device_memory_budget: int | None = None
+    certificate_bytes: int = 0
 
     @property
     def n_pairs(self) -> int:
@@ -342,18 +412,41 @@ class FitPlan:
         return cached_fraction(self.row_chunks, self.kept) if self.solver == "krylov" else 0.0
 
     @property
-    def device_bytes(self) -> int:
-        """The kernel blocks in flight and the kept blocks: the memory of the blocks' array
-        namespace (a GPU's for CuPy; host RAM on numpy)."""
+    def solve_device_bytes(self) -> int:
+        """What the solve's tasks hold in the blocks' namespace: the kernel blocks in flight
+        and the kept blocks (Krylov), or the blocks in flight of the explicit matrix
+        (dense: each crosses to the host as it is made); part of ``worker_bytes``."""
         if self.solver != "krylov":
-            return 0
-        return in_flight_bytes(max(self.row_chunks), self.threads) + self.kept_bytes
+            return self.worker_bytes
+        device = self.device_memory_budget is not None
+        blocks = blocks_in_flight(max(self.row_chunks), self.threads, device)
+        panels = device_pass_bytes(self.n, self.block_size) if device else 0
+        return blocks + panels + self.kept_bytes
+
+    @property
+    def device_bytes(self) -> int:
+        """The memory of the blocks' array namespace (a GPU's for CuPy; host RAM on numpy)
+        at its peak: the solve's (:attr:`solve_device_bytes`), or a landmark fit's
+        certificate pass (:attr:`certificate_bytes`, after the solve), whichever is larger."""
+        return max(self.solve_device_bytes, self.certificate_bytes)
 
     @property
     def host_bytes(self) -> int:
         """The driver's matrices and the rest the tasks hold (the chunked passes' panels):
         host RAM, whatever the namespace."""
-        return self.driver_bytes + self.worker_bytes - self.device_bytes
+        return self.driver_bytes + self.worker_bytes - self.solve_device_bytes
+
+    def with_certificate(self, nbytes: int) -> FitPlan:
+        """This plan with a landmark fit's certificate pass (:func:`certificate_bytes`),
+        checked against the device budget when the rows live on a device (refused before
+        any pass, naming both budgets and the fix)."""
+        plan = dataclasses.replace(self, certificate_bytes=int(nbytes))
+        budget = plan.device_memory_budget
+        if budget is not None and plan.device_bytes > budget:
+            check_budgets(plan.host_bytes, plan.device_bytes, plan.memory_budget, budget,
+                          f"The landmark fit on m={plan.n} rows (its certificate pass: "
+                          f"{format_bytes(nbytes)})")  # fmt: skip
+        return plan
 
     @property
     def cache(self) -> str:
@@ -391,6 +484,7 @@ class FitPlan:
             "device_bytes": self.device_bytes,
             "host_bytes": self.host_bytes,
             "device_memory_budget": self.device_memory_budget,
+            "certificate_bytes": self.certificate_bytes,
         }
 
 
@@ -425,8 +519,9 @@ def _choose_solver(n: int, r: int | None, solver: str, budget: int) -> str:
 
 
 def _dense_plan(
-    n: int, r: int | None, chunks: tuple[int, ...], budget: int, threads: int
-) -> FitPlan:
+    n: int, r: int | None, chunks: tuple[int, ...], budget: int, threads: int,
+    device_budget: int | None = None,
+) -> FitPlan:  # fmt: skip
     need = dense_bytes(n)
     if need > budget:
         raise InputError(
@@ -434,7 +529,9 @@ def _dense_plan(
             f"matrix and its eigendecomposition), above memory_budget="
             f"{format_bytes(budget)}. Use solver='krylov' with n_components."
         )
-    return FitPlan("dense", n, r, chunks, 0, 0, (), need, 0, budget, threads)
+    blocks = blocks_in_flight(min(max(chunks), n), threads, device_budget is not None)
+    return FitPlan("dense", n, r, chunks, 0, 0, (), need, blocks, budget, threads,
+                   device_memory_budget=device_budget)  # fmt: skip
 
 
 def _krylov_candidate(
@@ -444,7 +541,9 @@ def _krylov_candidate(
 ) -> FitPlan:  # fmt: skip
     """The plan for width ``b``, its basis on the driver (``home="driver"``) or chunked
     (``home`` is ``"workers"`` or ``"disk"``)."""
-    in_flight = in_flight_bytes(max(chunks), threads)
+    in_flight = blocks_in_flight(max(chunks), threads, device_budget is not None)
+    if device_budget is not None:  # a pass's panels live there too
+        in_flight += device_pass_bytes(n, b)
     chunked = home != "driver"
     if max_basis:
         columns = min(n, max_basis)
@@ -515,8 +614,8 @@ def _refuse(plan: FitPlan, max_basis: int | None, chunked: FitPlan | None = None
         f"{format_bytes(chunked.worker_bytes)}."
     )  # fmt: skip
     least = min_basis(plan.n_components or 0, b)
-    in_flight = in_flight_bytes(max(plan.row_chunks), plan.threads)
     device = plan.device_memory_budget
+    in_flight = blocks_in_flight(max(plan.row_chunks), plan.threads, device is not None)
     if device is not None and plan.device_bytes > device:
         check_budgets(plan.host_bytes, plan.device_bytes, plan.memory_budget, device,
                       f"The Krylov fit of n={n} ({format_bytes(in_flight)} of kernel blocks "
@@ -594,7 +693,7 @@ def plan_fit(
     _check_rank(n, n_components, center)
     chosen = _choose_solver(n, n_components, solver, memory_budget)
     if chosen == "dense":
-        return _dense_plan(n, n_components, chunks, memory_budget, threads)
+        return _dense_plan(n, n_components, chunks, memory_budget, threads, device_memory_budget)
     r = int(n_components or 0)
     if block_size:
         widths = [min(n, block_size)]

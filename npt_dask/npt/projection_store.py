@@ -10,6 +10,8 @@ coordinates and Lemma 5 residual into a zarr v3 group that
     component     (component,)          0..r-1
     npt_done      (npt_chunk,)          uint8, 1 once a chunk's rows are written
     npt_digest    (npt_chunk,)          uint64, digest of the chunk's input rows
+                                        (how: the root attribute ``npt_row_digest``,
+                                        absent for BLAKE2b of the rows' bytes)
 
 One task per output chunk reads its input rows, streams over the training
 blocks (kernel block, centring, ``A = U Lambda^{-1/2}``), writes its region
@@ -36,8 +38,16 @@ Re-running the same call resumes an incomplete store (and finishes one whose
 finishing was interrupted). Stores of earlier versions keep their results at
 the root; they are resumed and finished as before.
 
-Layer rule: this module does I/O (zarr, xarray); the numbers come from the
-numpy task functions below, which see numpy blocks only.
+**Rows on a device** (a dask array of CuPy chunks): each task projects its chunk there,
+hashes it there (:data:`POSITIONAL`: a sum of its words, exact integer arithmetic, the
+same bits on numpy) and takes to the host, in one copy, what it writes -- the values in
+the store's dtype, the digest's sum and the chunk's finiteness verdict -- so a chunk
+crosses once and the task never waits on a flag of its own. A store written from host
+rows is resumed with device rows (its BLAKE2b digests then need the rows' bytes: they
+cross with the values) and the other way round.
+
+Layer rule: this module does I/O (zarr, xarray); the numbers come from the task
+functions below (numpy blocks, or a device's on the device route).
 """
 
 from __future__ import annotations
@@ -61,6 +71,11 @@ import scipy.sparse
 from dask import delayed
 from dask.array.core import normalize_chunks
 
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, namespace_of
+from npt_dask.engine.consumers import Projection, projection_verdict
+from npt_dask.engine.passes import run_block
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     ClusterError,
     InputError,
@@ -70,8 +85,10 @@ from npt_dask.errors import (
     ResidualWarning,
     warn,
 )
+from npt_dask.kernels import KernelSpec
 from npt_dask.npt.model import NPTModel
 from npt_dask.npt.params import fit_param
+from npt_dask.npt.projector import rows_rule
 from npt_dask.params.constraints import (
     FLAG,
     NONE,
@@ -141,6 +158,91 @@ def _digest(block: np.ndarray) -> np.uint64:
     return np.frombuffer(raw, dtype=np.uint64)[0]
 
 
+# --- digests of rows on a device --------------------------------------------------------
+
+DIGEST_ATTR = "npt_row_digest"
+"""Root attribute naming how a store's ``npt_digest`` hashes the input rows: absent for
+:data:`BLAKE2B` (rows read on the host), :data:`POSITIONAL` for a store written from rows
+on a device (hashed there: only 8 bytes a chunk cross)."""
+
+BLAKE2B = "blake2b-8"
+"""BLAKE2b (8 bytes) of the chunk's dense rows' bytes in C order (:func:`_digest`)."""
+
+POSITIONAL = "positional-64"
+"""A positional sum of the rows' 32-bit words, ``sum_i w_i a_i mod 2**64`` with odd
+pseudo-random ``a_i`` of the word's place, reduced where the rows are
+(:func:`_positional_sum`), then BLAKE2b of that sum and the chunk's shape on the host
+(:func:`_positional_digest`). Exact integer arithmetic: numpy and a device give the same
+bits. It is not cryptographic (it detects changed rows, not an adversary): a change of
+one word always shows (``a_i`` is odd), of several with probability ``2**-64``."""
+
+_SEGMENT = 1 << 20
+"""Words summed at once by :func:`_positional_sum` (its device memory: ``24`` bytes each)."""
+
+
+def _mix32(h: Any) -> Any:
+    """MurmurHash3's 32-bit finaliser on values below ``2**32`` held in uint64 (every
+    constant a Python integer below ``2**32``: no namespace has to hold a larger one)."""
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def _words(z: Any, xp: Any) -> Any:
+    """A chunk's rows (a precomputed kernel's list of column blocks: side by side) as
+    their 32-bit words in C order, in their namespace."""
+    if isinstance(z, list):
+        z = z[0] if len(z) == 1 else xp.concat(list(z), axis=1)
+    return xp.reshape(z, (-1,)).view(xp.uint32)
+
+
+def _positional_sum(z: Any) -> Any:
+    """``sum_i w_i a_i mod 2**64`` over the words ``w_i`` of the rows ``z`` (see
+    :data:`POSITIONAL`), a 0-d uint64 array where ``z`` lives: nothing crosses."""
+    xp = namespace_of(z[0] if isinstance(z, list) else z)
+    words = _words(z, xp)
+    device = device_of(words)
+    total = xp.zeros((), dtype=xp.uint64, device=device)
+    for start in range(0, int(words.shape[0]), _SEGMENT):
+        w = xp.astype(words[start : start + _SEGMENT], xp.uint64)
+        i = xp.arange(start, start + int(w.shape[0]), dtype=xp.uint64, device=device)
+        lo = _mix32((i & 0xFFFFFFFF) ^ 0x9E3779B9)
+        hi = _mix32(((i >> 32) ^ lo ^ 0x7F4A7C15) & 0xFFFFFFFF)
+        total = total + xp.sum(w * ((hi << 32) | lo | 1), dtype=xp.uint64)
+    return total
+
+
+def _positional_digest(total: Any, shape: tuple[int, ...]) -> np.uint64:
+    """The :data:`POSITIONAL` digest from a chunk's positional sum (on host)."""
+    text = np.asarray(total, dtype=np.uint64).tobytes() + repr(tuple(shape)).encode()
+    raw = hashlib.blake2b(text, digest_size=8, person=b"npt-pos64").digest()
+    return np.frombuffer(raw, dtype=np.uint64)[0]
+
+
+def _rows_shape(z: Any) -> tuple[int, int]:
+    if isinstance(z, list):
+        return int(z[0].shape[0]), sum(int(b.shape[1]) for b in z)
+    return int(z.shape[0]), int(z.shape[1])
+
+
+def _row_digest(z: Any, kind: str) -> np.uint64:
+    """The digest of a chunk's input rows ``z`` (numpy, or a device's) by ``kind`` (the
+    store's): on numpy as it always was; rows on a device cross 8 bytes for
+    :data:`POSITIONAL`, their values for :data:`BLAKE2B` (a host-written store resumed
+    with device rows)."""
+    if kind == POSITIONAL:  # (host rows dense first: sparse ones hash as their values)
+        total = _positional_sum(_dense(z) if _on_host(z) else z)
+        return _positional_digest(to_host(total), _rows_shape(z))
+    return _digest(_dense(to_host(z) if not _on_host(z) else z))
+
+
+def _on_host(z: Any) -> bool:
+    parts = z if isinstance(z, list) else [z]
+    return all(isinstance(p, np.ndarray) or scipy.sparse.issparse(p) for p in parts)
+
+
 # --- numeric task bodies (numpy only) -------------------------------------------------
 
 
@@ -158,29 +260,76 @@ def _results(group: Any) -> Any:
     return group.get(INCOMPLETE, group)
 
 
-def _write_chunk(z: Any, index: int, start: int, both: np.ndarray, out: str, dtype: str) -> int:
-    """Write one chunk's ``[y | residual]`` and its input digest, then flag it done."""
+def _write_chunk(
+    z: Any, index: int, start: int, both: np.ndarray, out: str, dtype: str, kind: str = BLAKE2B
+) -> int:
+    """Write one chunk's ``[y | residual]`` (host values) and its input digest."""
+    return _store_chunk(out, index, start, both.astype(dtype), _row_digest(z, kind))
+
+
+def _store_chunk(out: str, index: int, start: int, both: np.ndarray, digest: np.uint64) -> int:
+    """Write a chunk's ``[y | residual]`` (in the store's dtype) and digest, then flag it
+    done."""
     import zarr
 
-    z = _dense(z)
     group: Any = zarr.open_group(out, mode="r+", use_consolidated=False)  # members are arrays
     results = _results(group)
     stop = start + both.shape[0]
-    both = both.astype(dtype)
     results["coordinates"][start:stop] = both[:, :-1]
     results["residual"][start:stop] = both[:, -1]
-    group["npt_digest"][index] = _digest(z)
+    group["npt_digest"][index] = digest
     group["npt_done"][index] = 1  # last: the chunk counts only once its rows are written
     return index
 
 
-def _check_chunk(z: Any, index: int, out: str) -> int:
+def _write_device_chunk(
+    z: Any, centres: Any, kernel: KernelSpec, projection: Projection, index: int, start: int,
+    out: str, dtype: str, kind: str,
+) -> int:  # fmt: skip
+    """Project a chunk of rows on a device and write it: ``[y | residual]`` cast to the
+    store's dtype there, with its verdict (:func:`~npt_dask.engine.consumers.
+    projection_verdict`) and its digest's sum (or, for a :data:`BLAKE2B` store, the rows),
+    crosses to host in one copy; a failed verdict is refused as numpy's route refuses it,
+    before anything of the chunk is written."""
+    outputs, _ = run_block(z, {}, None, centres, kernel, {"both": projection}, on_device=True)
+    both = outputs["both"]
+    xp = namespace_of(both)
+    carried = [xp.astype(both, getattr(xp, dtype)), projection_verdict(both, z, kernel)]
+    carried.append(_positional_sum(z) if kind == POSITIONAL else _dense_on_device(z, xp))
+    values, finite, third = _one_crossing(carried)
+    if not bool(finite):
+        projection.refuse(z, centres, kernel)
+    positional = kind == POSITIONAL
+    digest = _positional_digest(third, _rows_shape(z)) if positional else _digest(third)
+    return _store_chunk(out, index, start, values, digest)
+
+
+def _dense_on_device(z: Any, xp: Any) -> Any:
+    """A chunk's rows side by side (a precomputed kernel's column blocks), where they are."""
+    if isinstance(z, list):
+        return z[0] if len(z) == 1 else xp.concat(list(z), axis=1)
+    return z
+
+
+def _one_crossing(arrays: list[Any]) -> list[np.ndarray]:
+    """Arrays on one device, on the host, in one copy: their bytes side by side, crossed
+    once (:func:`npt_dask.arrays.host.to_host`), then cut and viewed as they were."""
+    xp = namespace_of(*arrays)
+    raw = to_host(xp.concat([xp.reshape(a, (-1,)).view(xp.uint8) for a in arrays]))
+    out, start = [], 0
+    for a in arrays:
+        size = int(np.prod(a.shape)) * a.dtype.itemsize
+        out.append(raw[start : start + size].view(np.dtype(a.dtype.name)).reshape(a.shape))
+        start += size
+    return out
+
+
+def _check_chunk(z: Any, index: int, out: str, kind: str = BLAKE2B) -> int:
     import zarr
 
-    z = _dense(z)
     group: Any = zarr.open_group(out, mode="r", use_consolidated=False)  # members are arrays
     stored = group["npt_digest"][index]
-    if stored != _digest(z):
+    if stored != _row_digest(z, kind):
         raise ProjectionError(
             f"{out}: rows of chunk {index} differ from those projected before; refusing to "
             "mix results. Project into a new store or pass resume=False.",
@@ -299,9 +448,12 @@ INCOMPLETE_NOTE = (
 )
 
 
-def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> None:
+def _create_store(
+    out: str, model: NPTModel, x: da.Array, info: InputInfo, digest: str = BLAKE2B
+) -> None:
     """A new store: the results (coordinates, residual, their coordinates) in the group
-    :data:`INCOMPLETE`, the completion flags and digests at the root with the note."""
+    :data:`INCOMPLETE`, the completion flags and digests (of kind ``digest``) at the root
+    with the note."""
     import xarray as xr
     import zarr
 
@@ -330,6 +482,8 @@ def _create_store(out: str, model: NPTModel, x: da.Array, info: InputInfo) -> No
     )
     status.attrs["npt_projection"] = json.dumps(_identity(model, x), sort_keys=True)
     status.attrs[INCOMPLETE_ATTR] = INCOMPLETE_NOTE
+    if digest != BLAKE2B:  # a store hashed as before has no such attribute
+        status.attrs[DIGEST_ATTR] = digest
     status.to_zarr(out, mode="w-", compute=False, zarr_format=3, consolidated=False)
     results.to_zarr(out, group=INCOMPLETE, mode="w-", compute=False, zarr_format=3,
                     consolidated=False)  # fmt: skip
@@ -431,8 +585,9 @@ def _half_created(path: Path) -> bool:
 
 @contextlib.contextmanager
 def _writer(
-    path: Path, model: NPTModel, x: da.Array, info: InputInfo, resume: bool
-) -> Iterator[None]:
+    path: Path, model: NPTModel, x: da.Array, info: InputInfo, resume: bool,
+    digest: str = BLAKE2B,
+) -> Iterator[None]:  # fmt: skip
     """Be the one writer of the projection store at ``path`` for the whole block.
 
     The store is created atomically (built under a temporary sibling name with
@@ -446,7 +601,7 @@ def _writer(
         if not path.exists() or (path.is_dir() and not any(path.iterdir())):
             with contextlib.suppress(OSError):
                 path.rmdir()  # an empty directory: as if absent
-            if _create_atomically(path, model, x, info):
+            if _create_atomically(path, model, x, info, digest):
                 break
             continue  # another writer created it first: lock it like any store
         _acquire(path)
@@ -466,13 +621,15 @@ def _writer(
         _release(path)
 
 
-def _create_atomically(path: Path, model: NPTModel, x: da.Array, info: InputInfo) -> bool:
+def _create_atomically(
+    path: Path, model: NPTModel, x: da.Array, info: InputInfo, digest: str = BLAKE2B
+) -> bool:
     """Build the store beside ``path`` (with this process's lock inside) and move it into
     place (:func:`npt_dask.runtime.atomic.write_into_place`); False if another writer's store
     got there first."""
 
     def build(tmp: Path) -> None:
-        _create_store(str(tmp), model, x, info)
+        _create_store(str(tmp), model, x, info, digest)
         if take_lock(tmp / _LOCK) is not None:  # pragma: no cover - a name only we use
             raise ProjectionError(f"{tmp}: could not lock the store being built.")
 
@@ -518,6 +675,14 @@ def _remove_partial_writes(path: Path) -> int:
     for p in stale:
         p.unlink(missing_ok=True)
     return len(stale)
+
+
+def _digest_kind(out: str) -> str:
+    """How the store at ``out`` hashes its input rows (:data:`DIGEST_ATTR`)."""
+    import zarr
+
+    group: Any = zarr.open_group(out, mode="r", use_consolidated=False)
+    return str(dict(group.attrs).get(DIGEST_ATTR, BLAKE2B))
 
 
 def _done_chunks(out: str, model: NPTModel, x: da.Array) -> np.ndarray:
@@ -678,6 +843,14 @@ def project(
     the training rows and weights once (``n * (d + r + 1)``). If a worker
     dies, its tasks run elsewhere; chunks it had finished stay done, and
     weights shipped to it are shipped again.
+
+    Rows on a device (a dask array of CuPy chunks) are projected there. Crossings per
+    call: the model's training panels and weights to the device once (a stored model's
+    read once), the ``2 r`` finishing terms once, the eager finiteness check one flag
+    back, the kernel-scale sample one read back; per chunk one copy back holding its
+    values in the store's dtype, its digest's sum (8 bytes) and its verdict (1 byte),
+    no other sync. A done chunk checked on resume crosses 8 bytes (its rows for a store
+    written from host rows).
     """
     given = {"client": client, "chunk_size": chunk_size, "resume": resume}
     check_table(PROJECT_PARAMS, given | {"progress": progress, "key": key, "var": var})
@@ -701,10 +874,12 @@ def project(
             f"{type(model).__name__}."
         )
     check_output_place(out, error=ProjectionError)  # inside a zarr store, or not writable
-    rows = model.chunk_size if chunk_size is None else int(chunk_size)
-    x, info = model.rows_of(  # features matched by name, as transform's
-        open_data(data, key=key, var=var), chunk_size=rows, name="data"
+    size = model.chunk_size if chunk_size is None else int(chunk_size)
+    rows = rows_rule(model).rows(  # features matched by name, as transform's
+        open_data(data, key=key, var=var), chunk_size=size, name="data"
     )
+    x, info = rows.data, rows.info
+    assert info is not None
     if info.lazy:  # one read pass now, so NaN/inf fail before any output exists
         check_finite_eagerly(x, "data")
     model.warn_scale(x)  # the one kernel-scale rule (npt_dask.kernels.scale), as fit and transform
@@ -727,10 +902,11 @@ def project(
 
     def attempt() -> None:  # a worker's death loses the shipped weights: ship them again
         fresh = next(attempts) > 0
-        tasks = _tasks(model, x, out, _done_chunks(out, model, x), fresh)
+        tasks = _tasks(model, rows, out, _done_chunks(out, model, x), fresh)
         _run(tasks, ProgressBar("npt project", len(tasks), "chunks", progress))
 
-    with _writer(Path(out), model, x, info, resume):
+    digest = BLAKE2B if rows.numpy else POSITIONAL  # a new store's
+    with _writer(Path(out), model, x, info, resume, digest):
         try:
             retry_on_lost_data(attempt)
         except ClusterError as exc:  # the scheduler is gone: say what is kept and how to go on
@@ -744,20 +920,29 @@ def project(
     return xr.open_zarr(out, consolidated=True).drop_vars(["npt_done", "npt_digest"])
 
 
-def _tasks(model: NPTModel, x: da.Array, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
-    """One task per chunk: project and write it (the model's projector), or check a done one."""
+def _tasks(model: NPTModel, rows: Rows, out: str, done: np.ndarray, fresh: bool) -> list[Any]:
+    """One task per chunk: project and write it (the model's projector), or check a done
+    one (its rows' digest, by the store's kind)."""
     projector = model.projector(fresh=fresh)  # built once (again after lost data)
-    starts = np.concatenate([[0], np.cumsum(x.chunks[0])])
-    parts = projector.chunk_inputs(x)
-    projected = projector.chunk_tasks(x)  # lazy: those of done chunks never run
-    tasks = []
-    for i, part in enumerate(parts):
-        if done[i]:
-            tasks.append(delayed(_check_chunk, pure=False)(part, i, out))
-        else:
-            tasks.append(
-                delayed(_write_chunk, pure=False)(
-                    part, i, int(starts[i]), projected[i], out, str(model.precision)
-                )
-            )
-    return tasks
+    kind = _digest_kind(out)
+    starts = np.concatenate([[0], np.cumsum(rows.chunks)])
+    parts = projector.chunk_inputs(rows)
+    checks = {i: delayed(_check_chunk, pure=False)(part, i, out, kind)
+              for i, part in enumerate(parts) if done[i]}  # fmt: skip
+    if not rows.numpy:
+        if len(checks) == len(parts):
+            return list(checks.values())
+        centres, projection = projector.task_inputs(rows, check=False)  # moved once
+        write = delayed(_write_device_chunk, pure=False)
+        dtype = str(model.precision)
+        return [checks[i] if i in checks else write(part, centres, model.kernel, projection,
+                i, int(starts[i]), out, dtype, kind) for i, part in enumerate(parts)]  # fmt: skip
+    projected = projector.chunk_tasks(rows)  # lazy: those of done chunks never run
+    return [
+        checks[i]
+        if i in checks
+        else delayed(_write_chunk, pure=False)(
+            part, i, int(starts[i]), projected[i], out, str(model.precision), kind
+        )
+        for i, part in enumerate(parts)
+    ]

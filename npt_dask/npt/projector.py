@@ -36,6 +36,8 @@ Layer rule: graph code over numpy blocks; the numbers come from
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,7 @@ from npt_dask.arrays.namespace import namespace_and_device
 from npt_dask.engine.consumers import Projection
 from npt_dask.engine.passes import Centres, as_rows, chunk_inputs, chunk_tasks, map_rows
 from npt_dask.engine.projection import ProjectionTerms, projection_weights
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.fitted import FittedModel
@@ -75,19 +78,60 @@ class Projector:
     centres: Centres  # shipped training blocks, or a store streaming them
     terms: ProjectionTerms
     n_components: int
+    shipped: Callable[[], Centres] | None = None  # a stored model's panels, for a device
 
-    def chunk_inputs(self, x: da.Array) -> list[Any]:
-        """Each row chunk of ``x`` as a task argument (its list of column blocks for a
+    def centres_for(self, rows: Rows) -> Centres:
+        """The centres a projection of ``rows`` reads: a stored model's training blocks
+        stream from the store into every task on the host (one block held at a time);
+        for rows on a device they are read once and moved there once per call (made
+        once per projector: :attr:`shipped`), not copied into every chunk."""
+        if self.centres.store is not None and self.shipped is not None and not rows.numpy:
+            return self.shipped()
+        return self.centres
+
+    def projection(self, rows: Rows, *, check: bool = True) -> Projection:
+        """The consumer that projects ``rows``: the terms that finish ``[y | residual]``
+        moved to the rows' device once (``2 r`` numbers; kept on a cluster, never copied
+        per chunk). ``check=False``: a device task does not read its verdict (the caller
+        reads it with the values: :func:`~npt_dask.engine.consumers.projection_verdict`)."""
+        terms = self.terms
+        if not rows.numpy:
+            offset, ones = keep_blocks([rows.put(terms["offset"]), rows.put(terms["ones"])])
+            terms = ProjectionTerms(offset=offset, ones=ones, grand_mean=terms["grand_mean"],
+                                    center=terms["center"])  # fmt: skip
+        return Projection(terms, check=check)
+
+    def task_inputs(self, rows: Rows, *, check: bool = True) -> tuple[Any, Projection]:
+        """What a task projecting a chunk of ``rows`` takes besides the chunk: the centres
+        on the rows' device (moved once, here) and the consumer (:meth:`projection`)."""
+        return self.centres_for(rows).on(rows).task_input(), self.projection(rows, check=check)
+
+    def chunk_inputs(self, rows: Rows | da.Array) -> list[Any]:
+        """Each row chunk of ``rows`` as a task argument (its list of column blocks for a
         precomputed kernel, whose test x train rows are chunked like the training rows)."""
-        return chunk_inputs(as_rows(x), self.kernel.precomputed)
+        return chunk_inputs(as_rows(rows), self.kernel.precomputed)
 
-    def chunk_tasks(self, x: da.Array) -> list[Any]:
-        """One lazy ``[y | residual]`` (Delayed, float64) per row chunk of ``x``."""
-        return chunk_tasks(x, self.centres, self.kernel, Projection(self.terms))
+    def chunk_tasks(self, rows: Rows | da.Array) -> list[Any]:
+        """One lazy ``[y | residual]`` (Delayed, float64, on host: each chunk crosses once;
+        on a device its verdict first, one flag) per row chunk of ``rows``."""
+        rows = as_rows(rows)
+        return chunk_tasks(rows, self.centres_for(rows), self.kernel, self.projection(rows))
 
-    def rows(self, x: da.Array) -> da.Array:
-        """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like x's rows."""
-        return map_rows(x, self.centres, self.kernel, Projection(self.terms),
+    def rows(self, rows: Rows | da.Array) -> da.Array:
+        """Lazy ``[y | residual]`` of shape ``(m, r + 1)``, float64, chunked like the rows,
+        in their namespace (a device's rows: device-backed, its ``meta`` theirs).
+
+        Notes
+        -----
+        Crossings per call on a device (the rows' device, or a model's whose rows live
+        elsewhere): the centres' panels and weights move there once
+        (:meth:`~npt_dask.engine.passes.Centres.on`), the finishing terms once
+        (:meth:`projection`); each chunk reads one byte back, its finiteness flag (a task
+        can only raise on what the host sees), and nothing else crosses until the caller
+        computes the result.
+        """
+        rows = as_rows(rows)
+        return map_rows(rows, self.centres_for(rows), self.kernel, self.projection(rows),
                         width=self.n_components + 1)  # fmt: skip
 
 
@@ -103,10 +147,12 @@ class ProjectionRows:
     feature_names: tuple[str, ...] | None  # the fitted order of named features
 
     def of(
-        self, data: Any, *, chunk_size: int | None = None, name: str = "Z"
-    ) -> tuple[da.Array, InputInfo]:
+        self, data: Any, *, chunk_size: int | None = None, name: str = "Z",
+        device_check: bool = True,
+    ) -> tuple[da.Array, InputInfo]:  # fmt: skip
         """``data`` as row chunks to project: named features put in the fitted order (or
-        refused when they differ), the feature count checked, NaN refused."""
+        refused when they differ), the feature count checked, NaN refused (lazy rows on
+        a device with ``device_check=False``: by the projection's verdict, not here)."""
         n_features = self.kind.n_features if isinstance(self.kind, FeatureRows) else None
         data = match_features(data, self.feature_names, n_features=n_features, name=name)
         return projection_rows(
@@ -116,7 +162,13 @@ class ProjectionRows:
             train_chunks=self.train_chunks,
             chunk_size=chunk_size,
             name=name,
+            device_check=device_check,
         )
+
+    def rows(self, data: Any, *, chunk_size: int | None = None, name: str = "Z") -> Rows:
+        """``data`` as the :class:`~npt_dask.engine.rows.Rows` of a projection (:meth:`of`;
+        a device's lazy rows checked by the projection's one verdict)."""
+        return Rows.of(*self.of(data, chunk_size=chunk_size, name=name, device_check=False))
 
 
 def rows_rule(fitted: FittedModel) -> ProjectionRows:
@@ -138,12 +190,13 @@ class FeatureRows:
 
     def of(
         self, data: Any, *, name: str, size: int, dtype: np.dtype, keep: bool,
-        train_chunks: tuple[int, ...],
+        train_chunks: tuple[int, ...], device_check: bool = True,
     ) -> tuple[da.Array, InputInfo]:  # fmt: skip
         """``data`` as row chunks of ``size`` rows, its features checked against the model."""
         x, info = as_row_chunked(
-            data, name=name, chunk_size=size, dtype=dtype, keep_lazy_chunks=keep
-        )
+            data, name=name, chunk_size=size, dtype=dtype, keep_lazy_chunks=keep,
+            device_check=device_check,
+        )  # fmt: skip
         if x.shape[1] != self.n_features:
             d = self.n_features
             raise InputError(
@@ -160,9 +213,11 @@ class KernelRows:
 
     def of(
         self, data: Any, *, name: str, size: int, dtype: np.dtype, keep: bool,
-        train_chunks: tuple[int, ...],
+        train_chunks: tuple[int, ...], device_check: bool = True,
     ) -> tuple[da.Array, InputInfo]:  # fmt: skip
-        """``data`` as a kernel matrix against the training rows (columns checked)."""
+        """``data`` as a kernel matrix against the training rows (columns checked; every
+        block of lazy rows, whatever ``device_check``: a projection's verdict does not
+        cover them)."""
         return as_kernel_matrix(
             data, name=name, chunk_size=size, column_chunks=train_chunks, dtype=dtype,
             keep_lazy_chunks=keep,
@@ -182,6 +237,7 @@ def projection_rows(
     train_chunks: tuple[int, ...],
     chunk_size: int | None = None,
     name: str = "Z",
+    device_check: bool = True,
 ) -> tuple[da.Array, InputInfo]:
     """The one chunking rule, with the rows checked against the model (``kind``).
 
@@ -194,8 +250,9 @@ def projection_rows(
     size = chunk_size or max(train_chunks)
     keep = chunk_size is None
     x, info = kind.of(
-        data, name=name, size=size, dtype=precision, keep=keep, train_chunks=train_chunks
-    )
+        data, name=name, size=size, dtype=precision, keep=keep, train_chunks=train_chunks,
+        device_check=device_check,
+    )  # fmt: skip
     if not keep:
         return x.rechunk({0: size}), info
     return (x if info.lazy else balanced_rows(x, task_threads())), info
@@ -251,13 +308,15 @@ def build_projector(fitted: FittedModel) -> Projector:
             fitted.identity,
         )  # fmt: skip
         centres = Centres(sizes, store=stored)
+        shipped = functools.cache(functools.partial(_ship, fitted))
     else:
-        centres = _ship(fitted)
+        centres, shipped = _ship(fitted), None
     return Projector(
         kernel=fitted.kernel,
         centres=centres,
         terms=fitted.projection_terms(),
         n_components=fitted.n_components,
+        shipped=shipped,
     )
 
 

@@ -40,25 +40,32 @@ Layer rule: graph code; the numbers come from :mod:`npt_dask.engine.blocks`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import array_api_compat
 import dask.array as da
 import numpy as np
 
+from npt_dask.arrays.host import to_host
 from npt_dask.engine.consumers import Certificate, Consumer, Moments
 from npt_dask.engine.moments import LinearMoments, chunk_moments, one_hot
-from npt_dask.engine.passes import row_pass
+from npt_dask.engine.passes import as_rows, row_pass
+from npt_dask.engine.projection import ProjectionTerms
+from npt_dask.engine.rows import Rows
 from npt_dask.engine.sums import chunk_sums
 from npt_dask.errors import InputError
+from npt_dask.runtime.inputs import is_data_array
 from npt_dask.runtime.labels import class_labels, one_per_row
 from npt_dask.runtime.progress import ProgressBar
-from npt_dask.runtime.scheduler import task_threads
+from npt_dask.runtime.scheduler import compute, task_threads
 
 if TYPE_CHECKING:
     from npt_dask.npt.model import NPTModel
 
 __all__ = [
     "PassResult",
+    "device_targets",
+    "host_values",
     "linear_moments",
     "training_pass",
 ]
@@ -75,7 +82,7 @@ class PassResult:
 
 def training_pass(
     model: NPTModel,
-    x: da.Array,
+    x: Rows | da.Array,
     *,
     labels: Any = None,
     targets: Any = None,
@@ -89,25 +96,91 @@ def training_pass(
     :meth:`npt_dask.npt.projector.Projector.rows_of`); ``labels`` (class labels,
     one-hot moments with ``classes``) or ``targets`` (numeric, 1-D or 2-D) are
     read with the rows they belong to.
+
+    On rows in a device's memory the labels are read on the host (class labels are
+    checked there, :func:`host_values`) and their one-hot indicator goes to the device
+    once, as targets do (:meth:`~npt_dask.engine.rows.Rows.aligned`: ``n k`` values
+    moved once, split like the rows); nothing row-aligned moves per chunk.
     """
     if labels is not None and targets is not None:
         raise InputError("pass labels= (classification) or targets= (regression), not both.")
+    rows = as_rows(x)
+    n = rows.n
     what = "labels" if labels is not None else "targets"
     given = labels if labels is not None else targets
     classes = class_labels(labels) if labels is not None else None
     projector = model.projector()
-    consumers: dict[str, Consumer] = {"certificate": Certificate(projector.terms)}
-    aux = {}
+    terms = _terms_on(rows, projector.terms)
+    consumers: dict[str, Consumer] = {"certificate": Certificate(terms)}
+    aux: dict[str, Any] = {}
     if given is not None:
-        aux[what] = one_per_row(given, int(x.shape[0]), what)
-        consumers["moments"] = Moments(projector.terms, classes, str(model.precision))
-    bar = ProgressBar("npt fit: training pass", len(x.chunks[0]), "chunks", progress)
-    result = row_pass(x, projector.centres, model.kernel, consumers, aux=aux,
+        values = one_per_row(given, n, what)
+        indicator_of = classes
+        if rows.numpy:  # a device's targets with host rows: read on the host once
+            values = host_values(values)
+        elif classes is not None:  # the indicator, made on host once, moved as targets
+            what, values, indicator_of = (
+                "targets",
+                one_hot(_read(host_values(values)), classes),
+                None,
+            )
+        aux[what] = values
+        consumers["moments"] = Moments(terms, indicator_of, str(model.precision))
+    bar = ProgressBar("npt fit: training pass", len(rows.chunks), "chunks", progress)
+    result = row_pass(rows, projector.centres, model.kernel, consumers, aux=aux,
                       chains=task_threads(), progress=bar)  # fmt: skip
     per_row = np.concatenate(result.rows["certificate"], axis=1)
     summed = result.sums.get("moments")
     moments = None if summed is None else LinearMoments.from_tuple(summed, classes)
     return PassResult(per_row[0], per_row[1], moments)
+
+
+def _terms_on(rows: Rows, terms: ProjectionTerms) -> ProjectionTerms:
+    """The projection's constants on the rows' device, moved once for the pass (each
+    task would otherwise copy them to its chunk's device); on numpy as they are."""
+    if rows.numpy:
+        return terms
+    moved = {k: rows.put(v) if isinstance(v, np.ndarray) else v for k, v in terms.items()}
+    return cast(ProjectionTerms, moved)
+
+
+def _foreign(data: Any) -> bool:
+    """Whether ``data`` (an array, or a dask array by its chunks' type) lives in another
+    library's memory than numpy's (a device's)."""
+    meta = data._meta if isinstance(data, da.Array) else data
+    return bool(array_api_compat.is_array_api_obj(meta)) and not isinstance(
+        meta, np.ndarray | np.generic
+    )
+
+
+def host_values(values: Any) -> Any:
+    """Labels or targets in host memory: an array of another library than numpy -- a
+    device's, or a dask array or DataArray of one -- read to the host once (one
+    crossing), as numpy; anything else (numpy, a list, a pandas object, a DataArray or
+    dask array of numpy) as it is. Class labels are checked on the host
+    (:func:`~npt_dask.runtime.labels.class_labels`)."""
+    data = values.data if is_data_array(values) else values
+    if not _foreign(data):
+        return values
+    if isinstance(data, da.Array):
+        data = compute(data)[0]
+    return np.asarray(to_host(data))
+
+
+def device_targets(values: Any) -> Any:
+    """Targets as the checks and the training pass take them: an array of a device's
+    library as a one-chunk dask array of it (checked by its shape and dtype, nothing
+    read; the pass splits it like the rows, on the device, once); anything else as it
+    is."""
+    data = values.data if is_data_array(values) else values
+    if isinstance(data, da.Array) or not _foreign(data):
+        return values
+    return da.from_array(data, chunks=data.shape, asarray=False, name=False)
+
+
+def _read(values: Any) -> np.ndarray:
+    """Host values (numpy, or a dask array of numpy) as one numpy array."""
+    return np.asarray(compute(values)[0] if isinstance(values, da.Array) else values)
 
 
 def _coordinate_moments(y: np.ndarray, aux: Any, classes: np.ndarray | None) -> tuple:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelBinarizer
@@ -15,11 +14,11 @@ from sklearn.utils.validation import validate_data
 
 from npt_dask.arrays.device import check_device
 from npt_dask.arrays.host import to_host
-from npt_dask.arrays.namespace import namespace_of
 from npt_dask.engine.rows import Rows
 from npt_dask.errors import (
     InputError,
 )
+from npt_dask.methods._passes import take_labels
 from npt_dask.params.constraints import (
     check_estimator,
 )
@@ -27,12 +26,10 @@ from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
 from npt_dask.ridge.routes import solver_doc
 from npt_dask.runtime.inputs import (
-    is_data_array,
     is_lazy,
     wrap_rows,
 )
-from npt_dask.runtime.labels import class_labels
-from npt_dask.runtime.scheduler import compute
+from npt_dask.runtime.labels import class_labels, host_labels
 
 __all__ = [
     "KernelRidgeClassifier",
@@ -192,10 +189,7 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
             raise InputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
-        values = y.data if is_data_array(y) else y
-        if isinstance(values, da.Array):
-            values = compute(values)[0]
-        values = np.asarray(to_host(values)) if on_a_device(values) else np.asarray(values)
+        values = host_labels(y, name="y")  # one read; a device's labels cross once
         if values.ndim != 1 or values.shape[0] != n:
             raise InputError(
                 f"y must hold one class label per training row, shape ({n},); got {values.shape}."
@@ -215,35 +209,10 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         numbers a device holds, else in host memory)."""
         out, info, moved = self._decision(X)
         index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
-        return wrap_rows(self._returned(self._labelled(index), moved), info, name="label")
-
-    def _labelled(self, index: da.Array) -> da.Array:
-        """The classes at ``index`` (lazy), in ``index``'s memory: on a device the classes
-        are moved there once (numbers), or the indices come to the host chunk by chunk
-        (classes a device cannot hold: strings, objects); numpy as it always was."""
-        classes = self.classes_
-        meta = index._meta
-        if isinstance(meta, np.ndarray):
-            return da.map_blocks(classes.take, index, dtype=classes.dtype)
-        xp = namespace_of(meta)
-        if classes.dtype.kind in "biuf":
-            there = Rows.of(index).put(classes)
-            return da.map_blocks(_take_classes, index, there, dtype=classes.dtype,
-                                 meta=xp.empty((0,), dtype=there.dtype))  # fmt: skip
-        return da.map_blocks(_take_on_host, index, classes, dtype=classes.dtype,
-                             meta=np.empty((0,), dtype=classes.dtype))  # fmt: skip
-
-
-def _take_classes(index: Any, classes: Any) -> Any:
-    """Task body: ``classes[index]`` in their (the device's) namespace."""
-    return namespace_of(index, classes).take(classes, index, axis=0)
+        labels = take_labels(Rows.of(out), index, self.classes_)  # device scores: device labels
+        return wrap_rows(self._returned(labels, moved), info, name="label")
 
 
 KernelRidgeClassifier.__doc__ = solver_doc(
     KernelRidgeClassifier.__doc__
 )  # the solver entry, from the route registry
-
-
-def _take_on_host(index: Any, classes: np.ndarray) -> np.ndarray:
-    """Task body: ``classes[index]`` in host memory (the indices cross: one per row)."""
-    return classes.take(np.asarray(to_host(index)))

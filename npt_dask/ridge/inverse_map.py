@@ -27,6 +27,8 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from npt_dask.arrays.host import to_host
+from npt_dask.engine.rows import Rows
 from npt_dask.errors import InputError, RidgeWarning
 from npt_dask.kernels import KernelSpec
 from npt_dask.npt.preimage import register_inverse_map
@@ -79,7 +81,9 @@ class InverseMap:
     def predict(self, y: Any) -> Any:
         """Input-space rows for coordinates ``y`` ``(m, r)``.
 
-        numpy in -> numpy out; dask or DataArray in -> lazy out, row chunks kept.
+        numpy in -> numpy out; dask or DataArray in -> lazy out, row chunks kept (on
+        the coordinates' device: the primal form's ``r x d`` weights moved there once;
+        the dual form is :meth:`~npt_dask.ridge.regressor.KernelRidge.predict`'s).
         """
         z, info = as_row_chunked(
             y, name="Y", chunk_size=max(self.row_chunks), keep_lazy_chunks=True
@@ -90,8 +94,8 @@ class InverseMap:
                 f"inverse_transform takes coordinates with {self.n_components} columns "
                 f"(n_components); got {z.shape[1]}."
             )
-        if self.weights is not None:
-            out = z @ da.from_array(self.weights)
+        if self.weights is not None:  # on the coordinates' device: one copy of r d numbers
+            out = z @ _like_rows(Rows.of(z), self.weights)
         else:
             assert self.ridge is not None
             out = self.ridge.predict(z)
@@ -100,11 +104,21 @@ class InverseMap:
 
 def _primal_weights(y: np.ndarray, x: da.Array, alpha: float) -> np.ndarray:
     """``(Y^T Y + alpha I)^{-1} Y^T X``: the moments in one pass over the row chunks of
-    ``x``, then an ``r x r`` solve."""
-    yd = da.from_array(y, chunks=(x.chunks[0], -1))
-    gram, xty = compute(yd.T @ yd, yd.T @ x.astype(np.float64))
+    ``x`` (rows on a device: ``Y`` moved there once, the ``r x (r + d)`` moments crossing
+    back once), then an ``r x r`` solve on the host."""
+    rows = Rows.of(x)
+    yd = _like_rows(rows, y, chunks=(x.chunks[0], -1))
+    gram, xty = (np.asarray(to_host(m)) for m in compute(yd.T @ yd, yd.T @ x.astype(np.float64)))
     gram[np.diag_indices_from(gram)] += alpha
     return np.asarray(scipy.linalg.solve(gram, xty, assume_a="pos"))
+
+
+def _like_rows(rows: Rows, a: np.ndarray, chunks: Any = None) -> da.Array:
+    """A host array as a dask array beside ``rows``: numpy's as before, else moved to
+    their device once (named at random: tokenizing a device array would copy it back)."""
+    if rows.numpy:
+        return da.from_array(a) if chunks is None else da.from_array(a, chunks=chunks)
+    return da.from_array(rows.put(a), chunks=chunks or a.shape, asarray=False, name=False)
 
 
 def fit_inverse_map(

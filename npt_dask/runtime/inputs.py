@@ -26,6 +26,7 @@ import pandas as pd
 import scipy.sparse
 
 from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import device_of, is_numpy, namespace_and_device, namespace_of
 from npt_dask.errors import (
     InputError,
     InputTypeError,
@@ -40,6 +41,7 @@ from npt_dask.runtime.scheduler import compute, numpy_rows
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "NON_FINITE_INPUT",
     "InputInfo",
     "align_rows",
     "as_kernel_matrix",
@@ -172,14 +174,24 @@ def is_sparse_rows(x: da.Array) -> bool:
     return bool(scipy.sparse.issparse(getattr(x, "_meta", None)))
 
 
+NON_FINITE_INPUT = (
+    "Input contains NaN or infinity; remove or impute those values first "
+    "(e.g. with sklearn.impute.SimpleImputer)."
+)
+"""The error of rows with NaN or inf (:func:`check_finite_block`'s)."""
+
+
 def check_finite_block(block: Any) -> Any:
-    """``block`` unchanged if finite (a sparse block: its stored values), else InputError."""
+    """``block`` unchanged if finite (a sparse block: its stored values), else InputError
+    (a device's block: one flag crosses)."""
     values = block.data if scipy.sparse.issparse(block) else block
-    if not np.isfinite(values).all():
-        raise InputError(
-            "Input contains NaN or infinity; remove or impute those values first "
-            "(e.g. with sklearn.impute.SimpleImputer)."
-        )
+    xp = namespace_of(values)
+    if is_numpy(xp):
+        finite = np.isfinite(values).all()
+    else:
+        finite = bool(to_host(xp.all(xp.isfinite(values))))
+    if not finite:
+        raise InputError(NON_FINITE_INPUT)
     return block
 
 
@@ -191,6 +203,7 @@ def as_row_chunked(
     min_samples: int = 1,
     dtype: np.dtype | None = None,
     keep_lazy_chunks: bool = False,
+    device_check: bool = True,
 ) -> tuple[da.Array, InputInfo]:
     """Validate ``data`` and return it as a dask array chunked by rows only.
 
@@ -198,6 +211,9 @@ def as_row_chunked(
     its tasks (it raises when computed). ``chunk_size=None`` keeps the row
     chunks of dask input, and so does ``keep_lazy_chunks`` (projections keep
     the caller's chunking). The feature axis always becomes one chunk.
+    ``device_check=False``: lazy rows on a device are not checked chunk by chunk here
+    (a flag read back per chunk); the caller's tasks check them with what they compute
+    (a projection's one verdict: :class:`~npt_dask.engine.consumers.Projection`).
     """
     array, info = _to_array(data, name)
     _check_shape(array, name, min_samples)
@@ -218,8 +234,8 @@ def as_row_chunked(
         check_known_chunks(array, name)
         rows = array.chunks[0] if keep_lazy_chunks or not chunk_size else chunk_size
         x = array.rechunk({0: rows, 1: -1})
-        if x.dtype.kind == "f":
-            x = x.map_blocks(check_finite_block, dtype=x.dtype)
+        if x.dtype.kind == "f" and (device_check or is_numpy(namespace_and_device(x)[0])):
+            x = x.map_blocks(check_finite_block, dtype=x.dtype, meta=x._meta)
     if x.dtype != dtype:
         x = x.astype(dtype)
     return x, info
@@ -271,7 +287,7 @@ def as_kernel_matrix(
     cols = x.chunks[0] if column_chunks is None else column_chunks
     x = x.rechunk({1: cols})
     if isinstance(array, da.Array) and x.dtype.kind == "f":
-        x = x.map_blocks(check_finite_block, dtype=x.dtype)
+        x = x.map_blocks(check_finite_block, dtype=x.dtype, meta=x._meta)
     if column_chunks is None:
         check_symmetric(x, name)
     if x.dtype != dtype:
@@ -361,14 +377,27 @@ def wrap_rows(
 
 
 def pad_columns(y: Any, k: int) -> Any:
-    """``y`` (numpy or dask) with zero columns appended up to ``k`` columns."""
+    """``y`` (numpy, or a dask array of any array library's chunks) with zero columns
+    appended up to ``k`` columns; a dask array's zeros are made in each of its chunks'
+    namespace, on their device (nothing crosses), its ``meta`` kept."""
     extra = k - int(y.shape[1])
     if extra <= 0:
         return y
     if isinstance(y, da.Array):
-        zeros = da.zeros((y.shape[0], extra), chunks=(y.chunks[0], extra), dtype=y.dtype)
-        return da.concatenate([y, zeros], axis=1)
-    return np.hstack([y, np.zeros((y.shape[0], extra), dtype=y.dtype)])
+        y = y.rechunk({1: -1})
+        return y.map_blocks(_padded, k, chunks=(y.chunks[0], (k,)), dtype=y.dtype,
+                            meta=y._meta)  # fmt: skip
+    return _padded(y, k)
+
+
+def _padded(block: Any, k: int) -> Any:
+    """A block with zero columns appended up to ``k``, in its namespace."""
+    xp = namespace_of(block)
+    shape = (block.shape[0], k - int(block.shape[1]))
+    if is_numpy(xp):
+        return np.hstack([block, np.zeros(shape, dtype=block.dtype)])
+    zeros = xp.zeros(shape, dtype=block.dtype, device=device_of(block))
+    return xp.concat([block, zeros], axis=1)
 
 
 def rows_like(data: Any, values: np.ndarray, *, name: str | None = None) -> Any:

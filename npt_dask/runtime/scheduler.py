@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import array_api_compat
 import dask
 import dask.array as da
 import numpy as np
@@ -186,10 +187,18 @@ def keep_blocks(blocks: Sequence[np.ndarray]) -> list[Any]:
     import warnings
 
     name = f"npt-kept-{uuid.uuid4().hex}"
-    literals = [delayed(np.ascontiguousarray(b), name=f"{name}-{i}") for i, b in enumerate(blocks)]
+    literals = [delayed(_contiguous(b), name=f"{name}-{i}") for i, b in enumerate(blocks)]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
         return client.compute(literals)
+
+
+def _contiguous(block: Any) -> Any:
+    """A numpy block in its own C-contiguous memory; another library's array (a device's)
+    as it is (numpy cannot read it; it is pickled by its own library)."""
+    if isinstance(block, np.ndarray | np.generic):
+        return np.ascontiguousarray(block)
+    return block if array_api_compat.is_array_api_obj(block) else np.ascontiguousarray(block)
 
 
 def persist_blocks(blocks: Sequence[Any]) -> list[Any]:

@@ -59,6 +59,8 @@ import dask.array as da
 import numpy as np
 
 from npt_dask._version import __version__
+from npt_dask.arrays.host import to_host
+from npt_dask.arrays.namespace import is_numpy, namespace_and_device
 from npt_dask.engine.moments import LinearMoments
 from npt_dask.engine.projection import projection_weights
 from npt_dask.errors import (
@@ -92,6 +94,7 @@ __all__ = [
     "classes_from_codes",
     "manifest_checksum",
     "model_identity",
+    "on_host",
     "open_group",
     "parse_fields",
     "read",
@@ -332,14 +335,25 @@ def model_identity(model: SavedModel) -> str:
 
 
 def array_digest(values: np.ndarray | da.Array) -> str:
-    """SHA-256 of an array's bytes, streamed chunk by chunk for dask arrays."""
+    """SHA-256 of an array's bytes, streamed chunk by chunk for dask arrays (a device's
+    chunks cross to host one at a time: :func:`on_host`)."""
     digest = hashlib.sha256()
     if isinstance(values, da.Array):
-        for block in values.rechunk({1: -1} if values.ndim == 2 else {}).blocks:
+        for block in on_host(values).rechunk({1: -1} if values.ndim == 2 else {}).blocks:
             digest.update(np.ascontiguousarray(block.compute()).tobytes())
     else:
         digest.update(np.ascontiguousarray(values).tobytes())
     return digest.hexdigest()
+
+
+def on_host(values: da.Array) -> da.Array:
+    """A dask array whose chunks live on a device (CuPy's) as one of host chunks: each
+    chunk crosses once, in its own task, when it is computed (never gathered); a host
+    array as it is."""
+    if is_numpy(namespace_and_device(values)[0]):
+        return values
+    meta = np.empty((0,) * values.ndim, dtype=values.dtype)
+    return values.map_blocks(to_host, dtype=values.dtype, meta=meta)  # type: ignore[call-arg, arg-type]
 
 
 def _codecs() -> list[Any]:
@@ -481,7 +495,7 @@ def write_array(group: Any, name: str, values: Any, dims: tuple[str, ...], rows:
         config={"write_empty_chunks": True},  # every chunk exists: a missing one is damage
     )  # fmt: skip
     if isinstance(values, da.Array):
-        da.store(values.rechunk(chunks), target, lock=False)
+        da.store(on_host(values).rechunk(chunks), target, lock=False)
     else:
         target[...] = values
 
@@ -497,6 +511,14 @@ def save(
 
     The training rows are copied in the model's precision, chunk by chunk
     (they never pass through one process whole when they are a dask array).
+
+    Notes
+    -----
+    The training rows are read twice, chunk by chunk: hashed (the manifest's SHA-256),
+    then written. A model fitted on a device keeps its rows there: each read crosses
+    each chunk to the host once (:func:`on_host`; ``2 n d`` values in all), never the
+    whole rows at once; :attr:`~npt_dask.npt.fitted.FittedModel.identity` reads them
+    once more, the same way.
 
     Returns
     -------

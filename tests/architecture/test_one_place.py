@@ -109,7 +109,8 @@ METHODS = Path(npt.__file__).parent / "methods"
 
 def _label_readers() -> dict[str, tuple[bool, bool]]:
     """For each module of ``npt_dask/methods``: whether it reads labels (``as_labels``)
-    and whether it checks them by the one check (``class_labels``)."""
+    and whether it checks them by the one check (``class_labels``, or ``class_index``:
+    the same check, with each row's class position)."""
     out = {}
     for path in sorted(METHODS.glob("*.py")):
         calls = {
@@ -117,12 +118,13 @@ def _label_readers() -> dict[str, tuple[bool, bool]]:
             for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.Call)
         }
-        out[path.name] = ("as_labels" in calls, "class_labels" in calls)
+        out[path.name] = ("as_labels" in calls, bool({"class_labels", "class_index"} & calls))
     return out
 
 
 def test_every_method_that_reads_labels_checks_them_in_one_place():
-    """A method reading class labels refuses bad ones by ``labels.class_labels``, and
+    """A method reading class labels refuses bad ones by ``labels.class_labels`` (or
+    ``labels.class_index``, the same check), and
     none counts classes itself (``np.unique``: the check's own decision)."""
     readers = _label_readers()
     assert {"alignment.py", "kfd.py"} <= {name for name, (reads, _) in readers.items() if reads}

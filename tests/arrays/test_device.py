@@ -115,7 +115,7 @@ def rows(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("command", ["fit", "project", "ridge"])
+@pytest.mark.parametrize("command", ["fit", "project", "ridge", "grow"])
 def test_cli_gpu_without_cupy_is_refused_before_any_write(command, rows, tmp_path, no_cupy,
                                                           capsys):  # fmt: skip
     out = tmp_path / "out.zarr"
@@ -123,6 +123,7 @@ def test_cli_gpu_without_cupy_is_refused_before_any_write(command, rows, tmp_pat
         "fit": ["fit", str(rows), "--out", str(out)],
         "project": ["project", str(tmp_path / "model.zarr"), str(rows), "--out", str(out)],
         "ridge": ["ridge", str(rows), "--labels", str(rows), "--predictions", str(out)],
+        "grow": ["grow", str(tmp_path / "model.zarr"), str(rows), "--out", str(out)],
     }[command]
     assert cli.main([*args, "--device", "gpu", "--quiet"]) == 2
     err = capsys.readouterr().err

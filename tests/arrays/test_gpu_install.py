@@ -125,3 +125,53 @@ def test_no_device_names_the_driver_each_cupy_needs(installed, monkeypatch):
     assert "cupy-cuda13x needs a CUDA 13 driver, R580 or newer" in text
     installed["cupy-cuda12x"] = "14.2.0"  # a device hidden by two CuPys in one folder
     assert "are all installed" in _refusal()
+
+
+# --- device= of npt.fit and NonlinearProjection: the command line's refusal -----------------
+
+
+def _rows():
+    import numpy as np
+
+    return np.random.default_rng(0).normal(size=(20, 3))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: npt.fit(x, "rbf", gamma=0.5, n_components=2, device="gpu"),
+        lambda x: npt.NonlinearProjection(n_components=2, device="gpu").fit(x),
+    ],
+    ids=["fit", "NonlinearProjection"],
+)
+def test_device_gpu_without_cupy_is_the_command_lines_refusal(installed, cupy_fails, call):
+    with pytest.raises(npt.DeviceError) as refused:
+        call(_rows())
+    assert str(refused.value) == _refusal()  # the same words as --device gpu gets
+    assert refused.value.param == "device"
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: npt.fit(x, "rbf", gamma=0.5, n_components=2, device="cuda"),
+    lambda x: npt.NonlinearProjection(n_components=2, device="cuda").fit(x),
+], ids=["fit", "NonlinearProjection"])  # fmt: skip
+def test_an_unknown_device_names_the_choices(call):
+    with pytest.raises(ValueError, match="device") as refused:
+        call(_rows())
+    assert "'cpu'" in str(refused.value)
+    assert "'gpu'" in str(refused.value)
+
+
+def test_device_cpu_is_the_default_fit():
+    x = _rows()
+    want = npt.fit(x, "rbf", gamma=0.5, n_components=2)
+    got = npt.fit(x, "rbf", gamma=0.5, n_components=2, device="cpu")
+    assert (got.eigenvalues == want.eigenvalues).all()
+
+
+def test_a_pipelines_device_lives_at_its_top_level():
+    from npt_dask.interface.pipeline.config import PipelineConfig
+
+    with pytest.raises(npt.InputError, match="top level") as refused:
+        PipelineConfig.from_dict({"name": "p", "model": {"device": "gpu"}})
+    assert refused.value.param == "device"

@@ -23,6 +23,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import npt_dask as npt
 import npt_dask.engine.sums as graph_module
+import npt_dask.methods._passes as passes_module
 import npt_dask.methods.linear_ridge as ridge_module
 import npt_dask.runtime.labels as labels_module
 from npt_dask.engine.moments import LinearMoments
@@ -383,6 +384,7 @@ def test_fit_reads_each_chunk_once_and_gathers_only_small_sums(data, centred, mo
 
     ridge_module_compute = graph_module.compute  # chunk_sums' one compute
     monkeypatch.setattr(graph_module, "compute", spy)
+    monkeypatch.setattr(passes_module, "compute", spy)  # pass_sums' one compute
     monkeypatch.setattr(labels_module, "compute", spy)  # the one label check reads labels
     if hasattr(ridge_module, "compute"):
         monkeypatch.setattr(ridge_module, "compute", spy)

@@ -24,8 +24,10 @@ def test_a_device_part_over_its_budget_is_refused_naming_both_budgets_and_the_fi
     with pytest.raises(InputError) as caught:
         plan_fit(memory_budget=4096 * MIB, device_memory_budget=100 * MIB, **PLAN)
     message = str(caught.value)
+    # 2 threads x 3 blocks of 4096^2 float64 in flight (the array API works out of place),
+    # and the pass's four 60,000 x (b + 1) panels on the device beside them
     for words in ("device_memory_budget=100.0 MiB", "memory_budget=4.0 GiB", "chunk_size",
-                  "512.0 MiB of device memory"):  # fmt: skip
+                  "768.0 MiB of kernel blocks", "806.5 MiB of device memory"):  # fmt: skip
         assert words in message, message
 
 

@@ -147,7 +147,7 @@ def test_get_set_params_clone_round_trip():
         "random_state",
         "kernel_params", "alpha", "fit_inverse_transform", "remove_zero_eig",
         "eigen_solver", "max_iter", "iterated_power", "copy_X", "n_jobs",
-        "landmarks", "landmark_method",
+        "landmarks", "landmark_method", "device",
     }  # fmt: skip
     assert est.set_params(gamma=0.7, center=False) is est
     assert est.gamma == 0.7

@@ -76,11 +76,19 @@ def _cli_args(tmp_path: Path, name: str, value) -> list[str]:
     return args
 
 
+TOP_LEVEL = {"device"}
+"""Fit parameters a pipeline reads at its config's top level (the fit, the projection and
+the methods share them), not in ``[model]``."""
+
+
 def _config(name, value) -> dict:
+    model = _kwargs(name, value)
+    top = {name: model.pop(name)} if name in TOP_LEVEL else {}
     return {
         "name": "t",
+        **top,
         "data": {"source": "moons", "n_samples": 40},
-        "model": _kwargs(name, value),
+        "model": model,
         "methods": [{"name": "kpca"}],
     }
 
@@ -115,11 +123,19 @@ def test_every_entry_point_refuses_alike(name, value, tmp_path, capsys):
         assert f"'{name}'" in message, message
     assert _message(lambda: FitParams(**_kwargs(name, value))) == (kind, message)
     config_kind, config_message = _message(lambda: PipelineConfig.from_dict(_config(name, value)))
-    assert (config_kind, config_message) == (kind, f"In the config's [model] table: {message}")
+    section = "top level" if name in TOP_LEVEL else "[model] table"
+    assert (config_kind, config_message) == (kind, f"In the config's {section}: {message}")
     if name in ESTIMATOR:
         est = npt.NonlinearProjection(**_kwargs(name, value))
         assert _message(lambda: est.fit(X)) == (kind, message)
     if not _on_the_command_line(name, value):
+        return
+    if name == "device":  # the shared --device option: argparse's choices
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(_cli_args(tmp_path, name, value))
+        assert stopped.value.code == 2
+        assert "--device: invalid choice: 'invalid'" in capsys.readouterr().err
+        assert not (tmp_path / "m.zarr").exists()
         return
     assert cli.main(_cli_args(tmp_path, name, value)) == 2
     err = capsys.readouterr().err.strip()

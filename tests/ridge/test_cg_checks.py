@@ -37,6 +37,22 @@ def _true_residuals(est, x, t, dtype=np.float64):
     return np.linalg.norm(r, axis=0) / np.linalg.norm(b, axis=0)
 
 
+def _float32_floor(est, x, t):
+    """Where a float32 kernel's rounding leaves a residual undetermined, per target:
+    ``u32 || (|K_nm|^T |K_nm| + alpha |K_mm|) |c| || / ||b||`` (two kernels that differ in
+    their last bit, ours and scikit-learn's, give residuals this far apart)."""
+    idx = est.landmarks_
+    xs = x.astype(np.float32)
+    knm = np.abs(pairwise_kernels(xs, xs[idx], metric="rbf", gamma=GAMMA).astype(float))
+    c = np.abs(est.dual_coef_.reshape(len(idx), -1))
+    spread = (knm.T @ knm + est.alpha * knm[idx]) @ c
+    return (
+        np.finfo(np.float32).eps
+        * np.linalg.norm(spread, axis=0)
+        / np.linalg.norm(knm.T @ t, axis=0)
+    )
+
+
 @pytest.mark.parametrize("tol", [1e-3, 1e-6])
 def test_the_reported_residual_is_the_true_one_and_meets_tol(tol):
     x, t = ridge_data(n=400, test=0)[:2]
@@ -84,7 +100,7 @@ def test_a_column_stopped_by_divergence_reports_its_true_residual():
     assert "stopped early" in said[0]
     true = _true_residuals(est, x, t, np.float32)
     reported = np.asarray(est.solve_details_["relative_residuals"])
-    np.testing.assert_allclose(reported, true, atol=2e-6)  # float32 products' own rounding
+    np.testing.assert_allclose(reported, true, atol=_float32_floor(est, x, t).max())
     assert (reported > 1e-7).all()  # not the drifted 1e-12
     assert f"true relative residual up to {reported.max():.3g}" in said[0]
     assert est.solve_details_["passes"] > est.n_iter_  # the measure: a pass of its own

@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from npt_dask.arrays.device import check_device
 from npt_dask.errors import InputError
 from npt_dask.interface.cli.checks import check_paths, check_width
-from npt_dask.interface.cli.options import data_options, grow_options
+from npt_dask.interface.cli.options import data_options, device_option, grow_options, on_device
 from npt_dask.npt.growth import GROW_PARAMS
 from npt_dask.npt.model import load
 from npt_dask.npt.projection_store import open_data
@@ -31,6 +32,7 @@ def add(sub: Any) -> argparse.ArgumentParser:
     grow.add_argument("--overwrite", action="store_true", help="replace a model already at --out")
     grow_options(grow)
     data_options(grow)
+    device_option(grow)
     return grow
 
 
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Grow ``MODEL`` by each file of ``DATA`` in turn and save it to ``--out``."""
     options = {p.name: getattr(args, p.name) for p in GROW_PARAMS}
     check_table(GROW_PARAMS, options)  # before the model is read
+    check_device(args.device)  # a GPU asked for and missing: refused before any work
     inputs = {"MODEL": args.model} | {f"DATA {p}": p for p in args.data}
     check_paths({"--out": args.out}, inputs)  # the parent model is kept as it was
     if (Path(args.out) / "zarr.json").is_file() and not args.overwrite:
@@ -49,6 +52,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(batch, "ndim", 2) == 2:  # (other shapes: refused by partial_fit's words)
             check_width("DATA", path, batch, model.n_features, f"MODEL {args.model}")
     for batch in batches:
+        batch = on_device(batch, args)
         model = model.partial_fit(batch, **options)
     model.save(args.out, overwrite=args.overwrite)  # checked above, before the work
     record = model.model.diagnostics.landmarks

@@ -85,7 +85,7 @@ def select_rows(data: Any, rows: slice | None) -> Any:
     )
 
 
-CLI_OWN = {"progress", "start"}  # the command line's --quiet; --start takes a model path
+CLI_OWN = {"progress", "start", "device"}  # --quiet; --start: a model path; device_option
 
 
 def fit_options(parser: argparse.ArgumentParser) -> None:

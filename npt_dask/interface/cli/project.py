@@ -44,20 +44,18 @@ def add(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Project ``DATA`` with ``MODEL`` into the zarr store ``--out`` (resumable)."""
-    data_path = args.data  # the path, before a GPU's rows take its place
-    if check_device(args.device) == "gpu":  # missing: refused before the store is touched
-        data = select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
-        args.data, args.rows = on_device(data, args), None
+    gpu = check_device(args.device) == "gpu"  # missing: refused before the store is touched
     if args.no_resume:
         print(
             "npt project: --no-resume is deprecated; use --overwrite (as npt fit and npt run).",
             file=sys.stderr,
         )
-    check_paths({"--out": args.out}, {"MODEL": args.model, "DATA": data_path})
+    check_paths({"--out": args.out}, {"MODEL": args.model, "DATA": args.data})
     model = load(args.model)
-    data = args.data
-    if args.rows is not None:
-        data = select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+    data = args.data  # a path: npt.project opens it
+    if gpu or args.rows is not None:
+        rows = select_rows(open_data(args.data, key=args.key, var=args.var), args.rows)
+        data = on_device(rows, args)  # as they are for cpu
     with client_from_args(args):
         ds = project(
             model,

@@ -20,8 +20,10 @@ and the output folder (a config whose stages all read the rows themselves --
     dir = "results/quickstart"
 
 A top-level ``device = "gpu"`` moves the rows' chunks to the CUDA device (CuPy,
-``pip install 'npt-dask[gpu]'``) before the fit and the projections; a run on a machine
-without CuPy or a GPU stops before anything is written.
+``pip install 'npt-dask[gpu]'``) before the fit, the grow stage and the projections (the
+methods read the projections' zarr stores; ``kernel_ridge`` and
+``kernel_svm_reference`` fit on the rows in host memory); a run on a machine without
+CuPy or a GPU stops before anything is written.
 
 Every section is validated before anything runs: unknown keys and bad values
 raise :class:`~npt_dask.errors.InputError` naming the key and the allowed
@@ -232,6 +234,12 @@ def model_config(values: Mapping[str, Any]) -> FitParams:
     if not isinstance(values, Mapping):
         raise InputError(f"[model] must be a table; got {type(values).__name__}.")
     check_keys(values, names(), "in [model]")
+    if "device" in values:  # one place: the projection and the methods read it too
+        raise InputError(
+            "device belongs at the config's top level (device = 'gpu'), where the fit, the "
+            "projection and the methods read it; remove it from [model].",
+            param="device",
+        )
     try:
         return FitParams.from_mapping({**MODEL_DEFAULTS, **values}, section="model")
     except (ValueError, TypeError) as exc:  # the table's wording, placed in the config

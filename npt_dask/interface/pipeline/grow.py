@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npt_dask.arrays.device import to_device
 from npt_dask.errors import InputError
 from npt_dask.interface.pipeline.outputs import check_free
 from npt_dask.npt.model import load
@@ -93,15 +94,19 @@ def check_grow_target(cfg: GrowConfig, out_dir: Path, overwrite: bool) -> Path:
 
 
 def grow_stored(
-    cfg: GrowConfig, out_dir: Path, data_dir: str | None = None, overwrite: bool = False
+    cfg: GrowConfig,
+    out_dir: Path,
+    data_dir: str | None = None,
+    overwrite: bool = False,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Grow ``cfg.model`` by ``cfg.files`` (in order), save it to ``out_dir / cfg.out``
     (replacing a model there only with ``overwrite``), and return the record for the
-    report."""
+    report. ``device="gpu"``: each batch's chunks on the CUDA device, as the fit's."""
     path = check_grow_target(cfg, out_dir, overwrite)
     grown: Any = load(cfg.model)
     for name in cfg.files:
-        batch = open_data(resolve(name, data_dir))
+        batch = to_device(open_data(resolve(name, data_dir)), device)
         grown = grown.partial_fit(
             batch, residual_tol=cfg.residual_tol, max_landmarks=cfg.max_landmarks
         )

@@ -286,7 +286,7 @@ def _model_stages(
     )  # fmt: skip
     grown = (
         clock("grow", grow_stored, config.grow, out, config.data.data_dir,
-              config.output.overwrite)
+              config.output.overwrite, config.device)
         if config.grow is not None
         else None
     )  # fmt: skip
