@@ -67,6 +67,7 @@ from npt_dask.ridge.magnitudes import check_magnitudes
 from npt_dask.ridge.params import RIDGE_PARAMS
 from npt_dask.ridge.planning import RidgePlan, plan_ridge, solve_ridge
 from npt_dask.ridge.problem import RidgeProblem
+from npt_dask.ridge.routes import current_name, route_named
 from npt_dask.ridge.scale_warnings import warn_ridge_scale
 from npt_dask.runtime.inputs import (
     DEFAULT_CHUNK_SIZE,
@@ -178,8 +179,9 @@ def _say_iterative_exact(plan: RidgePlan, solver: str) -> None:
     """One :class:`~npt_dask.errors.RidgeWarning` when ``solver="auto"`` solves exact kernel
     ridge iteratively (its kernel matrix does not fit the budget): the plan's reason,
     which names the tolerance and what scikit-learn's exact solve would need."""
-    if plan.exact and plan.route == "cg" and solver == "auto":
-        reason = plan.reason.removeprefix("cg: ")
+    route = route_named(plan.route, plan.exact)
+    if plan.exact and route.iterative and solver == "auto":
+        reason = plan.reason.removeprefix(f"{route.solver}: ")
         warn(f"Exact kernel ridge (landmarks=None) is not solved exactly: {reason}.",
              RidgeWarning)  # fmt: skip
 
@@ -430,8 +432,8 @@ class KernelRidgeBase(BaseEstimator):
         self.gamma_ = getattr(spec, "gamma", None)
         self.landmarks_ = centres
         self.plan_ = plan.to_dict()
-        self.solver_ = plan.route
-        self.n_iter_ = solution.iterations if plan.route == "cg" else 1  # direct: one solve
+        self.solver_ = route_named(plan.route, plan.exact).solver
+        self.n_iter_ = solution.iterations
         self.residuals_ = np.asarray(solution.residuals)
         self.fit_seconds_ = dict(solution.seconds)
         self.solve_details_ = dict(solution.details)
@@ -593,6 +595,10 @@ class KernelRidgeBase(BaseEstimator):
         for name in self._FITTED:
             if name in fitted:
                 setattr(self, name, fitted[name])
+        if isinstance(getattr(self, "plan_", None), dict) and "route" in self.plan_:
+            plan = dict(self.plan_)  # a route named before routes had unique names
+            plan["route"] = current_name(str(plan["route"]), bool(plan.get("exact")))
+            self.plan_ = plan
         if "cv_results_" in fitted:
             cv = dict(fitted["cv_results_"])
             for name in ("scores", "fit_rows", "held_out_rows"):

@@ -17,7 +17,14 @@ lock broken), then the file, if any, is read and verified:
 * a SHA-256 of every stored array, recorded in the metadata when it was written
   (an array altered or damaged since is refused);
 * the shapes of the state and its values (finite; ``||b||`` is the norm of the
-  stored right-hand side; one residual per iteration).
+  stored right-hand side; one residual per iteration): the fields every method's state
+  has (:class:`~npt_dask.ridge.state.SolverState`) here, the method's own arrays by the
+  method when the state is read back (:meth:`Checkpoint.resume`'s ``read``).
+
+The file holds any iterative method's state: the named arrays its method gives
+(:meth:`npt_dask.ridge.state.Method.arrays`), its iteration count and history, beside the
+centres, the probe and the metadata; the route in the fingerprint tells one method's
+state from another's.
 
 The solver then compares what it pins the problem by: the *fingerprint* -- a
 SHA-256 of everything that defines the solution: the data (a digest of every
@@ -33,7 +40,7 @@ continued. The centres are kept too: a fit that draws its landmarks without a
 seed resumes on the saved ones.
 
 Layer rule: numpy, files, :mod:`npt_dask.runtime.atomic` and :mod:`~npt_dask.runtime.places`
-only.
+only (and the state's field names, :mod:`npt_dask.ridge.state`).
 """
 
 from __future__ import annotations
@@ -43,33 +50,30 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from npt_dask.errors import CheckpointError
-from npt_dask.linalg.cg import CGState
+from npt_dask.ridge.state import COLUMNS, FLAGS, PER_TARGET
 from npt_dask.runtime.atomic import real, release_lock, take_lock, write_file
 from npt_dask.runtime.owners import describe
 from npt_dask.runtime.places import check_output_place
 
-__all__ = ["CHECKPOINT_VERSION", "Checkpoint", "Saved", "array_digest", "fingerprint"]
+__all__ = ["CHECKPOINT_VERSION", "Checkpoint", "Saved", "Snapshot", "array_digest", "fingerprint"]
 
 CHECKPOINT_VERSION = 3
 """Layout of the checkpoint file (another one is refused, not misread; 2: the right-hand
 side, each column's best iterate and whether its residual was verified; 3: a digest of
 every array, the centres and the kernel's values on a probe of the data)."""
 
-_STATE = ("x", "r", "p", "rz", "b", "b_norm", "best", "best_x", "converged", "verified",
-          "breakdown", "history")  # fmt: skip
-_ARRAYS = (*_STATE, "centres", "probe")
-_COLUMNS = ("x", "r", "p", "b", "best_x")  # (m, k) float64
-_PER_TARGET = ("rz", "b_norm", "best")  # (k,) float64
-_FLAGS = ("converged", "verified", "breakdown")  # (k,) bool
+_OWN = ("history", "centres", "probe")  # the file's own arrays, beside the state's
+_REQUIRED = (*COLUMNS, *PER_TARGET, *FLAGS, *_OWN)
+State = TypeVar("State")
 _ZIP = b"PK\x03\x04"  # an .npz is a zip archive
 _FIX = "Delete it to start the solve afresh, or pass another checkpoint path."
 
@@ -98,12 +102,22 @@ def array_digest(value: np.ndarray) -> str:
 
 
 @dataclass
+class Snapshot:
+    """A solver state as a checkpoint holds it: its named host arrays
+    (:meth:`npt_dask.ridge.state.Method.arrays`), its iteration count and history."""
+
+    arrays: dict[str, np.ndarray]
+    iteration: int
+    history: list[float]
+
+
+@dataclass
 class Saved:
     """What a checkpoint holds, verified: the solver's state, the fingerprint of its
     problem, the sorted centre indices (None: every row a centre) and the kernel's values
     on the probe of the data."""
 
-    state: CGState
+    state: Snapshot
     problem: str
     centres: np.ndarray | None
     probe: np.ndarray
@@ -171,7 +185,11 @@ def _read_arrays(target: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             if not isinstance(meta, dict):
                 raise ValueError("its metadata is not a mapping")
             _check_version(target, meta)
-            arrays = {name: np.array(data[name]) for name in _ARRAYS}
+            names = [name for name in data.files if name != "meta"]
+            missing = [name for name in _REQUIRED if name not in names]
+            if missing:
+                raise KeyError(f"no arrays {missing}")
+            arrays = {name: np.array(data[name]) for name in names}
     except CheckpointError:
         raise
     except Exception as exc:  # whatever a damaged archive raises
@@ -195,8 +213,8 @@ def _check_digests(target: Path, meta: Mapping[str, Any], arrays: dict[str, np.n
 
 
 def _check_state(target: Path, meta: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Shapes, dtypes and values a state of CG has: refused otherwise (a consistent file
-    of impossible numbers is not continued)."""
+    """Shapes, dtypes and values every method's state has: refused otherwise (a
+    consistent file of impossible numbers is not continued)."""
 
     def refuse(why: str) -> CheckpointError:
         return CheckpointError(f"{target} does not hold a valid solver state ({why}). {_FIX}")
@@ -205,20 +223,21 @@ def _check_state(target: Path, meta: Mapping[str, Any], arrays: dict[str, np.nda
     if x.ndim != 2 or x.dtype != np.float64:
         raise refuse("the iterate is not a 2-D float64 array")
     k = x.shape[1]
-    for name in _COLUMNS:
+    for name in COLUMNS:
         if arrays[name].shape != x.shape or arrays[name].dtype != np.float64:
             raise refuse(f"{name!r} has shape {arrays[name].shape}, not {x.shape}")
-    for name in (*_PER_TARGET, *_FLAGS):
+    for name in (*PER_TARGET, *FLAGS):
         if arrays[name].shape != (k,):
             raise refuse(f"{name!r} has shape {arrays[name].shape}, not ({k},)")
-    if any(arrays[name].dtype != np.bool_ for name in _FLAGS):
+    if any(arrays[name].dtype != np.bool_ for name in FLAGS):
         raise refuse("its flags are not booleans")
     history, centres, probe = arrays["history"], arrays["centres"], arrays["probe"]
     if history.ndim != 1 or centres.ndim != 1 or probe.ndim != 2:
         raise refuse("its history, centres or probe has the wrong number of dimensions")
     if centres.dtype.kind not in "iu" or (centres.size and centres.min() < 0):
         raise refuse("its centres are not row indices")
-    for name in (*_COLUMNS, *_PER_TARGET, "history", "probe"):
+    floats = [name for name, v in arrays.items() if v.dtype.kind == "f" and name != "centres"]
+    for name in floats:
         if not np.isfinite(arrays[name]).all():
             raise refuse(f"{name!r} holds NaN or infinity")
     norms = np.sqrt(np.einsum("ij,ij->j", arrays["b"], arrays["b"]))
@@ -236,11 +255,11 @@ def _read(target: Path) -> Saved:
     meta, arrays = _read_arrays(target)
     _check_digests(target, meta, arrays)
     _check_state(target, meta, arrays)
-    state_arrays = {name: arrays[name] for name in _STATE if name != "history"}
+    state = {name: value for name, value in arrays.items() if name not in _OWN}
     history = [float(v) for v in arrays["history"]]
-    state = CGState(**state_arrays, iteration=int(meta["iteration"]), history=history)
     centres = arrays["centres"].astype(np.int64) if meta.get("has_centres") else None
-    return Saved(state, str(meta["fingerprint"]), centres, arrays["probe"])
+    snapshot = Snapshot(state, int(meta["iteration"]), history)
+    return Saved(snapshot, str(meta["fingerprint"]), centres, arrays["probe"])
 
 
 class Checkpoint:
@@ -305,12 +324,15 @@ class Checkpoint:
         return None if self.saved is None else self.saved.centres
 
     def resume(
-        self, problem: str, probe: np.ndarray, rhs: np.ndarray, *, precision: str
-    ) -> CGState | None:
+        self, problem: str, probe: np.ndarray, rhs: np.ndarray, *, precision: str,
+        read: Callable[[Mapping[str, np.ndarray], int, list[float]], State],
+    ) -> State | None:  # fmt: skip
         """The saved state if it is of this problem (``problem``: its fingerprint;
         ``probe``: the kernel's values on the probe of the data; ``rhs``: the right-hand
-        side recomputed from the data), None without one; another problem's is a
-        CheckpointError naming the fix."""
+        side recomputed from the data), read back by its method's ``read``
+        (:meth:`npt_dask.ridge.state.Method.from_arrays`: the arrays, iteration and
+        history; a ValueError of it is refused as an invalid state), None without one;
+        another problem's is a CheckpointError naming the fix."""
         saved = self.saved
         if saved is None:
             return None
@@ -328,22 +350,29 @@ class Checkpoint:
                 "parameter it closes over or takes by default). Pass the original kernel "
                 "to resume, or delete the checkpoint to start afresh with this one."
             )
-        if not _agree(saved.state.b, np.asarray(rhs, dtype=np.float64), 1e-10):
+        if not _agree(saved.state.arrays["b"], np.asarray(rhs, dtype=np.float64), 1e-10):
             raise CheckpointError(
                 f"{self.user_path} holds a right-hand side that the data do not give (altered "
                 "since it was written, or of another problem). " + _FIX
             )
-        state = saved.state
+        try:
+            state = read(saved.state.arrays, saved.state.iteration, saved.state.history)
+        except ValueError as exc:
+            raise CheckpointError(
+                f"{self.user_path} does not hold a valid solver state ({exc}). {_FIX}"
+            ) from exc
         self.saved = None  # handed over: the solver updates it in place
         return state
 
     def save(
-        self, state: CGState, problem: str, centres: np.ndarray | None, probe: np.ndarray
+        self, state: Snapshot, problem: str, centres: np.ndarray | None, probe: np.ndarray
     ) -> None:
-        """Write ``state`` of the problem with fingerprint ``problem``, its centres and
-        probe values, atomically, with a digest of every array."""
-        arrays: dict[str, np.ndarray] = {name: np.asarray(getattr(state, name))
-                                         for name in _STATE}  # fmt: skip
+        """Write a solver state of the problem with fingerprint ``problem``, its centres
+        and probe values, atomically, with a digest of every array."""
+        clash = sorted(set(state.arrays) & {*_OWN, "meta"})
+        if clash:
+            raise ValueError(f"A solver state may not name its arrays {clash}.")
+        arrays = {name: np.asarray(v) for name, v in state.arrays.items()}
         arrays["history"] = np.asarray(state.history, dtype=np.float64)
         arrays["centres"] = np.zeros(0, np.int64) if centres is None else np.asarray(
             centres, dtype=np.int64)  # fmt: skip

@@ -24,6 +24,7 @@ from npt_dask.params.constraints import (
 )
 from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
+from npt_dask.ridge.routes import solver_doc
 from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
@@ -67,11 +68,7 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
         ``random_state``); an array: those rows.
     landmark_method : {"uniform", "rpcholesky"}, default "uniform"
-    solver : {"auto", "direct", "cg"}, default "auto"
-        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
-        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
-        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
-        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+    {solver}
         ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
         (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
         n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
@@ -214,3 +211,8 @@ class KernelRidgeClassifier(ClassifierMixin, KernelRidgeBase):
         index = (out[:, 0] > 0).astype(np.intp) if out.shape[1] == 1 else out.argmax(axis=1)
         labels = take_labels(Rows.of(out), index, self.classes_)  # device scores: device labels
         return wrap_rows(self._returned(labels, moved), info, name="label")
+
+
+KernelRidgeClassifier.__doc__ = solver_doc(
+    KernelRidgeClassifier.__doc__
+)  # the solver entry, from the route registry

@@ -1,8 +1,11 @@
 """The one iteration driver of kernel ridge's iterative routes, and their checkpoints.
 
-An iterative route gives the driver (:class:`Iterations`) two things: the operator
-product (``H P`` for a block of columns: one pass over the kernel blocks) and a
-preconditioner; the driver owns everything else, the same for every such route:
+An iterative route gives the driver (:class:`Iterations`) its method
+(:class:`npt_dask.ridge.state.Method`: preconditioned CG, :class:`npt_dask.ridge.routes.cg.
+ConjugateGradient`, or any other whose state has the fields of
+:class:`~npt_dask.ridge.state.SolverState`), the operator product (``H P`` for a block of
+columns: one pass over the kernel blocks) and a preconditioner; the driver owns
+everything else, the same for every such route and method:
 
 * the start, or the resume from a checkpoint (:mod:`npt_dask.ridge.checkpoint`: one
   file format for any route's state, pinned by the problem's fingerprint -- the route's
@@ -10,19 +13,19 @@ preconditioner; the driver owns everything else, the same for every such route:
   right-hand side), and a resumed state checked against the problem itself: ``H x``
   of the saved iterate against its saved residual (:mod:`npt_dask.ridge.resume`: one
   pass more at a resume);
-* the steps of preconditioned CG (:mod:`npt_dask.linalg.cg`), with the check of each
+* the method's steps, with the check of each
   converged column against its true residual ``b - H x`` and the measure of the columns
   that stop without converging, beside the next pass's products;
 * a checkpoint and a progress line after every pass, and the solution's report
   (:func:`finish`: true residuals, the warnings of the columns that did not converge).
 
-Layer rule: graph code over :mod:`npt_dask.linalg.cg` and :mod:`npt_dask.ridge.checkpoint`.
+Layer rule: graph code over :mod:`npt_dask.ridge.state` and :mod:`npt_dask.ridge.checkpoint`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,11 +34,15 @@ from npt_dask.engine.consumers import Digest
 from npt_dask.engine.passes import Centres, row_pass
 from npt_dask.engine.rows import Rows
 from npt_dask.errors import ConvergenceWarning, RidgeWarning, warn
-from npt_dask.linalg import cg
-from npt_dask.ridge.checkpoint import Checkpoint, fingerprint
+from npt_dask.ridge import state as states
+from npt_dask.ridge.checkpoint import Checkpoint, Snapshot, fingerprint
 from npt_dask.ridge.problem import Clock, RidgePlan, RidgeProblem, RidgeSolution
 from npt_dask.ridge.resume import check_resumed
+from npt_dask.ridge.state import Method, SolverState
 from npt_dask.runtime.progress import FitProgress, label_in_force
+
+if TYPE_CHECKING:
+    from npt_dask.ridge.routes.base import Route
 
 __all__ = [
     "PROBE_ROWS",
@@ -72,9 +79,11 @@ def kernel_probe(problem: RidgeProblem, rows: Rows) -> np.ndarray:
     return np.asarray(problem.kernel(a, c.astype(a.dtype, copy=False)), dtype=np.float64)
 
 
-def problem_fingerprint(problem: RidgeProblem, rows: Rows, digests: list[bytes]) -> str:
+def problem_fingerprint(problem: RidgeProblem, rows: Rows, digests: list[bytes], route: str) -> str:
+    """The fingerprint a checkpoint pins its problem by (``route``: :attr:`Route.pin
+    <npt_dask.ridge.routes.base.Route.pin>`)."""
     return fingerprint({
-        "route": f"{problem.plan.route}-{'exact' if problem.plan.exact else 'nystrom'}",
+        "route": route,
         "kernel": problem.kernel.to_dict(), "precision": str(problem.dtype),
         "alphas": problem.alphas,
         "centres": problem.centres if problem.centres is not None else np.zeros(0, np.int64),
@@ -90,12 +99,14 @@ def data_digests(rows: Rows, problem: RidgeProblem) -> list[bytes]:
 
 
 class Iterations:
-    """The CG loop: operator product, step, checkpoint, report."""
+    """The loop of an iterative route's ``method``: operator product, step, checkpoint,
+    report."""
 
     def __init__(
-        self, problem: RidgeProblem, rows: Rows | None, checkpoint: Checkpoint | None,
-        progress: bool,
+        self, route: Route, method: Method, problem: RidgeProblem, rows: Rows | None,
+        checkpoint: Checkpoint | None, progress: bool,
     ) -> None:  # fmt: skip
+        self.route, self.method = route, method
         self.problem, self.rows, self.checkpoint = problem, rows, checkpoint
         self.report = FitProgress(
             0, problem.plan.tol, enabled=progress, prefix=label_in_force("npt ridge")
@@ -111,57 +122,60 @@ class Iterations:
         b: Any,
         digests: list[bytes] | None,
         precondition: Callable[[Any], Any],
-    ) -> cg.CGState:
+    ) -> SolverState:
         """The checkpointed state of this problem (``digests``: of the data's row chunks,
-        when a checkpoint is held; ``b``: the right-hand side the data give), else CG's
-        start at ``x = 0``. The state lives in ``b``'s namespace (the pass's, a device's):
-        a resumed one is moved there (:func:`npt_dask.linalg.cg.state_like`), ``b``
-        crossing once to be compared with the saved one."""
-        tol = self.problem.plan.tol
+        when a checkpoint is held; ``b``: the right-hand side the data give), else the
+        method's start at ``x = 0``. The state lives in ``b``'s namespace (the pass's, a
+        device's): a resumed one is moved there (:meth:`Method.state_like
+        <npt_dask.ridge.state.Method.state_like>`), ``b`` crossing once to be compared
+        with the saved one."""
+        tol, method = self.problem.plan.tol, self.method
         if self.checkpoint is None:
-            return cg.start(b, precondition, tol)
+            return method.start(b, precondition, tol)
         assert digests is not None
         assert self.rows is not None
-        self.key = problem_fingerprint(self.problem, self.rows, digests)
+        self.key = problem_fingerprint(self.problem, self.rows, digests, self.route.pin)
         self.probe = kernel_probe(self.problem, self.rows)
-        state = self.checkpoint.resume(self.key, self.probe, to_host(b),
-                                       precision=str(self.problem.dtype))  # fmt: skip
-        if state is None:
-            return cg.start(b, precondition, tol)
-        state = cg.state_like(state, b)
+        saved = self.checkpoint.resume(self.key, self.probe, to_host(b),
+                                       precision=str(self.problem.dtype),
+                                       read=method.from_arrays)  # fmt: skip
+        if saved is None:
+            return method.start(b, precondition, tol)
+        state = method.state_like(saved, b)
         self.resumed = True
-        cg.retarget(state, tol)  # saved under another tol, perhaps; verified again
-        self.report.stage(f"cg: resuming at iteration {state.iteration} "
+        method.retarget(state, tol)  # saved under another tol, perhaps; verified again
+        self.report.stage(f"{method.label}: resuming at iteration {state.iteration} "
                           f"from {self.checkpoint.user_path}")  # fmt: skip
         return state
 
-    def _line(self, state: cg.CGState, act: np.ndarray, unv: np.ndarray, stop: np.ndarray) -> str:
+    def _line(self, state: SolverState, act: np.ndarray, unv: np.ndarray, stop: np.ndarray) -> str:
         """The progress line of a pass: the iteration, or the check of converged targets
         (and the measure of stopped ones)."""
         tol, k = self.problem.plan.tol, len(state.converged)
         done = int(np.sum(state.verified))
         checked = ""
         if unv.size:
-            worst = float(cg.relative_residuals(state)[unv].max())
+            worst = float(states.relative_residuals(state)[unv].max())
             checked = f"; {unv.size} checked against b - H x (relative residual {worst:.2e})"
         if stop.size:
             worst = max(self.measured[int(c)] for c in stop)
             checked += (f"; {stop.size} stopped without converging, measured against b - H x "
                         f"(relative residual {worst:.2e})")  # fmt: skip
+        label = self.method.label
         if not act.size:
-            return f"cg: check{checked[1:]}, {done}/{k} targets converged"
-        return (f"cg: iteration {state.iteration}, relative residual {state.history[-1]:.2e} "
+            return f"{label}: check{checked[1:]}, {done}/{k} targets converged"
+        return (f"{label}: iteration {state.iteration}, relative residual {state.history[-1]:.2e} "
                 f"(tol {tol:g}){checked}, {done}/{k} targets converged")  # fmt: skip
 
-    def _save(self, state: cg.CGState) -> None:
+    def _save(self, state: SolverState) -> None:
         """The state to the checkpoint: its vectors cross to host (the one crossing of
         vectors per iteration, only with a checkpoint)."""
         if self.checkpoint is not None:
             assert self.key is not None
-            self.checkpoint.save(cg.host_state(state), self.key, self.problem.centres,
-                                 self.probe)  # fmt: skip
+            snapshot = Snapshot(self.method.arrays(state), state.iteration, state.history)
+            self.checkpoint.save(snapshot, self.key, self.problem.centres, self.probe)
 
-    def _check_resumed(self, state: cg.CGState, product: Callable[[Any, np.ndarray], Any]) -> None:
+    def _check_resumed(self, state: SolverState, product: Callable[[Any, np.ndarray], Any]) -> None:
         """The saved state checked against this problem's operator, before any step
         (:func:`npt_dask.ridge.resume.check_resumed`: one pass more at a resume)."""
         assert self.checkpoint is not None
@@ -169,10 +183,11 @@ class Iterations:
                              path=self.checkpoint.user_path)  # fmt: skip
         self.passes += 1
         self.resumed = False
-        self.report.stage(f"cg: the saved state checked against b - H x of this problem "
-                          f"(largest gap {gaps.max(initial=0.0):.2e} of ||b||)")  # fmt: skip
+        gap = gaps.max(initial=0.0)
+        self.report.stage(f"{self.method.label}: the saved state checked against b - H x of "
+                          f"this problem (largest gap {gap:.2e} of ||b||)")  # fmt: skip
 
-    def _stopped(self, state: cg.CGState, at_end: bool) -> np.ndarray:
+    def _stopped(self, state: SolverState, at_end: bool) -> np.ndarray:
         """Columns stopped without a verified convergence whose true residual is not yet
         measured: broken down or diverged (their best iterate is final), and at
         ``max_iter`` (``at_end``) the ones still open."""
@@ -182,13 +197,13 @@ class Iterations:
         return np.array([c for c in np.flatnonzero(stopped) if int(c) not in self.measured],
                         dtype=np.intp)  # fmt: skip
 
-    def _measure(self, state: cg.CGState, hx: Any, cols: np.ndarray) -> None:
+    def _measure(self, state: SolverState, hx: Any, cols: np.ndarray) -> None:
         """The true relative residuals ``||b - H x|| / ||b||`` of stopped columns (k
         numbers cross)."""
-        rel = cg.residuals_of(state, hx, cols)
+        rel = states.residuals_of(state, hx, cols)
         self.measured.update({int(c): float(v) for c, v in zip(cols, rel, strict=True)})
         back = state.breakdown[cols]  # put back to their best iterates: r, best made theirs
-        cg.replace_residuals(state, hx, cols, cols[back])
+        states.replace_residuals(state, hx, cols, cols[back])
         state.best[cols[back]] = rel[back]
         met = cols[rel <= self.problem.plan.tol]  # it met tol after all: converged
         state.converged[met] = state.verified[met] = True
@@ -196,24 +211,25 @@ class Iterations:
 
     def run(
         self,
-        state: cg.CGState,
+        state: SolverState,
         product: Callable[[Any, np.ndarray], Any],
         precondition: Callable[[Any], Any],
-    ) -> cg.CGState:
+    ) -> SolverState:
         """Iterate until every target's *true* residual ``b - H x`` meets tol or ``max_iter``
-        iterations. A column the steps call converged is checked (:func:`npt_dask.linalg.cg.verify`)
-        in the next pass, its ``H x`` beside the other columns' ``H p`` (the pass costs the
-        kernel blocks, not the columns): one pass more than the iterations, at the end.
+        iterations. A column the steps call converged is checked (:meth:`Method.verify
+        <npt_dask.ridge.state.Method.verify>`) in the next pass, its ``H x`` beside the
+        other columns' ``H p`` (the pass costs the kernel blocks, not the columns): one
+        pass more than the iterations, at the end.
         A column that stops without it (breakdown, divergence, ``max_iter``) has the true
         residual of the iterate it returns measured the same way (:attr:`measured`),
         beside the next pass's products, or in one pass of its own at the end.
         Checkpointed and reported after every pass.
 
         The state stays in the namespace of ``product``'s results (a device's): the
-        columns a pass takes are gathered there (:func:`npt_dask.linalg.cg.gather`),
+        columns a pass takes are gathered there (:func:`npt_dask.ridge.state.gather`),
         ``precondition`` maps that namespace to itself, and each iteration crosses only
         k numbers at a time (the step's dots, the residuals checked)."""
-        plan = self.problem.plan
+        plan, method = self.problem.plan, self.method
         if self.resumed:
             self._check_resumed(state, product)
         while True:
@@ -226,16 +242,16 @@ class Iterations:
                 break
             # H p of the active, H x of the unverified and of the stopped
             cols = np.concatenate([act, unv, stop])
-            q = product(cg.gather(state, [("p", act), ("x", unv), ("x", stop)]), cols)
+            q = product(states.gather(state, [("p", act), ("x", unv), ("x", stop)]), cols)
             self.passes += 1
             if act.size:
-                cg.step(state, q[:, : act.size], precondition, plan.tol, act)
+                method.step(state, q[:, : act.size], precondition, plan.tol, act)
             if unv.size:
-                cg.verify(state, q[:, act.size : act.size + unv.size], precondition, plan.tol,
-                          unv)  # fmt: skip
+                method.verify(state, q[:, act.size : act.size + unv.size], precondition,
+                              plan.tol, unv)  # fmt: skip
                 if at_end:  # a check that failed at max_iter: its true residual is r's
                     failed = unv[~state.verified[unv]]
-                    rel = cg.relative_residuals(state)
+                    rel = states.relative_residuals(state)
                     self.measured.update({int(c): float(rel[c]) for c in failed})
             if stop.size:
                 self._measure(state, q[:, act.size + unv.size :], stop)
@@ -246,29 +262,30 @@ class Iterations:
 
 
 def finish(
-    state: cg.CGState, plan: RidgePlan, clock: Clock, details: dict, loop: Iterations
+    state: SolverState, plan: RidgePlan, clock: Clock, details: dict, loop: Iterations
 ) -> RidgeSolution:
     """The solution, the true relative residual of every column reported (a verified
     column's from its check, a stopped one's from :attr:`Iterations.measured`) and
     quoted by the warnings of the columns that stopped without converging."""
-    rel = cg.relative_residuals(state)
+    rel = states.relative_residuals(state)
+    title = loop.method.title
     for col, value in loop.measured.items():
         rel[col] = value
     broken = np.flatnonzero(state.breakdown)
     if broken.size:
         warn(
-            f"Conjugate gradient stopped early for {broken.size} target(s): the operator's "
+            f"{title} stopped early for {broken.size} target(s): the operator's "
             "curvature was not positive, or the residual grew past "
-            f"{cg.DIVERGENCE:g} times the smallest it reached (a kernel that is not positive "
-            "semi-definite, alpha near 0, or rounding in float32 kernel blocks). Their best "
-            f"iterates are kept (true relative residual up to {rel[broken].max():.3g}). "
+            f"{loop.method.divergence:g} times the smallest it reached (a kernel that is not "
+            "positive semi-definite, alpha near 0, or rounding in float32 kernel blocks). Their "
+            f"best iterates are kept (true relative residual up to {rel[broken].max():.3g}). "
             "Use solver='direct', precision='float64', or raise alpha.",
             RidgeWarning,
         )
     open_ = np.flatnonzero(~state.verified & ~state.breakdown)
     if open_.size:
         warn(
-            f"Conjugate gradient stopped after max_iter={plan.max_iter} iterations with a "
+            f"{title} stopped after max_iter={plan.max_iter} iterations with a "
             f"true relative residual of {rel[open_].max():.3g} > tol={plan.tol:g} for "
             f"{open_.size} target(s). Raise max_iter, or loosen tol"
             + (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Literal, get_args
+from typing import Any
 
 from npt_dask.arrays.device import DEVICE_PARAM
 from npt_dask.engine.budget import (
@@ -37,6 +37,7 @@ from npt_dask.params.constraints import (
     Param,
 )
 from npt_dask.params.parsing import number_or
+from npt_dask.ridge import routes
 from npt_dask.ridge.search import (
     SEARCH_PARAMS,
 )
@@ -53,9 +54,32 @@ __all__ = [
 ]
 
 
-RidgeSolver = Literal["auto", "direct", "cg"]
-"""Kernel ridge routes: moments and a Cholesky factorisation, preconditioned conjugate
-gradient, or (auto) the plan's choice (:func:`npt_dask.ridge.planning.plan_ridge`)."""
+RidgeSolver = str
+"""A ``solver=`` value: one that routes of the registry answer to
+(:func:`npt_dask.ridge.routes.solvers`: moments and a Cholesky factorisation, preconditioned
+conjugate gradient), or ``"auto"``, the plan's choice
+(:func:`npt_dask.ridge.planning.plan_ridge`)."""
+
+
+class RouteSolvers(Options):
+    """The ``solver`` option's values, read from the route registry when a value is
+    checked (:func:`npt_dask.ridge.routes.solvers`; a route registered later included)."""
+
+    def __init__(self) -> None:  # no fields of its own: the registry holds the values
+        pass
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        return routes.solvers()
+
+
+def _solver_help() -> str:
+    """The ``solver`` option's help: each value and what its routes do."""
+    values = ", ".join(f"{solver} ({text})" for solver, text in routes.solver_words().items())
+    return (
+        f"{values} or auto (the plan's choice: exact ridge direct whenever the n x n "
+        "matrix fits memory_budget; Nystrom from counted flops and memory)"
+    )
 
 
 RIDGE_PARAMS: tuple[Param, ...] = (
@@ -79,11 +103,9 @@ RIDGE_PARAMS: tuple[Param, ...] = (
     LANDMARK_METHOD_PARAM,
     Param(
         "solver",
-        (Options(get_args(RidgeSolver)),),
+        (RouteSolvers(),),
         "auto",
-        "direct (moments and a Cholesky factorisation), cg (preconditioned conjugate "
-        "gradient) or auto (the plan's choice: exact ridge direct whenever the n x n matrix "
-        "fits memory_budget; Nystrom from counted flops and memory)",
+        _solver_help(),
         parse=str,
     ),
     Param(

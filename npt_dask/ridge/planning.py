@@ -27,7 +27,8 @@ counting two flops and "p" marking work in the kernel precision.
   float32 work at half the float64 cost (BLAS's single-precision rate is about twice
   the double), ties to the route listed first.
 
-An iterative route needs alpha > 0; ``solver=`` a route's name takes that route.
+An iterative route needs alpha > 0; ``solver=`` a value routes answer to takes the
+route of least weighted work among the ones that answer to it and fit.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from dataclasses import replace
 from npt_dask.engine.budget import check_budgets
 from npt_dask.errors import InputError
 from npt_dask.params.parsing import format_bytes
+from npt_dask.ridge import routes as registry
 from npt_dask.ridge.checkpoint import Checkpoint
 from npt_dask.ridge.problem import RidgePlan, RidgeProblem, RidgeSizes, RidgeSolution
-from npt_dask.ridge.routes import ROUTES, route_named
+from npt_dask.ridge.routes import route_named
 from npt_dask.ridge.routes.base import Route
 
 __all__ = [
@@ -83,22 +85,22 @@ def plan_ridge(
     task threads in ``workers`` processes (the direct route keeps one running sum per
     process, its threads in each task's BLAS calls).
 
-    ``solver`` is a route's name (``"direct"``, ``"cg"``) or ``"auto"`` (see the module
-    doc). ``positive_alpha=False`` (alpha = 0) leaves only the direct routes, as
-    scikit-learn solves it. ``device_budget``: bytes of device memory when the rows live
-    on a device (each route's :data:`~npt_dask.ridge.problem.DEVICE_PARTS` held there,
-    checked against it, the
-    rest against ``memory_budget``: :func:`npt_dask.engine.budget.check_budgets`); None
+    ``solver`` is a value routes answer to (:func:`npt_dask.ridge.routes.solvers`:
+    ``"direct"``, ``"cg"``) or ``"auto"`` (see the module doc). ``positive_alpha=False``
+    (alpha = 0) leaves only the direct routes, as scikit-learn solves it.
+    ``device_budget``: bytes of device memory when the rows live on a device (each
+    route's :data:`~npt_dask.ridge.problem.DEVICE_PARTS` held there, checked against it,
+    the rest against ``memory_budget``: :func:`npt_dask.engine.budget.check_budgets`); None
     (numpy) counts both parts against ``memory_budget``. Raises
     :class:`~npt_dask.errors.InputError` when no route fits, naming the sizes and the fix.
 
     >>> plan = plan_ridge(n=60_000, m=20_000, d=784, k=10, itemsize=4,
     ...                   memory_budget=12 * 2**30, threads=2)
     >>> plan.route, plan.chains, plan.blas_threads
-    ('direct', 1, 2)
+    ('nystrom-direct', 1, 2)
     >>> plan_ridge(n=60_000, m=20_000, d=784, k=10, itemsize=4,
     ...            memory_budget=4 * 2**30, threads=2).route
-    'cg'
+    'nystrom-cg'
     """
     exact = m is None
     sizes = RidgeSizes(n, n if m is None else int(m), d, k, itemsize, max(1, alphas),
@@ -109,7 +111,7 @@ def plan_ridge(
         "", exact, n, sizes.m, d, k, "float32" if itemsize == 4 else "float64", sizes.chunk, 1,
         sizes.threads, sizes.budget, sizes.max_iter, sizes.tol,
     )  # fmt: skip
-    routes = [r for r in ROUTES if r.exact == exact]
+    routes = [r for r in registry.ROUTES if r.exact == exact]
     plans = [(r, r.plan(sizes, base)) for r in routes]
     plan = _asked(solver, plans, sizes) if solver != "auto" else _auto(plans, sizes)
     check_budgets(plan.host_bytes, plan.device_bytes, sizes.budget, device_budget,
@@ -147,8 +149,16 @@ def _describe(plan: RidgePlan, s: RidgeSizes) -> str:
 
 
 def _asked(solver: str, plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes) -> RidgePlan:
-    """The route ``solver`` names, refused (naming the fix) when it cannot run."""
-    route, plan = next((r, p) for r, p in plans if r.name == solver)
+    """The route ``solver`` names, refused (naming the fix) when it cannot run: of several
+    that answer to it, the fitting one of least weighted work (ties: the first listed)."""
+    named = [(r, p) for r, p in plans if r.solver == solver]
+    if not named:
+        kind = "exact kernel ridge (landmarks=None)" if s.exact else "Nystrom kernel ridge"
+        others = sorted({r.solver for r, _ in plans})
+        raise InputError(f"solver={solver!r} has no route for {kind}: use one of "
+                         f"{['auto', *others]}.")  # fmt: skip
+    fitting = [(r, p) for r, p in named if r.fits(p, s)]
+    route, plan = min(fitting, key=lambda item: _weighted(item, s)) if fitting else named[0]
     budget = format_bytes(s.budget)
     if route.iterative and not s.positive_alpha:
         raise InputError(
@@ -158,9 +168,9 @@ def _asked(solver: str, plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes)
         )
     if route.fits(plan, s):
         if route.iterative:
-            return replace(plan, reason=f"{route.name}: solver={solver!r}; {_describe(plan, s)} "
+            return replace(plan, reason=f"{route.solver}: solver={solver!r}; {_describe(plan, s)} "
                                         f"at {plan.iterations} expected iterations")  # fmt: skip
-        return replace(plan, reason=f"{route.name}: solver={solver!r}; {_describe(plan, s)}")
+        return replace(plan, reason=f"{route.solver}: solver={solver!r}; {_describe(plan, s)}")
     _device_refusal([(route, plan)], s)
     if route.iterative:
         raise InputError(
@@ -184,13 +194,13 @@ def _auto(plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes) -> RidgePlan:
         direct = [(r, p) for r, p in plans if not r.iterative]
         route, plan = direct[0]
         if not route.fits(plan, s):
-            return _asked(route.name, direct, s)
-        return replace(plan, reason=f"{route.name}: alpha = 0 (solved directly, as "
+            return _asked(route.solver, direct, s)
+        return replace(plan, reason=f"{route.solver}: alpha = 0 (solved directly, as "
                                     f"scikit-learn does); {_describe(plan, s)}")  # fmt: skip
     fitting = [(r, p) for r, p in plans if r.fits(p, s)]
     if not fitting:
         _device_refusal(plans, s)
-        needs = ", ".join(f"{r.name} needs {_held(p)}" + ("" if r.iterative else
+        needs = ", ".join(f"{r.solver} needs {_held(p)}" + ("" if r.iterative else
                           f" ({_what(s.exact)})") for r, p in plans)  # fmt: skip
         raise InputError(
             f"No route fits memory_budget={format_bytes(s.budget)}: {needs}. Raise "
@@ -198,13 +208,14 @@ def _auto(plans: Sequence[tuple[Route, RidgePlan]], s: RidgeSizes) -> RidgePlan:
         )
     if s.exact:
         return _auto_exact(plans, fitting, s)
-
-    def weighted(item: tuple[Route, RidgePlan]) -> float:
-        route, plan = item
-        return s.cost(plan.flops, plan.iterations) * (CG_MARGIN if route.iterative else 1.0)
-
-    route, plan = min(fitting, key=weighted)  # ties: the first listed
+    route, plan = min(fitting, key=lambda item: _weighted(item, s))  # ties: the first listed
     return replace(plan, reason=_nystrom_reason(route, plan, plans, fitting, s))
+
+
+def _weighted(item: tuple[Route, RidgePlan], s: RidgeSizes) -> float:
+    """A route's counted work, an iterative one's :data:`CG_MARGIN` times."""
+    route, plan = item
+    return s.cost(plan.flops, plan.iterations) * (CG_MARGIN if route.iterative else 1.0)
 
 
 def _nystrom_reason(
@@ -219,14 +230,14 @@ def _nystrom_reason(
             continue
         if all(r is not f for f, _ in fitting):
             others.append(
-                f"{r.name} ({_what(False) if not r.iterative else 'its memory'}, "
+                f"{r.solver} ({_what(False) if not r.iterative else 'its memory'}, "
                 f"{_held(p)}) does not fit memory_budget={format_bytes(s.budget)}"
             )
         else:
             margin = f" x {CG_MARGIN:g}" if r.iterative else ""
-            others.append(f"{r.name} counts {s.cost(p.flops, p.iterations):.3g} flops{margin}")
+            others.append(f"{r.solver} counts {s.cost(p.flops, p.iterations):.3g} flops{margin}")
     its = f" at {plan.iterations} expected iterations" if route.iterative else ""
-    return (f"{route.name}: least counted work, {cost:.3g} flops{its}"
+    return (f"{route.solver}: least counted work, {cost:.3g} flops{its}"
             + (f" ({CG_MARGIN:g} x for an iterative route)" if route.iterative else "")
             + ("; " + "; ".join(others) if others else "")
             + f"; it holds {_held(plan)}")  # fmt: skip
@@ -243,7 +254,7 @@ def _auto_exact(
     budget = format_bytes(s.budget)
     if exact_ones:
         route, plan = min(exact_ones, key=lambda item: s.cost(item[1].flops, 0))
-        return replace(plan, reason=f"{route.name}: the n x n kernel matrix fits memory_budget="
+        return replace(plan, reason=f"{route.solver}: the n x n kernel matrix fits memory_budget="
                                     f"{budget} (exact, as scikit-learn; it holds "
                                     f"{_held(plan)})")  # fmt: skip
     direct = min((p for r, p in plans if not r.iterative), key=lambda p: p.total_bytes)
@@ -253,7 +264,7 @@ def _auto_exact(
             else "")  # fmt: skip
     return replace(
         plan,
-        reason=f"{route.name}: the n x n kernel matrix ({_held(direct)} with its solve) does "
+        reason=f"{route.solver}: the n x n kernel matrix ({_held(direct)} with its solve) does "
         f"not fit memory_budget={budget}, so the fit is iterative and stops at a relative "
         f"residual of tol={s.tol:g}, not scikit-learn's exact solve; for that raise "
         f"memory_budget to {_held(direct)}, or use landmarks (Nyström) for a direct solve in "

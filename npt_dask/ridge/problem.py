@@ -204,11 +204,12 @@ class RidgeProblem:
 @dataclass
 class RidgeSolution:
     """Dual coefficients ``coef`` (``m x k``, one row per centre) and how they were found:
-    ``iterations`` and the relative residual after each (iterative routes), per-column
-    ``converged``, seconds per stage, the preconditioner's size and jitter."""
+    ``iterations`` (the route's count, which ``n_iter_`` reports: 1 for one direct solve)
+    and the relative residual after each (iterative routes), per-column ``converged``,
+    seconds per stage, the preconditioner's size and jitter."""
 
     coef: np.ndarray
-    iterations: int = 0
+    iterations: int = 1
     residuals: list[float] = field(default_factory=list)
     converged: np.ndarray | None = None
     seconds: dict[str, float] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from npt_dask.params.constraints import (
 )
 from npt_dask.ridge.base import KernelRidgeBase, on_a_device
 from npt_dask.ridge.params import CHECKPOINT_PARAM
+from npt_dask.ridge.routes import solver_doc
 from npt_dask.runtime.inputs import (
     is_lazy,
     wrap_rows,
@@ -54,11 +55,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
         Nyström kernel ridge on m rows chosen by ``landmark_method`` (seeded by
         ``random_state``); an array: those rows.
     landmark_method : {"uniform", "rpcholesky"}, default "uniform"
-    solver : {"auto", "direct", "cg"}, default "auto"
-        ``"direct"``: the normal equations' moments in one pass (n m^2 flops) and a
-        Cholesky factorisation (exact: scikit-learn's solve on the n x n matrix);
-        ``"cg"``: preconditioned conjugate gradient, one pass per iteration (Falkon's
-        preconditioner with landmarks; a landmark NPT model's top eigenpairs without);
+    {solver}
         ``"auto"``: the plan's choice (``plan_["reason"]`` says why). Exact ridge
         (``landmarks=None``) takes the direct route, scikit-learn's solve, whenever the
         n x n matrix fits ``memory_budget``, whatever n; only when it does not is it solved
@@ -120,10 +117,11 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
     plan_ : dict
         The fit plan: route, flops per stage, memory per part, and why.
     solver_ : str
-        The route taken, ``"direct"`` or ``"cg"``.
+        The ``solver`` value of the route taken (``"direct"`` or ``"cg"``);
+        ``plan_["route"]`` names the route itself.
     n_iter_ : int
-        CG iterations (1 for the direct route's one solve); ``residuals_`` the relative
-        residual after each (empty for the direct route).
+        The iterations the route took (1 for a direct route's one solve); ``residuals_``
+        the relative residual after each (empty for a direct route).
     kernel_ : KernelSpec
         The resolved kernel; ``gamma_`` its gamma.
     n_features_in_, feature_names_in_
@@ -196,3 +194,6 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, KernelRidgeBase):
             out = out[:, 0]
         return wrap_rows(self._returned(out, moved), info, column_dim="target",
                          name="prediction")  # fmt: skip
+
+
+KernelRidge.__doc__ = solver_doc(KernelRidge.__doc__)  # the solver entry, from the route registry

@@ -1,5 +1,5 @@
-"""A resumed CG state checked against the problem itself: the operator applied once to
-the saved iterate.
+"""A resumed solver state (CG's, or any iterative method's) checked against the problem
+itself: the operator applied once to the saved iterate.
 
 A checkpoint pins its problem by a fingerprint of the data and parameters and by the
 kernel's values on a small probe of the data (:mod:`npt_dask.ridge.checkpoint`). Both
@@ -53,7 +53,7 @@ import numpy as np
 from npt_dask.arrays.host import to_host
 from npt_dask.arrays.namespace import is_numpy, namespace_of
 from npt_dask.errors import CheckpointError
-from npt_dask.linalg import cg
+from npt_dask.ridge.state import SolverState, gather
 
 __all__ = ["SAFETY", "UNIT", "check_resumed", "gap_bound", "residual_gaps"]
 
@@ -70,7 +70,7 @@ def _norms(xp: Any, a: Any) -> np.ndarray:
     return np.sqrt(np.asarray(to_host(xp.sum(a * a, axis=0)), dtype=np.float64))
 
 
-def residual_gaps(state: cg.CGState, hx: Any) -> np.ndarray:
+def residual_gaps(state: SolverState, hx: Any) -> np.ndarray:
     """Per column, how far the true residual ``b - H x`` (``hx``: ``H x`` of every column)
     is from the saved state's (see the module doc), on the host."""
     xp = namespace_of(state.b)
@@ -83,7 +83,7 @@ def residual_gaps(state: cg.CGState, hx: Any) -> np.ndarray:
     return gaps
 
 
-def gap_bound(state: cg.CGState, habs: Any, precision: str) -> np.ndarray:
+def gap_bound(state: SolverState, habs: Any, precision: str) -> np.ndarray:
     """The largest gap rounding explains after ``state.iteration`` steps, per column
     (``habs``: ``H |x|``)."""
     scale = state.b_norm + _norms(namespace_of(habs), habs)
@@ -91,7 +91,7 @@ def gap_bound(state: cg.CGState, habs: Any, precision: str) -> np.ndarray:
 
 
 def check_resumed(
-    state: cg.CGState, product: Callable[[Any, np.ndarray], Any], *, precision: str,
+    state: SolverState, product: Callable[[Any, np.ndarray], Any], *, precision: str,
     path: Path,
 ) -> np.ndarray:  # fmt: skip
     """Refuse a saved state whose residual is not ``b - H x`` of this problem (see the
@@ -99,7 +99,7 @@ def check_resumed(
     pass). Returns the columns' gaps relative to ``||b||``; the state is not changed."""
     k = len(state.converged)
     cols = np.arange(k)
-    x = cg.gather(state, [("x", cols)])
+    x = gather(state, [("x", cols)])
     xp = namespace_of(x)
     both = np.hstack([x, np.abs(x)]) if is_numpy(xp) else xp.concat([x, xp.abs(x)], axis=1)
     out = product(both, np.concatenate([cols, cols]))

@@ -77,7 +77,7 @@ def test_exact_cg_stages_run_with_the_decided_threads(monkeypatch, two_threads):
         est = npt.KernelRidge(alpha=1e-2, kernel=kernel, landmarks=None, solver="cg",
                               chunk_size=300, max_iter=3, memory_budget="4MiB")  # fmt: skip
         est.fit(x, y)
-    assert est.plan_["route"] == "cg"
+    assert est.plan_["route"] == "exact-cg"
     assert est.solve_details_["preconditioner"] == "landmark"
     assert len(in_eigh) >= 2  # the landmark model's and the factor's
     assert set(in_eigh) == {(1, 1)}
@@ -99,7 +99,7 @@ def test_falkon_solves_run_on_one_thread(monkeypatch, two_threads):
         warnings.simplefilter("ignore")
         est = npt.KernelRidge(alpha=1e-3, gamma=0.2, landmarks=100, solver="cg",
                               max_iter=3).fit(x, y)  # fmt: skip
-    assert est.plan_["route"] == "cg"
+    assert est.plan_["route"] == "nystrom-cg"
     assert seen_solves
     assert set(seen_solves) == {(1, 1)}
     assert set(_blas_counts()) == {2}

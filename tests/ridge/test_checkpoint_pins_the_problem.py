@@ -23,6 +23,7 @@ from npt_dask.errors import CheckpointError, ConvergenceWarning, RidgeWarning
 from npt_dask.linalg import cg
 from npt_dask.ridge.iterations import Iterations
 from npt_dask.ridge.resume import check_resumed
+from npt_dask.ridge.routes.cg import CG, NystromCG
 
 REFUSED = r"not of this problem.*(kernel|data|alpha).*delete the checkpoint"
 
@@ -151,7 +152,7 @@ def test_a_measured_column_put_back_to_its_best_iterate_holds_that_iterates_resi
         return out
 
     plan = SimpleNamespace(tol=1e-10, max_iter=200, precision="float64")
-    loop = Iterations(SimpleNamespace(plan=plan), None, None, False)
+    loop = Iterations(NystromCG(), CG, SimpleNamespace(plan=plan), None, None, False)
     state = loop.run(cg.start(b, lambda r: r.copy(), plan.tol), product, lambda r: r.copy())
     assert state.breakdown[0]
     assert 0 in loop.measured

@@ -94,11 +94,11 @@ def test_the_plan_takes_exact_ridges_direct_route_whatever_n_when_it_fits(n):
 
     kw = {"n": n, "m": None, "d": 3, "k": 1, "itemsize": 8, "threads": 2}
     fits = plan_ridge(memory_budget=64 * n * n, **kw)
-    assert fits.route == "direct"
+    assert fits.route == "exact-direct"
     assert sum(fits.memory.values()) <= 64 * n * n
     if n >= 20_000:  # below, CG's preconditioner holds more than the matrix
         tight = plan_ridge(memory_budget=sum(fits.memory.values()) - 1, **kw)
-        assert tight.route == "cg"
+        assert tight.route == "exact-cg"
         assert "raise memory_budget to" in tight.reason
 
 
@@ -432,7 +432,7 @@ def test_the_plan_says_which_route_and_why():
     est = KernelRidge(alpha=0.1, kernel="rbf", gamma=GAMMA, landmarks=60, random_state=0)
     est.fit(x, t)
     plan = est.plan_
-    assert plan["route"] == est.solver_
+    assert (plan["route"], est.solver_) == ("nystrom-direct", "direct")
     assert plan["reason"].startswith(est.solver_)
     assert set(plan["memory"]) >= {"blocks"}
     assert plan["flops"]

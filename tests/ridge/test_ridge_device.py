@@ -27,6 +27,7 @@ from npt_dask.ridge.estimate import PROBE_ROWS
 from npt_dask.ridge.iterations import Iterations, finish
 from npt_dask.ridge.normal_solve import solve_moments, solve_there
 from npt_dask.ridge.problem import Clock
+from npt_dask.ridge.routes.cg import CG, NystromCG
 
 K = 2
 
@@ -83,11 +84,11 @@ def _system(n: int = 120, m: int = 25, alpha: float = 10.0):
 
 def _driven(h, b, pc, tol: float = 1e-10):
     problem = SimpleNamespace(plan=SimpleNamespace(tol=tol, max_iter=60, precision="float64"))
-    loop = Iterations(problem, None, None, progress=False)  # type: ignore[arg-type]
+    loop = Iterations(NystromCG(), CG, problem, None, None, progress=False)  # type: ignore[arg-type]
     precondition = preconditioner_like(pc, b)
     state = loop.start(b, None, precondition)
     state = loop.run(state, lambda p, cols: h @ p, precondition)
-    return finish(state, problem.plan, Clock(), {}, loop)  # type: ignore[arg-type]
+    return finish(state, problem.plan, Clock(), {}, loop)
 
 
 def test_the_iteration_driver_runs_in_the_vectors_namespace():
@@ -143,7 +144,7 @@ def test_the_million_row_nystrom_plan_fits_one_h200():
     h200 = 139 * 2**30
     plan = plan_ridge(n=1_000_000, m=50_000, d=784, k=10, itemsize=8, solver="direct",
                       memory_budget=64 * 2**30, threads=16, device_budget=h200)  # fmt: skip
-    assert plan.route == "direct"
+    assert plan.route == "nystrom-direct"
     assert 4 * 8 * 50_000**2 <= plan.device_bytes <= h200
     assert plan.memory["device_rows"] == 8 * 784 * 1_000_000
 

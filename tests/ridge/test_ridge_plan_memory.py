@@ -122,7 +122,7 @@ def test_nystrom_cg_holds_no_more_than_its_plan(precision):
             lambda: npt.KernelRidge(landmarks=m, max_iter=2, random_state=0, **common).fit(x, y)
         )
     plan = est.plan_
-    assert plan["route"] == "cg"
+    assert plan["route"] == "nystrom-cg"
     assert not plan["exact"]
     assert plan["row_chunk"] == 8192
     assert peak <= sum(plan["memory"].values()), (peak / sum(plan["memory"].values()), plan)

@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+import npt_dask as npt
 from npt_dask.errors import InputError
 from npt_dask.linalg.jitter import dense_attempt, jitter_ladder, jittered_cholesky
 from npt_dask.linalg.preconditioners import factor_with_jitter
@@ -21,8 +22,29 @@ MNIST = {"n": 60_000, "m": None, "d": 784, "k": 10, "itemsize": 4, "threads": 2,
 def test_every_route_is_a_route_and_each_problem_has_a_direct_and_an_iterative_one():
     assert all(isinstance(r, Route) for r in ROUTES)
     for exact in (True, False):
-        kinds = {(r.name, r.iterative) for r in ROUTES if r.exact == exact}
+        kinds = {(r.solver, r.iterative) for r in ROUTES if r.exact == exact}
         assert {("direct", False), ("cg", True)} <= kinds
+
+
+def test_route_names_are_unique_and_the_solver_values_come_from_the_registry():
+    from npt_dask.params.constraints import Options
+    from npt_dask.ridge.params import RIDGE_PARAMS
+    from npt_dask.ridge.routes import current_name, route_named, solvers
+
+    names = [r.name for r in ROUTES]
+    assert len(set(names)) == len(names)
+    assert solvers() == ("auto", "direct", "cg")  # the public values, unchanged
+    (solver,) = [p for p in RIDGE_PARAMS if p.name == "solver"]
+    (options,) = solver.constraints
+    assert isinstance(options, Options)
+    assert options.values == solvers()
+    assert all(f"{v} (" in solver.help for v in solvers()[1:])
+    assert 'solver : {"auto", "direct", "cg"}' in npt.KernelRidge.__doc__
+    assert '``"cg"``: with landmarks: preconditioned' in npt.KernelRidgeClassifier.__doc__
+    # names recorded before they were unique (stores, plans) are read with their problem
+    assert current_name("cg", True) == "exact-cg"
+    assert current_name("direct", False) == ("nystrom-direct")
+    assert route_named("cg", False) is route_named("nystrom-cg", False)
 
 
 def test_the_plan_chooses_only_among_registered_routes():
@@ -50,7 +72,7 @@ def test_the_exact_cg_rank_is_the_least_counted_work_of_the_ranks_that_fit():
 
     budget = 4 * 2**30
     plan = plan_ridge(memory_budget=budget, **MNIST)
-    assert plan.route == "cg"
+    assert plan.route == "exact-cg"
     assert plan.preconditioner_rank == 4096  # pinned: 60,000 MNIST rows at 4 GiB
     assert plan_ridge(memory_budget=12 * 2**30, **MNIST).preconditioner_rank == 3072
     sizes = RidgeSizes(60_000, 60_000, 784, 10, 4, 1, 2, budget, 100, 1e-3, 4096, exact=True,

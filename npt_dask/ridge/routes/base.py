@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_BYTES",
+    "OLD_NAMES",
     "Route",
     "centre_bytes",
     "device_memory",
@@ -44,18 +45,39 @@ kept near this size: the plan picks the rows per task from it (:func:`ridge_rows
 
 _MIN_ROWS, _MAX_ROWS = 256, 8192
 
+OLD_NAMES = {("direct", False): "nystrom-direct", ("direct", True): "exact-direct",
+             ("cg", False): "nystrom-cg", ("cg", True): "exact-cg"}  # fmt: skip
+"""The names routes had when two were named ``"direct"`` and two ``"cg"`` (stores, plans
+and checkpoints written then record them), by name and problem: the name now."""
+
 
 class Route(ABC):
     """One way of solving one kernel ridge problem; see the module doc.
 
-    ``name`` is what ``solver=`` names and ``plan_["route"]`` records; ``exact`` which
-    problem it solves; ``iterative`` whether it stops on ``tol`` (then it needs alpha > 0,
-    and ``solver="auto"`` weighs it by :data:`npt_dask.ridge.planning.CG_MARGIN`).
+    ``name`` is the route's own name, unique in the registry, which ``plan_["route"]``
+    records; ``solver`` the public ``solver=`` value it answers to (several routes may
+    answer to one: one per problem, or the plan weighs them); ``description`` one line
+    for the docstrings and the command line's help; ``exact`` which problem it solves;
+    ``iterative`` whether it stops on ``tol`` (then it needs alpha > 0, and
+    ``solver="auto"`` weighs it by :data:`npt_dask.ridge.planning.CG_MARGIN`). Its
+    solution says how many iterations it took (:attr:`RidgeSolution.iterations
+    <npt_dask.ridge.problem.RidgeSolution.iterations>`, 1 for one direct solve), which
+    the estimators' ``n_iter_`` reports.
     """
 
     name: str = ""
+    solver: str = ""
+    description: str = ""
     exact: bool = False
     iterative: bool = False
+
+    @property
+    def pin(self) -> str:
+        """The route as a checkpoint's fingerprint names it (with its problem): the name
+        it had before route names were unique, where it had one (checkpoints written
+        then resume)."""
+        old = {new: name for (name, _), new in OLD_NAMES.items()}.get(self.name, self.name)
+        return f"{old}-{'exact' if self.exact else 'nystrom'}"
 
     @abstractmethod
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:

@@ -38,6 +38,7 @@ Once built, the preconditioner's own eigenvalues give a second estimate
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +50,7 @@ from npt_dask.engine.budget import cached_fraction, in_flight_bytes, kept_bytes,
 from npt_dask.engine.consumers import Apply, CentreRows, Consumer, Cross, Digest, Normal
 from npt_dask.engine.passes import Centres, map_rows, row_pass
 from npt_dask.engine.rows import Rows
+from npt_dask.linalg import cg
 from npt_dask.linalg.device_preconditioners import preconditioner_like
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank, low_rank_from_coordinates
 from npt_dask.ridge.centre_rows import (
@@ -81,12 +83,15 @@ from npt_dask.ridge.routes.base import (
     row_chunks,
     task_bytes,
 )
+from npt_dask.ridge.state import COLUMNS, FLAGS, PER_TARGET, Method
 from npt_dask.runtime.scheduler import compute, task_threads
 
 __all__ = [
     "ASSUMED_ALPHA",
+    "CG",
     "RANK_MOST",
     "SPECTRUM",
+    "ConjugateGradient",
     "ExactCG",
     "NystromCG",
     "expected_iterations",
@@ -125,10 +130,59 @@ def ranks_to_try(n: int) -> tuple[int, ...]:
     return tuple(sorted(grid | {top}))
 
 
+class ConjugateGradient:
+    """Preconditioned CG (:mod:`npt_dask.linalg.cg`) as the iteration driver's method
+    (:class:`npt_dask.ridge.state.Method`): its state a :class:`~npt_dask.linalg.cg.CGState`,
+    whose own array beside the common fields is ``rz`` (``r^T z`` per target)."""
+
+    label, title, divergence = "cg", "Conjugate gradient", cg.DIVERGENCE
+    names = ("x", "r", "p", "rz", "b", "b_norm", "best", "best_x", *FLAGS)
+
+    def start(self, b: Any, precondition: Any, tol: float) -> cg.CGState:
+        return cg.start(b, precondition, tol)
+
+    def step(self, state: Any, q: Any, precondition: Any, tol: float, cols: np.ndarray) -> Any:
+        return cg.step(state, q, precondition, tol, cols)
+
+    def verify(self, state: Any, hx: Any, precondition: Any, tol: float, cols: np.ndarray) -> Any:
+        return cg.verify(state, hx, precondition, tol, cols)
+
+    def retarget(self, state: Any, tol: float) -> Any:
+        return cg.retarget(state, tol)
+
+    def state_like(self, state: Any, like: Any) -> cg.CGState:
+        return cg.state_like(state, like)
+
+    def arrays(self, state: Any) -> dict[str, np.ndarray]:
+        """The state's arrays on the host (its vectors cross once)."""
+        host = cg.host_state(state)
+        return {name: np.asarray(getattr(host, name)) for name in self.names}
+
+    def from_arrays(
+        self, arrays: Mapping[str, np.ndarray], iteration: int, history: list[float]
+    ) -> cg.CGState:
+        """The saved state (its common fields checked by the checkpoint), ``rz`` checked."""
+        k = arrays["x"].shape[1]
+        if "rz" not in arrays or arrays["rz"].shape != (k,):
+            shape = arrays["rz"].shape if "rz" in arrays else None
+            raise ValueError(f"'rz' has shape {shape}, not ({k},)")
+        assert set(COLUMNS) | set(PER_TARGET) <= set(self.names)
+        return cg.CGState(**{name: arrays[name] for name in self.names}, iteration=iteration,
+                          history=history)  # fmt: skip
+
+
+CG = ConjugateGradient()
+"""The method both CG routes drive."""
+
+
 class NystromCG(Route):
     """Preconditioned CG on the Nyström system, Falkon's preconditioner."""
 
-    name, exact, iterative = "cg", False, True
+    name, solver, exact, iterative = "nystrom-cg", "cg", False, True
+    method: Method = CG
+    description = (
+        "preconditioned conjugate gradient, one pass per iteration (Falkon's preconditioner)"
+    )
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """The preconditioner's two triangular factors share one m x m matrix (kernel
@@ -164,7 +218,7 @@ class NystromCG(Route):
         idx = problem.centres
         assert idx is not None
         rows = held(nystrom_rows(problem))
-        loop = Iterations(problem, rows, checkpoint, progress)
+        loop = Iterations(self, self.method, problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: Falkon preconditioner of {len(idx):,} centres")
         pc = FalkonCholesky.build(problem_centre_kernel(problem),
                                   float(problem.alphas.min()) / total_weight(problem))  # fmt: skip
@@ -209,7 +263,9 @@ class ExactCG(Route):
     """Preconditioned CG on the exact system, a landmark preconditioner whose rank the
     plan chooses from the budget (see the module doc)."""
 
-    name, exact, iterative = "cg", True, True
+    name, solver, exact, iterative = "exact-cg", "cg", True, True
+    method: Method = CG
+    description = "preconditioned CG (a landmark NPT model's top eigenpairs)"
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """The plan at each rank of :func:`ranks_to_try`; the one that fits with the least
@@ -274,7 +330,7 @@ class ExactCG(Route):
         if problem.kernel.precomputed:
             data = data.rechunk({1: plan.row_chunk})
         rows = held(problem.rows.like(data))
-        loop = Iterations(problem, rows, checkpoint, progress)
+        loop = Iterations(self, self.method, problem, rows, checkpoint, progress)
         loop.report.stage(f"cg: landmark preconditioner of rank "
                           f"{plan.preconditioner_rank:,}")  # fmt: skip
         s = _root_weights(rows, problem.weights)

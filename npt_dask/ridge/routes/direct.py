@@ -69,7 +69,10 @@ bookkeeping, with room to spare."""
 class NystromDirect(Route):
     """The moments route of Nyström kernel ridge; see the module doc."""
 
-    name, exact, iterative = "direct", False, False
+    name, solver, exact, iterative = "nystrom-direct", "direct", False, False
+    description = (
+        "the normal equations' moments in one pass (n m^2 flops) and a Cholesky factorisation"
+    )
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """``chains`` float64 sums of ``G``'s upper tiles while the pass runs
@@ -147,7 +150,8 @@ class NystromDirect(Route):
 class ExactDirect(Route):
     """scikit-learn's exact solve on the n x n matrix; see the module doc."""
 
-    name, exact, iterative = "direct", True, False
+    name, solver, exact, iterative = "exact-direct", "direct", True, False
+    description = "scikit-learn's solve on the n x n matrix"
 
     def plan(self, sizes: RidgeSizes, base: RidgePlan) -> RidgePlan:
         """The n x n kernel matrix, factored in place; at its peak a second n x n array
