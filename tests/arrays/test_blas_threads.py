@@ -59,7 +59,8 @@ def _recording(monkeypatch, owner, name, seen):
 def test_exact_cg_stages_run_with_the_decided_threads(monkeypatch, two_threads):
     """Exact CG's landmark preconditioner: its eigendecompositions (the landmark model's
     and the factor's) on one BLAS thread, the tasks of every pass on one, the driver's
-    wide products on the process's two; nothing left changed after the fit."""
+    wide products (and its one probe block of the iteration estimate) on the process's
+    two; nothing left changed after the fit."""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(1200, 8)), rng.normal(size=1200)
     in_tasks, in_eigh = [], []
@@ -82,7 +83,8 @@ def test_exact_cg_stages_run_with_the_decided_threads(monkeypatch, two_threads):
     assert len(in_eigh) >= 2  # the landmark model's and the factor's
     assert set(in_eigh) == {(1, 1)}
     assert in_tasks
-    assert set(in_tasks) == {(1, 1)}
+    assert in_tasks.count((2, 2)) == 1  # the iteration estimate's probe, on the driver
+    assert set(in_tasks) - {(2, 2)} == {(1, 1)}  # every pass's tasks
     assert in_products
     assert set(in_products) == {(2, 2)}
     assert set(_blas_counts()) == {2}
