@@ -83,7 +83,7 @@ def test_exact_cg_stages_run_with_the_decided_threads(monkeypatch, two_threads):
     assert len(in_eigh) >= 2  # the landmark model's and the factor's
     assert set(in_eigh) == {(1, 1)}
     assert in_tasks
-    assert in_tasks.count((2, 2)) == 1  # the iteration estimate's probe, on the driver
+    assert in_tasks.count((2, 2)) <= 3  # the iteration estimate's probe blocks, on the driver
     assert set(in_tasks) - {(2, 2)} == {(1, 1)}  # every pass's tasks
     assert in_products
     assert set(in_products) == {(2, 2)}
