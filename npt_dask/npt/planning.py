@@ -290,7 +290,7 @@ def certificate_bytes(
     the larger of the two counts); on the host it is the tasks' working memory.
 
     >>> certificate_bytes(chunk=100, m=60, d=5, n_components=10, itemsize=8, threads=2)
-    277280
+    288032
     """
     r = n_components
     blocks = DEVICE_BLOCKS_PER_TASK if device else BLOCKS_PER_TASK
