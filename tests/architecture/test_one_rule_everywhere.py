@@ -307,7 +307,7 @@ def test_readmes_say_what_there_is():
     assert set(alls) == {count.lower()}, alls
     main_readme = (root / "README.md").read_text()
     assert all(name in main_readme for name in notebooks), notebooks
-    assert "about 8 minutes on a quiet two-core machine" in main_readme  # and under load:
+    assert "about 16 minutes on a quiet two-core machine" in main_readme  # and under load:
     assert "longer when the machine is shared" in main_readme
 
 
