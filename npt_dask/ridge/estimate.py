@@ -44,9 +44,9 @@ import dask.array as da
 import numpy as np
 
 from npt_dask.arrays.host import to_host
+from npt_dask.engine.rows import Rows
 from npt_dask.linalg.preconditioners import FalkonCholesky, LowRank
 from npt_dask.ridge.problem import RidgePlan, RidgeProblem, total_weight
-from npt_dask.runtime.scheduler import compute
 
 __all__ = [
     "BOUND_SHARE",
@@ -214,9 +214,13 @@ def probe_rows(rows: da.Array, rng: np.random.Generator, exclude: Any = None) ->
 
 
 def gather_rows(values: Any, idx: np.ndarray) -> np.ndarray:
-    """``values[idx]`` as host numpy (dense), one gather."""
-    got = to_host(compute(values[idx])[0]) if isinstance(values, da.Array) else values[idx]
-    return np.asarray(got.toarray() if hasattr(got, "toarray") else got, dtype=np.float64)
+    """``values[idx]`` (sorted ``idx``; ``values`` rows, or a vector of one value a row)
+    as host float64, dense: :meth:`~npt_dask.engine.rows.Rows.take`, the one gather."""
+    values = values if isinstance(values, da.Array) else da.asarray(values)
+    column = values.ndim == 1
+    got = Rows.of(values[:, None] if column else values).take(idx, host=True)
+    got = np.asarray(got, dtype=np.float64)
+    return got[:, 0] if column else got
 
 
 def _probe_kernel(problem: RidgeProblem, rows: da.Array, idx: np.ndarray) -> tuple[
