@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+# scikit-learn's first import is not thread-safe (its modules import each other: a second
+# thread gets a half-initialised sklearn.utils._array_api); the package's own first import,
+# which every thread waits for, takes it once here, so npt-dask's lazy names and modules
+# can then be first imported from any number of threads at once.
+import sklearn.base as _sklearn_base  # noqa: F401
+import sklearn.utils.validation as _sklearn_validation  # noqa: F401
+
 from npt_dask._lazy import lazy_exports
 from npt_dask.npt import accessor as _accessor  # noqa: F401  (registers .npt on xarray)
 
